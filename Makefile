@@ -1,0 +1,63 @@
+# cgbench developer tasks. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+# torch is needed by the tests (real-engine backend); on a CUDA machine bring your own build and
+# set TORCH_SPEC (or install torch into the venv first: an importable torch is left alone).
+TORCH_SPEC ?= torch==2.13.0
+ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.core: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.dev: $(VENV)/.core
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+install: $(VENV)/.core ## Create the venv and install cgbench (simulator only, no torch)
+
+dev: $(VENV)/.dev ## Install everything the tests need (torch CPU build included)
+
+run: $(VENV)/.core ## Run the default job (cgbench run; pass overrides with ARGS="model=transformer")
+	$(BIN)/cgbench run $(ARGS)
+
+lint: $(VENV)/.dev ## ruff
+	$(BIN)/ruff check cgbench tests scripts
+
+test: $(VENV)/.dev ## Lint, then run the test suite
+	$(BIN)/ruff check cgbench tests scripts
+	$(BIN)/pytest -q
+
+sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
+	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
+
+bench: $(VENV)/.dev ## Simulator and matcher performance benchmark (prints a table)
+	$(PY) scripts/bench.py $(ARGS)
+
+baseline: $(VENV)/.core ## Regenerate results/baseline/ (the CI gate's reference)
+	rm -rf results/baseline
+	$(BIN)/cgbench sweep sweep=ci --out results/baseline
+
+ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
+	rm -rf results/sweeps/ci-check
+	$(BIN)/cgbench sweep sweep=ci --out results/sweeps/ci-check
+	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check
+
+gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
+	bash scripts/gpu_check.sh
+
+clean: ## Remove the venv and caches (keeps results/)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build dist *.egg-info
+
+.PHONY: help install dev run lint test sweep bench baseline ci-gate gpu-check clean

@@ -1,0 +1,21 @@
+"""Shared helpers: small configs and engines built without Hydra."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("COLUMNS", "200")
+
+
+@pytest.fixture(autouse=True)
+def _isolate_cwd(tmp_path, monkeypatch):
+    """Every test runs in its own folder so default result paths never touch the repo."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
