@@ -101,13 +101,13 @@ def run(
 def grid(
     overrides: Overrides = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
-    all_graphs: Annotated[bool, typer.Option("--all", help="List every graph (default: the first 60).")] = False,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes and what a hit covers."""
     with user_errors():
         from cgbench.config import load_config
-        from cgbench.coverage import coverage, grid_json, grid_table
+        from cgbench.coverage import coverage
         from cgbench.graphs import build_grid
+        from cgbench.grid_report import grid_json, grid_table
 
         if fmt not in ("table", "json"):
             raise ConfigError(f"--format: {fmt!r} is not one of table, json")
@@ -119,7 +119,7 @@ def grid(
         e = cfg.engine
         cov = coverage(g, max_requests=e.max_requests, max_tokens=e.max_tokens,
                        max_sequence_length=e.max_sequence_length, num_speculative_tokens=e.num_speculative_tokens)
-        for table in grid_table(g, cov, limit=None if all_graphs else 60):
+        for table in grid_table(g, cov):
             out.print(table)
 
 

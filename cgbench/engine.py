@@ -131,7 +131,7 @@ class Engine:
                 self._arrive(spec)
                 total_work += spec.prompt_tokens + spec.output_tokens
             ctx = self.ctx
-            ctx.begin_round(len(self.active), len(self.paused))
+            ctx.begin_round(self._decode_count(), len(self.paused))
             queued_before = len(self.queue)
             result = self.scheduler.schedule(self.queue)
             if ctx.active_tokens == 0:
@@ -169,11 +169,16 @@ class Engine:
         graph, reason = self.grid.lookup(T, P, D)
         if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
             graph, reason = None, "pad_guard"
-        context_tokens = sum(r.kv_tokens + self.q for r in self.active)
+        q = self.q
+        decode_ctx = self._decode_context_tokens()
+        context_tokens = decode_ctx
+        pairs = q * (decode_ctx - D * q) + D * q * (q + 1) // 2  # each decode row attends its whole context
         for a in ctx.admitted:
-            context_tokens += a.request.finished_chunk
-        work = StepWork(T, P, D, context_tokens, tuple(graph) if graph is not None else None)
-        dt = self.backend.run_step(work, ctx.admitted, self.active)
+            done = a.request.finished_chunk  # already includes this chunk
+            context_tokens += done
+            pairs += a.chunk * (done - a.chunk) + a.chunk * (a.chunk + 1) // 2
+        work = StepWork(T, P, D, context_tokens, tuple(graph) if graph is not None else None, pairs)
+        dt = self.backend.run_step(work, ctx.admitted, self._decode_rows())
         self._step_start_s = st.now_s
         stats.steps += 1
         stats.tokens += T
@@ -209,6 +214,17 @@ class Engine:
                 [(a.request.id, a.chunk, a.final) for a in ctx.admitted],
                 deferred.id if deferred is not None else None, len(self.queue), len(self.paused)))
         st.now_s += dt
+
+    # -- hooks the event-proportional engine overrides ---------------------------------------------
+
+    def _decode_count(self) -> int:
+        return len(self.active)
+
+    def _decode_context_tokens(self) -> int:
+        return sum(r.kv_tokens + self.q for r in self.active)
+
+    def _decode_rows(self) -> list[Request]:
+        return self.active
 
     # -- update_requests --------------------------------------------------------------------------
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     WAITING = "waiting"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -45,6 +45,12 @@ class Request:
     outcome: Outcome = Outcome.WAITING
     fail_reason: str = ""
     token_ids: list[int] = field(default_factory=list)  # real backends only
+    # the event-proportional engine's anchor: state at the start of step anchor_step
+    anchor_step: int = 0
+    anchor_gen: int = 0
+    anchor_kv: int = 0
+    pos: int = 0  # row position (Megatron's active-row order)
+    epoch: int = 0  # invalidates stale event-heap entries
 
     def start_prefill(self, prompt_tokens: int) -> None:
         self.remaining_prompt = prompt_tokens

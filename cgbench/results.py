@@ -7,7 +7,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ def git_sha() -> str | None:
 
 def provenance() -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "cgbench_version": __version__, "git_sha": git_sha(),
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def environment(backend: str, device: str, torch_version: str | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from cgbench.engine import Engine, RunState, StepBackend
+from cgbench.fast_engine import FastEngine
 from cgbench.graphs import Grid, build_grid
 from cgbench.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.policies import make_policy
@@ -35,7 +36,8 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
         backend, _, _ = make_backend(cfg)
     if stream is None:
         stream = make_stream(cfg.workload, cfg.seed)
-    return Engine(cfg, grid, make_policy(cfg.policy), backend, stream, trace=trace)
+    engine_cls = Engine if cfg.engine.oracle or cfg.backend.name != "sim" else FastEngine
+    return engine_cls(cfg, grid, make_policy(cfg.policy), backend, stream, trace=trace)
 
 
 def metrics_of(engine: Engine, state: RunState) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class ModelConfig:
     mamba_num_groups: int = 8
     mamba_conv_kernel: int = 4
     dtype_bytes: int = 2
+    gated_mlp: Optional[bool] = None  # SwiGLU (3 matrices) vs squared-ReLU (2); None = by kind
 
     @property
     def is_hybrid(self) -> bool:
@@ -149,6 +150,7 @@ class EngineConfig:
     request_rounder: int = 4
     stall_steps: int = 0  # 0 = derived from max_sequence_length
     check_invariants: bool = False
+    oracle: bool = False  # run the plain step-by-step engine instead of the event-proportional one
 
     def resolved_kv_blocks(self) -> int:
         if self.kv_blocks > 0:
@@ -236,7 +238,7 @@ def check_dist(d: DistConfig, key: str) -> None:
                  f"needs len(weights)+1 = {len(d.weights) + 1} edges, got {len(d.bins)}")
         _require(all(w >= 0 for w in d.weights) and sum(d.weights) > 0, f"{key}.weights",
                  "must be non-negative with a positive sum")
-        _require(all(a < b for a, b in zip(d.bins, d.bins[1:])) and d.bins[0] >= 1, f"{key}.bins",
+        _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
                  "must be strictly increasing and start at >= 1")
 
 

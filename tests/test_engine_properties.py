@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from cgbench.arrivals import RequestSpec
 from cgbench.request import Outcome
-from cgbench.settings import CGConfig, POLICIES
-
+from cgbench.settings import POLICIES, CGConfig
 from tests.helpers import make_cfg, run_engine
 
 ALLOWED_EAGER_UNDER_GATING = {"decode_only_over_max"}  # never expected; listed for the message
@@ -38,10 +37,13 @@ def scenarios(draw):
     t = 0.0
     for i in range(n):
         t += draw(st.sampled_from([0.0, 0.0, 0.001, 0.05]))
-        reqs.append(RequestSpec(i, t, draw(st.one_of(st.integers(1, msl), st.integers(1, msl + 20))), draw(st.integers(1, 80))))
+        prompt = draw(st.one_of(st.integers(1, msl), st.integers(1, msl + 20)))
+        reqs.append(RequestSpec(i, t, prompt, draw(st.integers(1, 80))))
+    spec = draw(st.sampled_from([0, 0, 0, 1, 3]))
+    max_tokens = max(max_tokens, max_requests * (spec + 1))
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
                    max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
-                   paused_blocks=paused)
+                   paused_blocks=paused, num_speculative_tokens=spec)
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
     return cfg, reqs
 

@@ -10,7 +10,6 @@ from cgbench.policies import make_policy
 from cgbench.request import Outcome, Request
 from cgbench.scheduler import Scheduler
 from cgbench.settings import CGConfig, PolicyConfig
-
 from tests.helpers import make_cfg, run_engine, specs
 
 

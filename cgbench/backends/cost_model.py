@@ -1,0 +1,610 @@
+"""Step-time cost models for the ``sim`` backend: a roofline model and a calibrated table.
+
+The engine asks ``CostModel.step_time(StepWork)`` once per simulated step, so both models do their
+work in ``__init__`` and answer with a handful of arithmetic operations (plus a dict lookup).
+
+Roofline
+--------
+Per tensor-parallel rank (``t = tp_size``: heads, FFN width, Mamba heads and the LM head are split
+``t`` ways; KV heads and Mamba groups are split too but never below one per rank), a step costs::
+
+    gpu = n_attn  [gemm(W_A) + max(4·(n_q/t)·d·pairs / F,  (kv·(ctx + Tc) + 2·(n_q/t)·d·b·Tc) / B)]
+        + n_mamba [gemm(W_M) + max(ssd_flops / F,          (2·Rc·state + act_M·b·Tc) / B)]
+        + n_mlp   [gemm(W_F)]
+        + max(2·Sc·h·V/t / F, (h·V/t·b + Sc·(h + V/t)·b) / B) + 2·Tc·h·b / B
+    gemm(W) = max(2·W·Tc / F, (W·b + act·b·Tc) / B)
+
+with ``F = peak_flops · flops_efficiency``, ``B = hbm_bandwidth · bandwidth_efficiency``, ``b`` the
+dtype bytes and, each for one layer on one rank:
+
+* ``W_A = h·d·(n_q/t + 2·kv_r) + (n_q/t)·d·h`` (QKV and output projections, ``kv_r = ceil(n_kv/t)``),
+  ``kv = 2·kv_r·d·b`` bytes of K and V per token.
+* ``W_F = (g + 1)·h·f/t`` with ``g = 2`` for a gated (SwiGLU) MLP and ``g = 1`` for a plain one
+  (squared ReLU, Nemotron-H); ``ModelConfig`` has no flag, so ``kind=transformer`` ⇒ gated.
+* ``W_M = h·(2·e + 2·G·N + H) + conv·(K + 1) + e·h`` with ``e = mamba heads × head dim / t``,
+  ``H = mamba heads / t``, ``G = ceil(groups / t)``, ``conv = e + 2·G·N``;
+  ``state = (conv·(K - 1) + e·N)·b`` bytes of conv and SSM state per request.
+* Every ``W`` also counts its layer's norm and per-head vectors.
+* ``ssd_flops = 2·conv·K·Tc + decode_tokens·6·e·N + prefill_tokens·(4·e·N + 2·Q·(e + G·N))``: the
+  recurrent update for decode tokens and the chunked scan (chunk ``Q = 128``) for prefill tokens.
+* ``act`` counts the elements each layer's kernels read and write per token (GEMM inputs and
+  outputs, norm, residual) — small next to the weights.
+
+Each kernel class (projections, attention core, SSD scan, LM head) is a separate roofline term, so
+a step can be memory-bound in one (the attention reading the KV cache, the Mamba state traffic) and
+compute-bound in another (the projections of a long prefill). Weights are read once per step.
+
+``pairs`` is the number of (query, key) pairs the attention computes, Σ_i q_i·(cached_i + (q_i+1)/2)
+over the real requests. The engine can pass it exactly (``StepWork.attention_pairs``); otherwise it
+is estimated from ``(T, P, D, ctx)`` with ``cached = ctx - T``: decode-only steps and prefill-only
+steps share ``cached`` evenly between their requests (exact for decode-only steps and for a single
+prefill chunk); in mixed steps the prefills are taken as fresh prompts and the decodes hold the
+cache. Prefill tokens split evenly between the prefill requests for the causal term.
+
+Shapes: a **graphed** step is computed on the replayed graph's padded shape — ``Tc = Tg`` tokens
+through every projection, ``Rc = Pg + Dg`` request slots of Mamba state, ``Sc = Pg + Dg`` rows
+through the LM head (it runs on the sampled last token of each request only) — with the attention
+reading only the real requests' KV (``ctx``, ``pairs``), plus one ``graph_launch_us``. An **eager**
+step is computed on the real shape, or on Megatron's eager padding when an ``EagerPadding`` is given
+(``make_cost_model`` passes the engine's: tokens rounded up to 64, requests to 4, semantics §4.1),
+plus ``kernel_launch_us`` for each kernel it launches: ``KERNELS_PER_LAYER`` per layer (attention 8,
+Mamba 10, MLP 5), ``MAMBA_PREFILL_KERNELS`` more per Mamba layer when the step has prefills (the
+chunked-scan path), and ``KERNELS_PER_STEP`` for embedding, final norm, LM head and sampling.
+Tensor-parallel communication is not modelled.
+
+Calibrated
+----------
+A JSON table of measured step times (schema ``cgbench.calibration/1``, see ``docs/cost-model.md``)
+with one list of points per mode (graphed, eager). Per mode, points are grouped into classes that
+are interpolated along ``T``: one class per tokens-per-request ratio for decode-only points (``D``
+moves with ``T``), one per ``(P, D)`` for the others; within a class, points of the same ``T`` form
+a knot. A query takes the nearest class (decode-only to decode-only; mixed by distance in
+``log2(1 + P)`` and ``log2(1 + D)``), interpolates linearly in ``ctx`` within each knot and in ``T``
+between the two bracketing knots, and corrects for the remaining ``P`` / ``D`` difference with a
+non-negative least-squares fit ``ms ≈ c0 + cT·T + cP·P + cD·D + cctx·ctx`` of the mode's points.
+Outside a class's range (in ``T`` or ``ctx``) it extrapolates linearly from the end point with the
+fitted slope. Predictions are exact on measured points (duplicates are averaged), monotone where
+the data are, exact everywhere for data linear in the features, and never below the fastest
+measured step of the mode. A graphed query is looked up by the graph's shape (as the table records
+it), an eager one by the real shape.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from cgbench.settings import (
+    MODEL_KINDS,
+    BackendConfig,
+    ConfigError,
+    EngineConfig,
+    HardwareConfig,
+    ModelConfig,
+)
+
+KERNELS_PER_LAYER = {"*": 8, "M": 10, "-": 5}
+MAMBA_PREFILL_KERNELS = 6
+KERNELS_PER_STEP = 6
+SSD_CHUNK = 128
+CALIBRATION_SCHEMA = "cgbench.calibration/1"
+
+
+@dataclass(frozen=True, slots=True)
+class StepWork:
+    """What one engine step computes. ``graph`` is the replayed graph ``(Tg, Pg, Dg)`` or ``None``
+    when the step ran eager; ``attention_pairs`` is Σ over requests of new tokens × mean attended KV
+    length (causal), or ``None`` to let the cost model estimate it."""
+
+    tokens: int
+    prefills: int
+    decodes: int
+    context_tokens: int
+    graph: tuple[int, int, int] | None
+    attention_pairs: int | None = None
+
+
+class CostModel(Protocol):
+    name: str
+
+    def step_time(self, work: StepWork) -> float:
+        """Seconds the step takes."""
+        ...
+
+
+def _round_up(x: int, k: int) -> int:
+    return -(-x // k) * k
+
+
+@dataclass(frozen=True, slots=True)
+class EagerPadding:
+    """Megatron pads an eager step too (semantics §4.1): tokens to a multiple of ``TOKEN_ROUNDER``,
+    requests to a multiple of ``REQUEST_ROUNDER`` (each rounded up to a tp multiple)."""
+
+    max_tokens: int
+    max_requests: int
+    token_rounder: int = 64
+    request_rounder: int = 4
+    tp_size: int = 1
+    num_speculative_tokens: int = 0
+
+    @classmethod
+    def from_engine(cls, engine: EngineConfig) -> EagerPadding:
+        return cls(engine.max_tokens, engine.max_requests, engine.token_rounder, engine.request_rounder,
+                   engine.tp_size, engine.num_speculative_tokens)
+
+    def pad(self, tokens: int, prefills: int, decodes: int) -> tuple[int, int, int]:
+        tp = self.tp_size
+        kt = _round_up(self.token_rounder, tp)
+        kr = _round_up(self.request_rounder, tp)
+        if prefills == 0:
+            if self.num_speculative_tokens > 0:
+                d_pad = min(self.max_requests, _round_up(decodes, kr))
+                t_pad = d_pad * (self.num_speculative_tokens + 1)
+            else:
+                t_pad = min(self.max_tokens, self.max_requests, _round_up(tokens, kt))
+                d_pad = t_pad
+            return max(t_pad, tokens), 0, max(d_pad, decodes)
+        r_pad = min(self.max_requests, _round_up(prefills + decodes, kr))
+        return _round_up(tokens, kt), max(r_pad - decodes, prefills), decodes
+
+
+def estimate_attention_pairs(tokens: int, prefills: int, decodes: int, context_tokens: int) -> float:
+    """Σ_i q_i·(cached_i + (q_i + 1)/2) from the step's totals (see the module docstring)."""
+    cached = max(context_tokens - tokens, 0)
+    if prefills == 0:
+        if decodes <= 0:
+            return 0.0
+        q = tokens / decodes
+        return tokens * cached / decodes + tokens * (q + 1) / 2
+    prefill_tokens = max(tokens - decodes, 0)
+    causal = prefill_tokens * (prefill_tokens / prefills + 1) / 2
+    if decodes == 0:
+        return prefill_tokens * cached / prefills + causal
+    return cached + decodes + causal
+
+
+class RooflineCostModel:
+    """Roofline step time from the model's dimensions and the device's peak rates (module docstring)."""
+
+    name = "roofline"
+
+    def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
+                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None) -> None:
+        if tp_size < 1:
+            raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
+        layers = model.layers
+        if not layers or set(layers) - set(KERNELS_PER_LAYER):
+            raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', "
+                              f"got {model.layer_pattern!r}")
+        if gated_mlp is None:
+            gated_mlp = getattr(model, "gated_mlp", None)
+        if gated_mlp is None:
+            gated_mlp = model.kind == "transformer"
+        t = tp_size
+        b = model.dtype_bytes
+        h = model.hidden_size
+        flops = hardware.peak_flops * hardware.flops_efficiency
+        bw = hardware.hbm_bandwidth * hardware.bandwidth_efficiency
+        self.tp_size = t
+        self.eager_padding = eager_padding
+        self.n_attention = layers.count("*")
+        self.n_mamba = layers.count("M")
+        self.n_mlp = layers.count("-")
+
+        # Attention layer (per rank).
+        q = model.num_attention_heads / t
+        d = model.head_dim
+        kv_r = math.ceil(model.num_kv_heads / t)
+        w_attn = h * d * (q + 2 * kv_r) + q * d * h + h
+        act_attn = (h + d * (q + 2 * kv_r)) + (q * d + h) + 4 * h
+        self.kv_bytes_per_token = 2 * kv_r * d * b * self.n_attention  # all attention layers
+        # MLP layer.
+        f = model.ffn_hidden_size / t
+        g = 2 if gated_mlp else 1
+        w_mlp = (g + 1) * h * f + h
+        act_mlp = (h + g * f) + (g * f + f) + (f + h) + 4 * h
+        # Mamba-2 layer.
+        e = model.mamba_num_heads * model.mamba_head_dim / t
+        nh = model.mamba_num_heads / t
+        n = model.mamba_state_dim
+        gn = math.ceil(model.mamba_num_groups / t) * n
+        k = model.mamba_conv_kernel
+        conv = e + 2 * gn
+        in_dim = 2 * e + 2 * gn + nh
+        w_mamba = h * in_dim + conv * (k + 1) + 3 * nh + e + e * h + h
+        act_mamba = (h + in_dim) + (e + h) + 4 * h
+        self.mamba_state_bytes = (conv * (k - 1) + e * n) * b * self.n_mamba  # per request, all layers
+        # LM head (untied output projection) and final norm.
+        w_head = h * model.vocab_size / t + h
+        self.weight_bytes = b * (self.n_attention * w_attn + self.n_mlp * w_mlp + self.n_mamba * w_mamba
+                                 + w_head)
+
+        # Coefficients of the step-time terms, in seconds per unit.
+        self._gemm = [(count * 2 * w / flops, count * w * b / bw, count * a * b / bw)
+                      for count, w, a in ((self.n_attention, w_attn, act_attn), (self.n_mlp, w_mlp, act_mlp),
+                                          (self.n_mamba, w_mamba, act_mamba)) if count]
+        self._attn_flop = self.n_attention * 4 * q * d / flops
+        self._attn_kv = self.kv_bytes_per_token / bw
+        self._attn_q = self.n_attention * 2 * q * d * b / bw
+        self._ssd_tok = self.n_mamba * 2 * conv * k / flops
+        self._ssd_decode = self.n_mamba * 6 * e * n / flops
+        self._ssd_prefill = self.n_mamba * (4 * e * n + 2 * SSD_CHUNK * (e + gn)) / flops
+        self._ssd_state = 2 * self.mamba_state_bytes / bw
+        self._ssd_act = self.n_mamba * (2 * conv + nh + 2 * e) * b / bw
+        self._head_flop = 2 * h * model.vocab_size / t / flops
+        self._head_weights = w_head * b / bw
+        self._head_row = (h + model.vocab_size / t) * b / bw
+        self._embed = 2 * h * b / bw
+        launch = hardware.kernel_launch_us * 1e-6
+        base = KERNELS_PER_STEP + sum(KERNELS_PER_LAYER[c] for c in layers)
+        self.eager_kernels_decode = base
+        self.eager_kernels_prefill = base + MAMBA_PREFILL_KERNELS * self.n_mamba
+        self._launch_decode = launch * self.eager_kernels_decode
+        self._launch_prefill = launch * self.eager_kernels_prefill
+        self._graph_launch = hardware.graph_launch_us * 1e-6
+        self._cache: dict[tuple[int, int, int, bool], float] = {}
+
+    def _shape_time(self, tokens: int, prefills: int, decodes: int, graphed: bool) -> float:
+        """Everything but the attention core: it depends only on the computed (padded) shape."""
+        slots = prefills + decodes
+        if prefills == 0:
+            decode_tok, prefill_tok = tokens, 0
+        else:
+            decode_tok, prefill_tok = decodes, max(tokens - decodes, 0)
+        total = 0.0
+        for flop, weights, act in self._gemm:
+            total += max(flop * tokens, weights + act * tokens)
+        if self.n_mamba:
+            ssd = self._ssd_tok * tokens + self._ssd_decode * decode_tok + self._ssd_prefill * prefill_tok
+            total += max(ssd, self._ssd_state * slots + self._ssd_act * tokens)
+        total += max(self._head_flop * slots, self._head_weights + self._head_row * slots)
+        total += self._embed * tokens
+        if graphed:
+            return total + self._graph_launch
+        return total + (self._launch_prefill if prefills else self._launch_decode)
+
+    def step_time(self, work: StepWork) -> float:
+        if work.graph is not None:
+            tc, pc, dc = work.graph
+            key = (tc, pc, dc, True)
+        else:
+            if self.eager_padding is not None:
+                tc, pc, dc = self.eager_padding.pad(work.tokens, work.prefills, work.decodes)
+            else:
+                tc, pc, dc = work.tokens, work.prefills, work.decodes
+            key = (tc, pc, dc, False)
+        shape = self._cache.get(key)
+        if shape is None:
+            if len(self._cache) > 1 << 16:
+                self._cache.clear()
+            shape = self._cache[key] = self._shape_time(tc, pc, dc, key[3])
+        if not self.n_attention:
+            return shape
+        pairs = work.attention_pairs
+        if pairs is None:
+            pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+        return shape + max(self._attn_flop * pairs,
+                           self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc)
+
+
+# --------------------------------------------------------------------------- calibration table
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationPoint:
+    """One measured step: shape ``(T, P, D)`` (the graph's shape for a graphed point, the real one
+    for an eager point), KV tokens attended ``ctx``, and the median step time in milliseconds."""
+
+    tokens: int
+    prefills: int
+    decodes: int
+    ctx: int
+    ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"T": self.tokens, "P": self.prefills, "D": self.decodes, "ctx": self.ctx, "ms": self.ms}
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class CalibrationTable:
+    """Measured step times of one model on one device (JSON schema in ``docs/cost-model.md``)."""
+
+    model: dict[str, Any]
+    device: str
+    graphed: tuple[CalibrationPoint, ...]
+    eager: tuple[CalibrationPoint, ...]
+    torch: str | None = None
+    created_at: str = field(default_factory=_utc_now)
+    tp_size: int = 1
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": CALIBRATION_SCHEMA, "model": dict(self.model), "device": self.device,
+                "torch": self.torch, "created_at": self.created_at, "tp_size": self.tp_size,
+                "notes": self.notes, "graphed": [p.to_dict() for p in self.graphed],
+                "eager": [p.to_dict() for p in self.eager]}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CalibrationTable:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            raise ConfigError(f"backend.calibration: calibration table '{p}' not found") from None
+        except OSError as err:
+            raise ConfigError(f"backend.calibration: cannot read calibration table '{p}': {err}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{p}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}"
+                              ) from None
+        return cls.from_dict(data, source=str(p))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<calibration>") -> CalibrationTable:
+        def fail(key: str, message: str) -> ConfigError:
+            return ConfigError(f"{source}: {key}: {message}")
+
+        if not isinstance(data, dict):
+            raise fail("(top level)", f"must be a JSON object, got {type(data).__name__}")
+        if data.get("schema") != CALIBRATION_SCHEMA:
+            raise fail("schema", f"expected {CALIBRATION_SCHEMA!r}, got {data.get('schema')!r}")
+        model = data.get("model")
+        if not isinstance(model, dict):
+            raise fail("model", "must be an object with 'name' and 'kind'")
+        if not isinstance(model.get("name"), str) or not model["name"]:
+            raise fail("model.name", f"must be a non-empty string, got {model.get('name')!r}")
+        if model.get("kind") not in MODEL_KINDS:
+            raise fail("model.kind", f"must be one of {', '.join(MODEL_KINDS)}, got {model.get('kind')!r}")
+        device = data.get("device")
+        if not isinstance(device, str) or not device:
+            raise fail("device", f"must be a non-empty string, got {device!r}")
+        torch_version = data.get("torch")
+        if torch_version is not None and not isinstance(torch_version, str):
+            raise fail("torch", f"must be a string or null, got {torch_version!r}")
+        for key in ("created_at", "notes"):
+            if not isinstance(data.get(key, ""), str):
+                raise fail(key, f"must be a string, got {data[key]!r}")
+        tp_size = data.get("tp_size", 1)
+        if not _is_int(tp_size) or tp_size < 1:
+            raise fail("tp_size", f"must be an integer >= 1, got {tp_size!r}")
+        modes = {mode: _parse_points(data.get(mode), mode, fail) for mode in ("graphed", "eager")}
+        return cls(model=dict(model), device=device, graphed=modes["graphed"], eager=modes["eager"],
+                   torch=torch_version, created_at=data.get("created_at", ""), tp_size=tp_size,
+                   notes=data.get("notes", ""))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _parse_points(rows: Any, mode: str,
+                  fail: Callable[[str, str], ConfigError]) -> tuple[CalibrationPoint, ...]:
+    if not isinstance(rows, list) or not rows:
+        raise fail(mode, "must be a non-empty list of {T, P, D, ctx, ms} objects")
+    points = []
+    for i, row in enumerate(rows):
+        key = f"{mode}[{i}]"
+        if not isinstance(row, dict):
+            raise fail(key, f"must be an object, got {row!r}")
+        for name, low in (("T", 1), ("P", 0), ("D", 0), ("ctx", 0)):
+            if not _is_int(row.get(name)) or row[name] < low:
+                raise fail(f"{key}.{name}", f"must be an integer >= {low}, got {row.get(name)!r}")
+        if row["P"] + row["D"] < 1:
+            raise fail(f"{key}.P", "a step needs at least one request (P + D >= 1)")
+        ms = row.get("ms")
+        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not math.isfinite(ms) or ms <= 0:
+            raise fail(f"{key}.ms", f"must be a positive number, got {ms!r}")
+        points.append(CalibrationPoint(row["T"], row["P"], row["D"], row["ctx"], float(ms)))
+    return tuple(points)
+
+
+# --------------------------------------------------------------------------- calibrated model
+
+
+def _solve(a: list[list[float]], y: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when (numerically) singular."""
+    n = len(y)
+    m = [row[:] + [y[i]] for i, row in enumerate(a)]
+    scale = max((abs(m[i][i]) for i in range(n)), default=0.0) or 1.0
+    for c in range(n):
+        r = max(range(c, n), key=lambda i: abs(m[i][c]))
+        if abs(m[r][c]) <= 1e-10 * scale:
+            return None
+        m[c], m[r] = m[r], m[c]
+        for i in range(c + 1, n):
+            factor = m[i][c] / m[c][c]
+            for j in range(c, n + 1):
+                m[i][j] -= factor * m[c][j]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (m[i][n] - sum(m[i][j] * x[j] for j in range(i + 1, n))) / m[i][i]
+    return x
+
+
+def fit_nonneg_linear(rows: list[tuple[float, ...]], y: list[float]) -> tuple[float, ...]:
+    """Least squares ``y ≈ c0 + Σ c_j·x_j`` with every slope ``c_j >= 0`` (the intercept is free),
+    solved exactly by trying every support set of slopes (there are at most five features)."""
+    k = len(rows[0])
+    scales = [max(abs(r[j]) for r in rows) or 1.0 for j in range(k)]
+    xs = [[1.0] + [r[j] / scales[j] for j in range(k)] for r in rows]
+    best: tuple[float, int, list[float]] | None = None
+    for size in range(k + 1):
+        for support in itertools.combinations(range(k), size):
+            cols = [0] + [j + 1 for j in support]
+            a = [[sum(x[ci] * x[cj] for x in xs) for cj in cols] for ci in cols]
+            rhs = [sum(x[ci] * yi for x, yi in zip(xs, y, strict=True)) for ci in cols]
+            sol = _solve(a, rhs)
+            if sol is None or any(v < 0 for v in sol[1:]):
+                continue
+            coef = [0.0] * (k + 1)
+            for ci, v in zip(cols, sol, strict=True):
+                coef[ci] = v
+            sse = sum((yi - sum(c * xv for c, xv in zip(coef, x, strict=True))) ** 2
+                      for x, yi in zip(xs, y, strict=True))
+            if best is None or sse < best[0] * (1 - 1e-12) - 1e-18:
+                best = (sse, size, coef)
+    assert best is not None  # the intercept-only support is never singular
+    coef = best[2]
+    return (coef[0], *(coef[j + 1] / scales[j] for j in range(k)))
+
+
+class _Knot:
+    """The points of one ``(T, P, D)``: ms as a piecewise-linear function of ctx."""
+
+    __slots__ = ("ctx", "decodes", "ms", "prefills", "slope")
+
+    def __init__(self, points: list[CalibrationPoint], slope: float) -> None:
+        by_ctx: dict[int, list[float]] = {}
+        for p in points:
+            by_ctx.setdefault(p.ctx, []).append(p.ms)
+        self.ctx = sorted(by_ctx)
+        self.ms = [sum(by_ctx[c]) / len(by_ctx[c]) for c in self.ctx]
+        self.prefills = sum(p.prefills for p in points) / len(points)
+        self.decodes = sum(p.decodes for p in points) / len(points)
+        self.slope = slope
+
+    def at(self, ctx: float) -> float:
+        xs = self.ctx
+        if ctx <= xs[0]:
+            return self.ms[0] + self.slope * (ctx - xs[0])
+        if ctx >= xs[-1]:
+            return self.ms[-1] + self.slope * (ctx - xs[-1])
+        i = bisect.bisect_right(xs, ctx)
+        w = (ctx - xs[i - 1]) / (xs[i] - xs[i - 1])
+        return self.ms[i - 1] + w * (self.ms[i] - self.ms[i - 1])
+
+
+# A class of points interpolated along T: ("decode", tokens per request, 0) for decode-only steps
+# (D moves with T), ("mixed", P, D) otherwise.
+_ClassKey = tuple[str, int, int]
+# offset + Σ weight·knot(ctx): the T-interpolation of one query shape, resolved once.
+_Plan = tuple[float, tuple[tuple[float, _Knot], ...]]
+
+
+def _class_of(tokens: int, prefills: int, decodes: int) -> _ClassKey:
+    if prefills == 0:
+        return ("decode", max(tokens // max(decodes, 1), 1), 0)
+    return ("mixed", prefills, decodes)
+
+
+def _class_distance(query: _ClassKey, other: _ClassKey, decodes: int) -> float:
+    lg = math.log2
+    if query[0] == other[0] == "decode":
+        return abs(lg(query[1]) - lg(other[1]))
+    if query[0] == other[0] == "mixed":
+        return abs(lg(1 + query[1]) - lg(1 + other[1])) + abs(lg(1 + query[2]) - lg(1 + other[2]))
+    # Across kinds only as a last resort (a table without decode-only or without mixed points).
+    if other[0] == "mixed":
+        return 100 + lg(1 + other[1]) + abs(lg(1 + decodes) - lg(1 + other[2]))
+    return 100 + lg(1 + query[1])
+
+
+class _Mode:
+    """Predictor for one mode (graphed or eager) of a calibration table."""
+
+    def __init__(self, points: tuple[CalibrationPoint, ...]) -> None:
+        self.coef = fit_nonneg_linear([(p.tokens, p.prefills, p.decodes, p.ctx) for p in points],
+                                      [p.ms for p in points])
+        grouped: dict[_ClassKey, dict[int, list[CalibrationPoint]]] = {}
+        for p in points:
+            key = _class_of(p.tokens, p.prefills, p.decodes)
+            grouped.setdefault(key, {}).setdefault(p.tokens, []).append(p)
+        self.classes = {key: (sorted(by_t), [_Knot(by_t[t], self.coef[4]) for t in sorted(by_t)])
+                        for key, by_t in grouped.items()}
+        self.floor = min(p.ms for p in points)
+        self._plans: dict[tuple[int, int, int], _Plan] = {}
+
+    def _nearest(self, tokens: int, prefills: int, decodes: int) -> _ClassKey:
+        query = _class_of(tokens, prefills, decodes)
+
+        def rank(key: _ClassKey) -> tuple[float, float, int, _ClassKey]:
+            ts = self.classes[key][0]
+            outside = max(ts[0] - tokens, tokens - ts[-1], 0)
+            return _class_distance(query, key, decodes), math.log2(1 + outside), -len(ts), key
+
+        return min(self.classes, key=rank)
+
+    def _plan(self, tokens: int, prefills: int, decodes: int) -> _Plan:
+        _, c_t, c_p, c_d, _ = self.coef
+        ts, knots = self.classes[self._nearest(tokens, prefills, decodes)]
+        if tokens <= ts[0] or tokens >= ts[-1]:
+            i = 0 if tokens <= ts[0] else len(ts) - 1
+            weights = ((1.0, knots[i]),)
+            offset = c_t * (tokens - ts[i])
+        else:
+            i = bisect.bisect_right(ts, tokens)
+            w = (tokens - ts[i - 1]) / (ts[i] - ts[i - 1])
+            weights = ((1.0 - w, knots[i - 1]), (w, knots[i])) if w else ((1.0, knots[i - 1]),)
+            offset = 0.0
+        for w, knot in weights:
+            offset += w * (c_p * (prefills - knot.prefills) + c_d * (decodes - knot.decodes))
+        return offset, weights
+
+    def predict_ms(self, tokens: int, prefills: int, decodes: int, ctx: int) -> float:
+        plan = self._plans.get((tokens, prefills, decodes))
+        if plan is None:
+            if len(self._plans) > 1 << 16:
+                self._plans.clear()
+            plan = self._plans[(tokens, prefills, decodes)] = self._plan(tokens, prefills, decodes)
+        value = plan[0]
+        for w, knot in plan[1]:
+            value += w * knot.at(ctx)
+        return value if value > self.floor else self.floor
+
+
+class CalibratedCostModel:
+    """Step time interpolated from a table of measured step times (module docstring)."""
+
+    name = "calibrated"
+
+    def __init__(self, table: CalibrationTable) -> None:
+        self.table = table
+        self._graphed = _Mode(table.graphed)
+        self._eager = _Mode(table.eager)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> CalibratedCostModel:
+        return cls(CalibrationTable.load(path))
+
+    def step_time(self, work: StepWork) -> float:
+        if work.graph is not None:
+            t, p, d = work.graph
+            return self._graphed.predict_ms(t, p, d, work.context_tokens) * 1e-3
+        return self._eager.predict_ms(work.tokens, work.prefills, work.decodes, work.context_tokens) * 1e-3
+
+
+def make_cost_model(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
+                    engine: EngineConfig) -> CostModel:
+    """The cost model ``backend.cost_model`` names, built for this model, device and engine."""
+    if backend.cost_model == "roofline":
+        return RooflineCostModel(model, hardware, engine.tp_size,
+                                 eager_padding=EagerPadding.from_engine(engine))
+    if backend.cost_model == "calibrated":
+        if not backend.calibration:
+            raise ConfigError("backend.calibration: cost_model=calibrated needs a calibration table path")
+        cost = CalibratedCostModel.from_file(backend.calibration)
+        measured = cost.table.model["name"]
+        if measured != model.name:
+            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured for model "
+                              f"{measured!r}, but model.name is {model.name!r}")
+        if cost.table.tp_size != engine.tp_size:
+            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured at tp_size="
+                              f"{cost.table.tp_size}, but engine.tp_size is {engine.tp_size}")
+        return cost
+    raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of roofline, calibrated")

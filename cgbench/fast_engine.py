@@ -1,0 +1,197 @@
+"""The event-proportional engine: the same steps, metrics and trace as ``Engine``, at O(1) per step.
+
+Running decodes are not touched every step. Each carries an *anchor* ``(step, generated, kv)`` from
+which its state at any later step follows (it advances ``q`` tokens per step), and one entry in an
+event heap for the step at which something happens to it: it finishes, or its next token crosses
+a KV block boundary. A step costs O(1) plus the events it contains; counters (tokens emitted, KV
+tokens read, inter-token gaps) are advanced in aggregate. ``Engine`` (step by step, every request
+every step) is the oracle this must equal, metric for metric (tests/test_fast_engine.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from cgbench.context import ceil_div
+from cgbench.engine import Engine, InvariantError, RunState
+from cgbench.request import Outcome, Request
+
+
+class FastEngine(Engine):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rows: dict[int, Request] = {}  # running decodes; insertion order == Megatron's row order
+        self.sum_kv = 0  # sum of kv_tokens over rows, current at the step boundary
+        self.held_active = 0  # KV blocks held by rows
+        self.events: list[tuple[int, int, int, Request]] = []  # (step, row position, epoch, request)
+        self.irregular: dict[int, Request] = {}  # rows whose next token does not follow the last step
+        self.next_pos = 0
+
+    # -- row bookkeeping -----------------------------------------------------------------------------
+
+    def _add_row(self, r: Request, first_step: int) -> None:
+        """``r`` (materialized) decodes from ``first_step`` on."""
+        r.anchor_step = first_step
+        r.anchor_gen = r.generated
+        r.anchor_kv = r.kv_tokens
+        r.pos = self.next_pos
+        self.next_pos += 1
+        r.epoch += 1
+        self.rows[r.id] = r
+        self.sum_kv += r.kv_tokens
+        self.held_active += r.blocks
+        q = self.q
+        finish = first_step + ceil_div(r.output_len - r.generated, q) - 1
+        room = r.blocks * self.ctx.block_size - r.kv_tokens
+        boundary = first_step + room // q - 1
+        heapq.heappush(self.events, (min(finish, boundary), r.pos, r.epoch, r))
+
+    def _materialize(self, r: Request, through_step: int) -> None:
+        """Bring ``r``'s counters up to the end of step ``through_step`` (anchor untouched)."""
+        n = (through_step - r.anchor_step + 1) * self.q
+        r.generated = min(r.output_len, r.anchor_gen + n)
+        r.kv_tokens = r.anchor_kv + n
+
+    def _remove_row(self, r: Request) -> None:
+        del self.rows[r.id]
+        r.epoch += 1
+        self.sum_kv -= r.kv_tokens
+        self.held_active -= r.blocks
+        self.irregular.pop(r.id, None)
+
+    # -- Engine hooks --------------------------------------------------------------------------------
+
+    def _decode_count(self) -> int:
+        return len(self.rows)
+
+    def _decode_context_tokens(self) -> int:
+        return self.sum_kv + len(self.rows) * self.q
+
+    def _decode_rows(self) -> list[Request]:
+        return []
+
+    def run(self) -> RunState:
+        state = super().run()
+        last = self.step - 1
+        for r in self.rows.values():
+            self._materialize(r, last)
+        return state
+
+    def _update(self) -> bool:
+        ctx, q, s = self.ctx, self.q, self.step
+        now = self.state.now_s
+        start = self._step_start_s
+        stats = self.state.stats
+        finished_any = False
+        d = len(self.rows)
+        irregular, self.irregular = self.irregular, {}
+        special = dict(irregular)
+        events = self.events
+        while events and events[0][0] <= s:
+            _, _, epoch, r = heapq.heappop(events)
+            if epoch == r.epoch and r.id in self.rows:
+                special[r.id] = r
+        regular = d - len(special)
+        if regular:
+            stats.itl[now - start] += regular * q
+        self.sum_kv += d * q
+        needing: list[Request] = []
+        for r in sorted(special.values(), key=lambda x: x.pos):
+            n = min(q, r.output_len - (r.anchor_gen + (s - r.anchor_step) * q))
+            stats.itl[now - (r.last_token_s if r.id in irregular else start)] += n
+            self._materialize(r, s)
+            r.last_token_s = now
+            if r.generated >= r.output_len:
+                self._remove_row(r)
+                self._finish(r)
+                finished_any = True
+            elif self._blocks_needed(r) > 0:
+                needing.append(r)
+            elif r.id not in irregular:  # cannot happen: an event is a finish or a block boundary
+                raise InvariantError(f"step {s}: request {r.id} had an event with nothing to do")
+        for a in ctx.admitted:
+            r = a.request
+            r.kv_tokens += a.chunk
+            r.chunks += 1
+            if r.first_admit_step < 0:
+                r.first_admit_step = s
+                r.first_admit_s = start
+                r.outcome = Outcome.RUNNING
+            if not a.final:
+                self.chunked = r
+                continue
+            if self.chunked is r:
+                self.chunked = None
+            if r.decode_remaining <= 0:
+                self._finish(r)
+                finished_any = True
+                continue
+            self._emit(r, 1)
+            if r.decode_remaining <= 0:
+                self._finish(r)
+                finished_any = True
+                continue
+            self._add_row(r, s + 1)
+            if self._blocks_needed(r) > 0:
+                needing.append(r)
+        self._pause_resume_evict_rows(needing)
+        if self.check:
+            self._check_blocks()
+        return finished_any
+
+    def _pause_resume_evict_rows(self, needing: list[Request]) -> None:
+        for r in needing:
+            self._remove_row(r)
+            r.pauses += 1
+        self.paused.extend(needing)
+        if len(self.rows) > self.resume_limit and self.chunked is None:
+            excess = list(self.rows.values())[self.resume_limit:]
+            for r in excess:
+                self._materialize(r, self.step)  # a no-op for rows that start next step
+                r.last_token_s = self.state.now_s
+                self._remove_row(r)
+            self.paused.extend(excess)
+        if not self.paused:
+            return
+        self._resume()
+        self._evict()
+        self._resume()
+        self.state.stats.paused_events += sum(1 for r in needing if r in self.paused)
+
+    def _resume(self) -> None:
+        if not self.paused:
+            return
+        ctx = self.ctx
+        held = self.held_active + (self.chunked.blocks if self.chunked is not None else 0)
+        active_avail = ctx.active_blocks - held
+        limit = self.resume_limit - len(self.rows)
+        k = cum = new = 0
+        for r in reversed(self.paused):
+            need = self._blocks_needed(r)
+            if k + 1 > limit or cum + r.blocks + need > active_avail or new + need > ctx.free_blocks:
+                break
+            k += 1
+            cum += r.blocks + need
+            new += need
+        if k == 0:
+            return
+        resumed = self.paused[len(self.paused) - k:]
+        del self.paused[len(self.paused) - k:]
+        now = self.state.now_s
+        for r in resumed:
+            need = self._blocks_needed(r)
+            ctx.free_blocks -= need
+            r.blocks += need
+            self._add_row(r, self.step + 1)
+            if r.last_token_s != now:  # it missed steps while paused: its next gap is not one step
+                self.irregular[r.id] = r
+
+    def _check_blocks(self) -> None:
+        held = self.held_active + sum(r.blocks for r in self.paused)
+        if self.chunked is not None:
+            held += self.chunked.blocks
+        if held + self.ctx.free_blocks != self.ctx.pool_blocks:
+            raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + free "
+                                 f"{self.ctx.free_blocks} != pool {self.ctx.pool_blocks}")
+        if self.held_active != sum(r.blocks for r in self.rows.values()):
+            raise InvariantError(f"step {self.step}: held-block counter drifted")
