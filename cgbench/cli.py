@@ -77,12 +77,13 @@ def run(
     with user_errors():
         from cgbench.config import load_config
         from cgbench.report import graph_usage_table, run_table
-        from cgbench.results import write_json_atomic
+        from cgbench.results import ensure_writable, write_json_atomic
         from cgbench.runner import run_point
 
         ovr = list(overrides or [])
         cfg = load_config(ovr)
         path = out_path or _default_run_path(cfg, cfg.out_dir)
+        ensure_writable(path)
         doc = run_point(cfg, ovr, trace=trace, requests=requests)
         written = write_json_atomic(path, doc)
         if as_json:

@@ -63,6 +63,20 @@ def write_json_atomic(path: Path, doc: dict) -> Path:
     return path
 
 
+def ensure_writable(path: Path) -> None:
+    """Fail before a run, not after it, when its result could not be written."""
+    path = Path(path)
+    if path.exists() and path.is_dir():
+        raise ConfigError(f"--out {path}: is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".cgbench-probe.", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
 def load_result(path: Path) -> dict:
     """Read one result JSON and check it is a cgbench result of a known schema."""
     path = Path(path)

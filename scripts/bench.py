@@ -1,0 +1,113 @@
+"""Simulator and matcher performance (make bench): prints a table; figures go to docs/performance.md.
+
+Each figure is the best of ``--repeat`` runs (gpt-fast style: warm up, then measure), one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cgbench.config import load_config
+from cgbench.graphs import BatchShape, build_grid, match
+from cgbench.runner import run_point
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sim_tokens_per_s(overrides: list[str], repeat: int) -> tuple[float, float, int]:
+    cfg = load_config(overrides)
+    best, tokens = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        doc = run_point(cfg, overrides)
+        best = min(best, time.perf_counter() - t0)
+        tokens = doc["metrics"]["output_tokens"]
+    return tokens / best, best, tokens
+
+
+def matcher_qps(n_queries: int) -> tuple[float, float, bool]:
+    cfg = load_config(["model=hybrid", "cg=megatron"])
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    assert len(grid.graphs) == 101
+    rng = random.Random(0)
+    queries = []
+    for _ in range(n_queries):
+        d = rng.randint(0, 255)
+        p = rng.choice([0, 0, 1, 1, 2, 3, 5, 8]) if d < 256 else 0
+        p = min(p, 256 - d)
+        t = d + p * rng.choice([1, 16, 100, 500, 2000]) if p else d
+        queries.append((max(1, min(t, 16384)), p, d))
+    graphs = list(grid.graphs)
+    t0 = time.perf_counter()
+    plain = [match(BatchShape(*q), graphs, grid.strict) for q in queries]
+    t_plain = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fast = [grid.lookup(*q)[0] for q in queries]
+    t_fast = time.perf_counter() - t0
+    return n_queries / t_fast, n_queries / t_plain, plain == fast
+
+
+def wall(cmd: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def peak_rss_mb(n_requests: int) -> float:
+    code = ("import resource; from cgbench.config import load_config; from cgbench.runner import run_point; "
+            f"o=['workload=chat','workload.num_requests={n_requests}']; run_point(load_config(o), o); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rss-requests", type=int, default=100000)
+    args = ap.parse_args()
+    console = Console()
+    base = ["workload=chat", f"workload.num_requests={args.requests}"]
+    fast, fast_s, tokens = sim_tokens_per_s(base, args.repeat)
+    oracle, oracle_s, _ = sim_tokens_per_s(base + ["engine.oracle=true"], 1)
+    m_fast, m_plain, same = matcher_qps(200_000)
+    cgbench = str(Path(sys.executable).with_name("cgbench"))
+    help_s = wall([cgbench, "--help"], args.repeat)
+    run_s = wall([cgbench, "run", "-o", os.devnull], args.repeat)
+    rss = peak_rss_mb(args.rss_requests)
+
+    t = Table(title=f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                    f"Python {platform.python_version()})")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    t.add_column("target", justify="right")
+    t.add_row(f"sim output tokens/s, chat preset, {args.requests} requests ({tokens:,} tokens, {fast_s:.2f} s)",
+              f"{fast:,.0f}", ">= 1,000,000")
+    t.add_row(f"same, step-by-step oracle engine ({oracle_s:.2f} s)", f"{oracle:,.0f}", "")
+    t.add_row("fast / oracle", f"{fast / oracle:.1f}x", ">= 10x")
+    t.add_row("matcher queries/s, indexed (101-graph Megatron grid, strict)", f"{m_fast:,.0f}", "")
+    t.add_row("matcher queries/s, plain scan", f"{m_plain:,.0f}", "")
+    t.add_row("matcher speed-up (identical answers: " + ("yes" if same else "NO") + ")",
+              f"{m_fast / m_plain:.1f}x", ">= 10x")
+    t.add_row("cgbench --help wall", f"{help_s:.3f} s", "< 0.5 s")
+    t.add_row("default cgbench run wall (start-up included)", f"{run_s:.3f} s", "< 1.5 s")
+    t.add_row(f"peak RSS, {args.rss_requests:,}-request run, no --trace", f"{rss:.0f} MB", "< 500 MB")
+    console.print(t)
+
+
+if __name__ == "__main__":
+    main()
