@@ -19,7 +19,7 @@ EAGER = "eager"
 class Policy:
     name: str
     gates: bool  # gating can be active (still needs the reference's three conditions)
-    snap_continuing: bool = False  # also snap continuing chunks (defer) instead of exempting them
+    snap_continuing: bool = False  # also gate continuing chunks (snap or defer when they would miss)
     chunk_defers: bool = False  # chunked path defers on a miss (unless the engine is idle)
     timeout_iters: int = -1  # >= 0: admit eager after this many consecutive deferrals
     pad_ratio: float = 0.0  # > 0: a prefill/mixed graph padding T beyond ratio x real runs eager

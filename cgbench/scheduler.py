@@ -105,7 +105,10 @@ class Scheduler:
                 return result
             max_chunk = min(rem, ctx.max_tokens - ctx.active_tokens)
             chunk = max_chunk
-            if self.gating_active and (not continuing or self.policy.snap_continuing):
+            # A continuing chunk is never gated in Megatron ("would deadlock"); policies that guard it
+            # too snap it only when the unsnapped chunk would miss, so it is not split needlessly.
+            guard_continuing = continuing and self.policy.snap_continuing and not self.candidate_hits(max_chunk)
+            if self.gating_active and (not continuing or guard_continuing):
                 snapped = self.grid.find_chunk_size(ctx.active_tokens, ctx.prefill_count,
                                                     ctx.decode_count, max_chunk)
                 if snapped is not None:
