@@ -12,11 +12,11 @@ from typing import Protocol
 
 from cgbench.backends.cost_model import StepWork
 from cgbench.context import Admission, Context, ceil_div
-from cgbench.graphs import Grid
+from cgbench.graphs import BatchShape, Grid
 from cgbench.metrics import StepStats
 from cgbench.policies import Policy
 from cgbench.request import Outcome, Request
-from cgbench.scheduler import Scheduler
+from cgbench.scheduler import RoundResult, Scheduler
 from cgbench.settings import BenchConfig
 from cgbench.workload import ArrivalStream, RequestSpec
 
@@ -90,6 +90,8 @@ class Engine:
         self.state = RunState()
         self.step = 0
         self._step_start_s = 0.0
+        self.total_work = 0  # prompt + output tokens of every request that arrived (bounds the steps)
+        self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
 
     # -- arrivals ---------------------------------------------------------------------------------
 
@@ -124,12 +126,10 @@ class Engine:
 
     def run(self) -> RunState:
         st = self.state
-        total_work = 0
-        last_progress = 0
         while True:
             for spec in self.stream.pop_due(st.now_s):
                 self._arrive(spec)
-                total_work += spec.prompt_tokens + spec.output_tokens
+                self.total_work += spec.prompt_tokens + spec.output_tokens
             ctx = self.ctx
             ctx.begin_round(self._decode_count(), len(self.paused))
             queued_before = len(self.queue)
@@ -144,25 +144,43 @@ class Engine:
                 st.outcome = "stalled"
                 st.diagnosis = self._diagnose(result.stop_reason)
                 break
-            if len(self.queue) < queued_before or any(a.request.first_admit_step < 0 for a in ctx.admitted):
-                last_progress = self.step
+            if ctx.admitted and (len(self.queue) < queued_before
+                                 or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
+                self.last_progress = self.step
             self._run_step(result.deferred)
             if self._update():
-                last_progress = self.step
+                self.last_progress = self.step
             self.step += 1
-            if self.step - last_progress > self.stall_steps:
-                st.outcome = "stalled"
-                st.diagnosis = (f"no request admitted or finished for {self.stall_steps} steps; "
-                                + self._diagnose("no progress"))
+            if self._out_of_bounds():
                 break
-            if self.step > 4 * total_work + 1000:
-                st.outcome = "step_bound"
-                st.diagnosis = f"exceeded the step bound {4 * total_work + 1000} derived from the workload"
+            if self._after_step(result) and self._out_of_bounds():
                 break
         return st
 
+    @property
+    def step_bound(self) -> int:
+        return 4 * self.total_work + 1000
+
+    def _out_of_bounds(self) -> bool:
+        st = self.state
+        if self.step - self.last_progress > self.stall_steps:
+            st.outcome = "stalled"
+            st.diagnosis = (f"no request admitted or finished for {self.stall_steps} steps; "
+                            + self._diagnose("no progress"))
+            return True
+        if self.step > self.step_bound:
+            st.outcome = "step_bound"
+            st.diagnosis = f"exceeded the step bound {self.step_bound} derived from the workload"
+            return True
+        return False
+
+    def _after_step(self, result: RoundResult) -> bool:
+        """Hook for the event-proportional engine (advance quiet decode stretches in one move);
+        True if it ran steps."""
+        return False
+
     def _run_step(self, deferred: Request | None) -> None:
-        ctx, st, stats = self.ctx, self.state, self.state.stats
+        ctx, st = self.ctx, self.state
         T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
         if self.check:
             self._check_budgets(T, P, D)
@@ -180,6 +198,13 @@ class Engine:
         work = StepWork(T, P, D, context_tokens, tuple(graph) if graph is not None else None, pairs)
         dt = self.backend.run_step(work, ctx.admitted, self._decode_rows())
         self._step_start_s = st.now_s
+        admitted = [(a.request.id, a.chunk, a.final) for a in ctx.admitted] if self.keep_trace else []
+        self._account(T, P, D, graph, reason, dt, deferred, admitted)
+
+    def _account(self, T: int, P: int, D: int, graph: BatchShape | None, reason: str | None, dt: float,
+                 deferred: Request | None, admitted: list[tuple[int, int, bool]]) -> None:
+        """Step statistics, the optional trace record, and the clock."""
+        st, stats = self.state, self.state.stats
         stats.steps += 1
         stats.tokens += T
         if P == 0:
@@ -188,6 +213,7 @@ class Engine:
             stats.prefill_only_steps += 1
         else:
             stats.mixed_steps += 1
+        key = None
         if graph is not None:
             key = tuple(graph)
             stats.graphed_steps += 1
@@ -209,10 +235,9 @@ class Engine:
         if len(self.queue) > stats.max_queue_len:
             stats.max_queue_len = len(self.queue)
         if self.keep_trace:
-            st.trace.append(StepRecord(
-                self.step, st.now_s, dt, (T, P, D), tuple(graph) if graph is not None else None, reason,
-                [(a.request.id, a.chunk, a.final) for a in ctx.admitted],
-                deferred.id if deferred is not None else None, len(self.queue), len(self.paused)))
+            st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), key, reason, admitted,
+                                       deferred.id if deferred is not None else None, len(self.queue),
+                                       len(self.paused)))
         st.now_s += dt
 
     # -- hooks the event-proportional engine overrides ---------------------------------------------

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import heapq
 
+from cgbench.backends.cost_model import StepWork
 from cgbench.context import ceil_div
-from cgbench.engine import Engine, InvariantError, RunState
+from cgbench.engine import Engine, InvariantError, RunState, StepRecord
 from cgbench.request import Outcome, Request
+from cgbench.scheduler import RoundResult
 
 
 class FastEngine(Engine):
@@ -26,6 +28,7 @@ class FastEngine(Engine):
         self.events: list[tuple[int, int, int, Request]] = []  # (step, row position, epoch, request)
         self.irregular: dict[int, Request] = {}  # rows whose next token does not follow the last step
         self.next_pos = 0
+        self.quiet = False  # the last update changed nothing but counters
 
     # -- row bookkeeping -----------------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class FastEngine(Engine):
             stats.itl[now - start] += regular * q
         self.sum_kv += d * q
         needing: list[Request] = []
-        for r in sorted(special.values(), key=lambda x: x.pos):
+        for r in sorted(special.values(), key=_row_position) if special else ():
             n = min(q, r.output_len - (r.anchor_gen + (s - r.anchor_step) * q))
             stats.itl[now - (r.last_token_s if r.id in irregular else start)] += n
             self._materialize(r, s)
@@ -135,11 +138,72 @@ class FastEngine(Engine):
             if self._blocks_needed(r) > 0:
                 needing.append(r)
         self._pause_resume_evict_rows(needing)
+        self.quiet = not special and not ctx.admitted and not needing and not self.paused and not self.irregular
         if self.check:
             self._check_blocks()
         return finished_any
 
+    def _after_step(self, result: RoundResult) -> bool:
+        """Advance a quiet decode-only stretch in one move: the steps before the next event (a finish,
+        a KV block boundary, an arrival, a gating timeout, the watchdog), each exactly as the step loop
+        would run it: the same round (the same head deferred again), shape, graph and cost."""
+        if not self.quiet or not self.rows:
+            return False
+        q, st, stats = self.q, self.state, self.state.stats
+        d = len(self.rows)
+        T = d * q
+        stop = self.events[0][0] if self.events else self.step_bound + 1
+        stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
+        head = result.deferred
+        if head is not None and self.policy.timeout_iters >= 0:
+            stop = min(stop, self.step + self.policy.timeout_iters - head.cg_wait_iters)
+        nxt = self.stream.next_arrival_s()
+        if self.step >= stop or (nxt is not None and st.now_s >= nxt):
+            return False
+        graph, reason = self.grid.lookup(T, 0, d)
+        key = tuple(graph) if graph is not None else None
+        sched, step_time, itl = self.scheduler, self.backend.cost_model.step_time, stats.itl
+        pairs_const = d * q * (q + 1) // 2
+        trace = st.trace if self.keep_trace else None
+        queue_len, head_id = len(self.queue), head.id if head is not None else None
+        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
+        first = self.step
+        while self.step < stop and (nxt is None or now < nxt):
+            if head is not None:
+                sched._register_wait(head, result)
+            dt = step_time(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
+            if trace is not None:
+                trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
+            start, now = now, now + dt
+            busy += dt
+            itl[now - start] += T
+            self.sum_kv += T
+            self.step += 1
+        # integer counters in one move (the float ones were advanced step by step above, in order)
+        k = self.step - first
+        st.now_s = now
+        stats.steps += k
+        stats.tokens += k * T
+        stats.decode_only_steps += k
+        if key is not None:
+            stats.graphed_time_s = busy
+            stats.graphed_steps += k
+            stats.graphed_tokens += k * T
+            stats.padded_tokens += k * (key[0] - T)
+            usage = stats.graph_usage.setdefault(key, [0, 0, 0])
+            usage[0] += k
+            usage[1] += k * T
+            usage[2] += k * (key[0] - T)
+        else:
+            stats.eager_time_s = busy
+            stats.eager_steps += k
+            stats.eager_tokens += k * T
+            stats.eager_reasons[reason] += k
+        return True
+
     def _pause_resume_evict_rows(self, needing: list[Request]) -> None:
+        if not needing and not self.paused and len(self.rows) <= self.resume_limit:
+            return
         for r in needing:
             self._remove_row(r)
             r.pauses += 1
@@ -195,3 +259,7 @@ class FastEngine(Engine):
                                  f"{self.ctx.free_blocks} != pool {self.ctx.pool_blocks}")
         if self.held_active != sum(r.blocks for r in self.rows.values()):
             raise InvariantError(f"step {self.step}: held-block counter drifted")
+
+
+def _row_position(r: Request) -> int:
+    return r.pos
