@@ -64,6 +64,15 @@ def run_table(doc: dict[str, Any]) -> Table:
             ("time in eager steps", f"{m['eager_time_s']:.3f} s ({_pct(m['eager_time_fraction'])})"),
             ("goodput", f"{m['goodput_req_s']:.2f} req/s ({_pct(m['goodput_fraction'])} of requests)"),
         ]
+    br = doc.get("backend_report")
+    if br and br.get("cuda_graphs") is None:
+        rows.append(("note", f"no CUDA graphs on {br['device']}: every step ran eager; 'graphed' counts the steps "
+                             "a captured graph would have served"))
+    elif br:
+        cg = br["cuda_graphs"]
+        rows.append(("CUDA graphs captured / replayed steps",
+                     f"{cg['captured']} ({cg['grid_shapes_covered']} of {cg['grid_shapes']} grid shapes"
+                     + (f"; {cg['stop_reason']}" if cg["stop_reason"] else "") + f") / {br['steps_replayed']}"))
     for name, value in rows:
         t.add_row(name, value)
     return t
