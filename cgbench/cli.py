@@ -124,6 +124,16 @@ def grid(
             out.print(table)
 
 
+def _register_commands() -> None:
+    # thin wrappers live next to what they drive; registering here keeps one app and one help page
+    from cgbench.cli_schedule import schedule_cmd
+
+    app.command("schedule")(schedule_cmd)
+
+
+_register_commands()
+
+
 def main() -> None:
     app()
 
