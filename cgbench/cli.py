@@ -127,7 +127,11 @@ def grid(
 def _register_commands() -> None:
     # thin wrappers live next to what they drive; registering here keeps one app and one help page
     from cgbench.cli_schedule import schedule_cmd
+    from cgbench.cli_sweep import compare_cmd, plot_cmd, sweep_cmd
 
+    app.command("sweep")(sweep_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
 
 

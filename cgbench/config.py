@@ -69,7 +69,11 @@ def compose_dict(overrides: list[str]) -> DictConfig:
 
 def load_config(overrides: list[str] | None = None) -> BenchConfig:
     """Compose, convert to typed dataclasses and validate cross-field rules."""
-    cfg = compose_dict(list(overrides or []))
+    return to_bench_config(compose_dict(list(overrides or [])))
+
+
+def to_bench_config(cfg: DictConfig) -> BenchConfig:
+    """A composed DictConfig (from compose or a ``@hydra.main`` job) as validated dataclasses."""
     try:
         obj = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:

@@ -1,0 +1,361 @@
+"""`cgbench sweep`: expansion, validation before running, the sweep folder, --resume after a killed
+sweep, --jobs 2 == --jobs 1, a sweep point == the same point run alone, Hydra launcher hand-off."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cgbench.config import load_config
+from cgbench.runner import run_point
+from cgbench.sweep import INDEX_NAME, headline, override_key, plan_sweep, point_file_name
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["workload=small"]
+runner = CliRunner()
+
+
+def _app() -> typer.Typer:
+    """cgbench.cli.app once `sweep` is registered there; until then a test app with the same commands."""
+    from cgbench import cli
+    from cgbench.cli_sweep import compare_cmd, plot_cmd, sweep_cmd
+
+    if "sweep" in {c.name for c in cli.app.registered_commands}:
+        return cli.app
+    app = typer.Typer(rich_markup_mode="rich")
+    app.command("sweep")(sweep_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("plot")(plot_cmd)
+    return app
+
+
+def sweep(*args: str):
+    return runner.invoke(_app(), ["sweep", *args])
+
+
+def _index(d: Path) -> dict:
+    return json.loads((d / INDEX_NAME).read_text())
+
+
+def _canon(doc: dict) -> tuple[str, str]:
+    return json.dumps(doc["metrics"]), json.dumps(doc["graph_usage"])
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+
+def test_default_sweep_is_the_product_of_its_axes_first_key_slowest(monkeypatch):
+    """conf/sweep/default.yaml: model x policy x cg = 18 points in Hydra BasicSweeper order."""
+    import yaml
+
+    import cgbench.config
+    from cgbench.settings import BenchConfig
+
+    composed = []  # every point is composed (here by a fast stand-in: other tests compose for real)
+    monkeypatch.setattr(cgbench.config, "load_config", lambda o: composed.append(tuple(o)) or BenchConfig())
+    plan = plan_sweep([])
+    assert composed == [p.overrides for p in plan.points]
+
+    params = yaml.safe_load((ROOT / "conf/sweep/default.yaml").read_text())["params"]
+    axes = [[f"{k}={v}" for v in str(vals).split(",")] for k, vals in params.items()]
+    expected = [tuple(p) for p in itertools.product(*axes)]
+    assert [p.overrides for p in plan.points] == expected
+    assert len(plan.points) == 18 and plan.name == "default"
+    assert plan.out_dir == Path("results/sweeps/default")
+
+
+def test_command_line_replaces_an_axis_in_place_and_adds_fixed_values():
+    plan = plan_sweep(["cg=dense", "model=hybrid", *SMALL, "policy=budget,defer"])
+    # config order (model, policy, cg) is kept; the new key is appended
+    assert [p.overrides for p in plan.points] == [
+        ("model=hybrid", "policy=budget", "cg=dense", "workload=small"),
+        ("model=hybrid", "policy=defer", "cg=dense", "workload=small"),
+    ]
+    assert plan.varying == ["policy"]
+    assert [p.params for p in plan.points] == [{"policy": "budget"}, {"policy": "defer"}]
+
+
+def test_repeat_adds_trailing_seeds_from_the_configured_seed():
+    plan = plan_sweep(["model=transformer,hybrid", "policy=budget", "cg=sparse", "seed=5", *SMALL], repeat=2)
+    seeds = [p.overrides[-1] for p in plan.points]
+    assert seeds == ["seed=5", "seed=6"] * 2
+    assert [p.cfg.seed for p in plan.points] == [5, 6] * 2
+    assert plan.sweep_args[-1] == "seed=5,6"
+    assert all(sum(override_key(o) == "seed" for o in p.overrides) == 1 for p in plan.points)
+
+
+def test_sweep_option_picks_another_sweep_file(tmp_path, monkeypatch):
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    (conf / "sweep" / "tiny.yaml").write_text("name: tiny\nparams:\n  policy: budget,megatron\n"
+                                             "  workload: small\nrepeat: 2\njobs: 1\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    plan = plan_sweep(["sweep=tiny"])
+    assert plan.name == "tiny" and plan.repeat == 2 and len(plan.points) == 4
+    assert plan.out_dir == Path("results/sweeps/tiny")
+    assert all("sweep=tiny" not in p.overrides for p in plan.points)
+
+
+def test_file_names_are_deterministic_readable_and_distinct():
+    a = point_file_name(["model=hybrid", "policy=budget"])
+    assert a == point_file_name(["model=hybrid", "policy=budget"])
+    assert a.startswith("model-hybrid_policy-budget__") and a.endswith(".json")
+    # values that sanitise to the same readable text still get different names (the hash)
+    assert point_file_name(["cg.graphs=[[8,1,0]]"]) != point_file_name(["cg.graphs=[[8,1,0],]"])
+    long = point_file_name([f"workload.prompt_len.value={i}" for i in range(40)])
+    assert len(long) < 110
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def test_a_bad_point_fails_before_anything_runs(tmp_path):
+    out = tmp_path / "s"
+    t0 = time.perf_counter()
+    r = sweep("model=transformer,hybrid", "workload.num_requests=16,0", "--out", str(out))
+    assert r.exit_code == 2
+    assert "point 2/" in r.stderr and "workload.num_requests" in r.stderr
+    assert "Traceback" not in r.output
+    assert not out.exists(), "nothing may run or be written before every point is valid"
+    assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["policy=budget,nope"], "policy"),
+    (["hydra.launcher.n_jobs=2"], "--launcher"),
+    (["--launcher", "no_such_launcher", *SMALL], "no_such_launcher"),
+    (["seed=0,1", "--repeat", "2", *SMALL], "seed"),
+])
+def test_bad_sweeps_exit_2_with_one_line(args, needle):
+    r = sweep(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and "Traceback" not in r.output
+
+
+def test_dry_run_lists_points_and_writes_nothing(tmp_path):
+    r = sweep("model=transformer,hybrid", "policy=budget,megatron,defer", "cg=sparse", *SMALL, "--dry-run",
+              "--out", str(tmp_path / "s"))
+    assert r.exit_code == 0, r.output
+    assert "6 points" in r.stdout
+    for m, p in itertools.product(["transformer", "hybrid"], ["budget", "megatron", "defer"]):
+        assert point_file_name([f"model={m}", f"policy={p}", "cg=sparse", *SMALL]) in r.stdout
+    assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+AXES = ["model=transformer,hybrid", "policy=budget,megatron", "cg=sparse", *SMALL]
+
+
+@pytest.fixture(scope="module")
+def serial_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial") / "s"
+    r = sweep(*AXES, "--out", str(out))
+    assert r.exit_code == 0, r.output
+    return out, r
+
+
+def test_sweep_writes_one_json_per_point_and_an_index(serial_sweep):
+    out, r = serial_sweep
+    plan = plan_sweep(AXES)
+    index = _index(out)
+    assert index["status"] == "complete" and index["counts"] == {"done": 4, "failed": 0, "pending": 0}
+    assert [p["overrides"] for p in index["points"]] == [list(p.overrides) for p in plan.points]
+    for p, entry in zip(plan.points, index["points"], strict=True):
+        doc = json.loads((out / p.file).read_text())
+        assert entry["file"] == p.file and entry["status"] == "done"
+        assert doc["overrides"] == list(p.overrides)
+        assert entry["metrics"] == headline(doc["metrics"])
+    assert sorted(f.name for f in out.glob("*.json")) == sorted([INDEX_NAME] + [p.file for p in plan.points])
+    # the summary table has one row per point
+    assert sum(line.lstrip().startswith(("transformer", "hybrid")) for line in r.stdout.splitlines()) == 4
+
+
+def test_a_sweep_point_equals_the_same_point_run_alone(serial_sweep):
+    out, _ = serial_sweep
+    p = plan_sweep(AXES).points[3]
+    alone = run_point(load_config(list(p.overrides)), list(p.overrides))
+    assert _canon(json.loads((out / p.file).read_text())) == _canon(alone)
+
+
+def test_jobs_2_gives_byte_identical_metrics(serial_sweep, tmp_path):
+    out, _ = serial_sweep
+    r = sweep(*AXES, "--jobs", "2", "--out", str(tmp_path / "p"))
+    assert r.exit_code == 0, r.output
+    assert _index(tmp_path / "p")["jobs"] == 2
+    for p in plan_sweep(AXES).points:
+        one = json.loads((out / p.file).read_text())
+        two = json.loads((tmp_path / "p" / p.file).read_text())
+        assert _canon(one) == _canon(two), p.overrides
+
+
+def test_resume_runs_only_missing_or_unreadable_points(serial_sweep, tmp_path):
+    src, _ = serial_sweep
+    out = tmp_path / "s"
+    shutil.copytree(src, out)
+    files = [p.file for p in plan_sweep(AXES).points]
+    (out / files[0]).unlink()
+    (out / files[2]).write_text('{"schema_version": 1, "metr')  # unreadable
+    kept = {f: (out / f).stat().st_mtime_ns for f in (files[1], files[3])}
+    r = sweep(*AXES, "--resume", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    index = _index(out)
+    assert [p["reused"] for p in index["points"]] == [False, True, False, True]
+    assert index["status"] == "complete"
+    assert {f: (out / f).stat().st_mtime_ns for f in kept} == kept
+    for f in (files[0], files[2]):
+        assert _canon(json.loads((out / f).read_text())) == _canon(json.loads((src / f).read_text()))
+
+
+_SLOW_SWEEP = """
+import sys, time
+sys.path.insert(0, {root!r})
+import typer
+import cgbench.sweep as sw
+from cgbench.cli_sweep import sweep_cmd
+
+_run = sw.execute_point
+def slow(*args):  # a deterministic pace so the test can stop the sweep half-way
+    time.sleep(0.2)
+    return _run(*args)
+sw.execute_point = slow
+app = typer.Typer()
+app.command("sweep")(sweep_cmd)
+app.command("other")(lambda: None)
+app()
+"""
+
+
+STOP_AXES = ["model=hybrid", "policy=budget,megatron", "cg=sparse,dense,megatron", *SMALL]
+
+
+def test_ctrl_c_keeps_finished_points_records_them_and_exits_130(tmp_path, monkeypatch):
+    import cgbench.sweep as sw
+
+    real, calls = sw.execute_point, []
+
+    def interrupted_third(*args):  # Ctrl-C lands while the third point runs
+        calls.append(args)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(sw, "execute_point", interrupted_third)
+    out = tmp_path / "s"
+    r = sweep(*STOP_AXES, "--out", str(out))
+    assert r.exit_code == 130
+    assert "interrupted: 2 of 6 points finished" in r.stderr and "--resume" in r.stderr
+    index = _index(out)
+    assert index["status"] == "interrupted"
+    assert [p["status"] for p in index["points"]] == ["done", "done"] + ["pending"] * 4
+    assert sorted(f.name for f in out.glob("model-*.json")) == sorted(p["file"] for p in index["points"][:2])
+    monkeypatch.setattr(sw, "execute_point", real)
+    r = sweep(*STOP_AXES, "--resume", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert [p["reused"] for p in _index(out)["points"]] == [True, True] + [False] * 4
+
+
+def test_a_killed_sweep_leaves_complete_files_and_resume_finishes_it(tmp_path):
+    out = tmp_path / "s"
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_SWEEP.format(root=str(ROOT)))
+    env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(script), "sweep", *STOP_AXES, "--out", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("model-*.json"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it could be killed"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    finished = sorted(f.name for f in out.glob("model-*.json"))
+    assert 2 <= len(finished) < 6
+    for f in out.glob("*.json"):  # atomic writes: every file there is complete
+        json.loads(f.read_text())
+    r = sweep(*STOP_AXES, "--resume", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    index = _index(out)
+    assert index["status"] == "complete"
+    assert sorted(p["file"] for p in index["points"] if p["reused"]) == finished
+
+
+def test_a_failing_point_is_recorded_and_the_rest_still_run(tmp_path, monkeypatch):
+    import cgbench.runner as runner_mod
+
+    real = runner_mod.run_point
+
+    def flaky(cfg, overrides=None, **kw):
+        if cfg.policy.name == "megatron":
+            raise RuntimeError("boom")
+        return real(cfg, overrides, **kw)
+
+    monkeypatch.setattr(runner_mod, "run_point", flaky)
+    r = sweep("model=hybrid", "policy=budget,megatron", "cg=sparse", *SMALL, "--out", str(tmp_path / "s"))
+    assert r.exit_code == 1
+    index = _index(tmp_path / "s")
+    assert [p["status"] for p in index["points"]] == ["done", "failed"]
+    assert "RuntimeError: boom" in index["points"][1]["error"] and index["status"] == "failed"
+
+
+# ---------------------------------------------------------------------------------------------- launchers
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
+def test_launcher_hand_off_collects_the_same_sweep_layout(serial_sweep, tmp_path, monkeypatch, launcher):
+    pytest.importorskip({"joblib": "hydra_plugins.hydra_joblib_launcher",
+                         "submitit_local": "hydra_plugins.hydra_submitit_launcher"}[launcher])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs run in fresh processes
+    src, _ = serial_sweep
+    axes = ["model=transformer,hybrid", "policy=megatron", "cg=sparse", *SMALL]
+    out = tmp_path / "s"
+    extra = ["hydra.launcher.timeout_min=5"] if launcher.startswith("submitit") else []
+    r = sweep(*axes, *extra, "--launcher", launcher, "--jobs", "2", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    index = _index(out)
+    assert index["launcher"] == launcher and index["status"] == "complete"
+    plan = plan_sweep(axes)
+    assert [p["file"] for p in index["points"]] == [p.file for p in plan.points]
+    for p in plan.points:  # the same points as the in-process sweep, the same numbers
+        assert _canon(json.loads((out / p.file).read_text())) == _canon(json.loads((src / p.file).read_text()))
+    jobs = sorted((out / "launcher").glob("*/*/result.json"))
+    assert len(jobs) == 2
+    if launcher == "joblib":  # --resume through a launcher: the jobs of complete points return at once
+        (out / plan.points[0].file).unlink()
+        r = sweep(*axes, "--launcher", launcher, "--resume", "--out", str(out))
+        assert r.exit_code == 0, r.output
+        assert [p["reused"] for p in _index(out)["points"]] == [False, True]
+        assert len(sorted((out / "launcher").glob("*/*/result.json"))) == 3
+
+
+@pytest.mark.skipif(shutil.which("srun") is not None, reason="a SLURM node: submitit_slurm would really submit")
+def test_submitit_slurm_without_slurm_is_one_clear_error():
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    r = sweep("--launcher", "submitit_slurm", *SMALL)
+    assert r.exit_code == 2 and "srun" in r.stderr and "Traceback" not in r.output
+
+
+def test_hydra_argv_quotes_paths_and_silences_logging(tmp_path):
+    from cgbench._hydra_app import hydra_argv
+
+    plan = plan_sweep(["model=hybrid", "policy=budget,megatron", "cg=sparse", *SMALL, "hydra.launcher.n_jobs=3"],
+                      allow_hydra=True,
+                      out_dir=tmp_path / "it's here")
+    argv = hydra_argv(plan, "joblib", tmp_path / "it's here" / "j", jobs=2, resume=True)
+    assert argv[:2] == ["cgbench", "--multirun"]
+    assert "hydra/job_logging=disabled" in argv and "hydra/hydra_logging=disabled" in argv
+    assert "hydra.launcher.n_jobs=2" not in argv, "the user's hydra.launcher.n_jobs wins over --jobs"
+    assert argv[-len(plan.sweep_args) - 1:] == ["hydra.launcher.n_jobs=3", *plan.sweep_args]
+    sweep_dir = next(a for a in argv if a.startswith("hydra.sweep.dir="))
+    assert sweep_dir.endswith("'") and "it\\'s here" in sweep_dir
