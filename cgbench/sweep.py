@@ -128,8 +128,13 @@ def _axes_from(config_params: dict[str, Any], cli: list[str]) -> list[str]:
     axes: dict[str, str] = {}
     for o in sweep_overrides_from_config({str(k): str(v) for k, v in config_params.items()}):
         axes[override_key(o)] = o
+    given: set[str] = set()
     for o in cli:
-        axes[override_key(o)] = o
+        key = override_key(o)
+        if key in given:
+            raise ConfigError(f"{key}: given more than once on the command line (one value or a comma list)")
+        given.add(key)
+        axes[key] = o
     return list(axes.values())
 
 
