@@ -46,14 +46,23 @@ def _hydra() -> Iterator[None]:
 
 
 def _error_text(e: BaseException) -> str:
+    """Hydra/OmegaConf errors as one line: the message, the cause, the available options."""
     text = str(e).strip()
     cause = e.__cause__
     if cause is not None and str(cause).strip() and str(cause).strip() not in text:
         text = f"{text}: {str(cause).strip()}"
-    # OmegaConf appends multi-line context (full_key, object_type); keep the first, most useful lines.
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    keep = [ln for ln in lines if not ln.startswith(("object_type", "reference_type", "    "))]
-    return " ".join(keep[:4]) if keep else "invalid configuration"
+    text = text.split("Config search path")[0]
+    parts: list[str] = []
+    options: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            options.append(line.strip())
+        elif line.strip() and not line.strip().startswith(("object_type", "reference_type")):
+            parts.append(line.strip())
+    msg = " ".join(parts) if parts else "invalid configuration"
+    if options:
+        msg = f"{msg} {', '.join(options)}"
+    return msg
 
 
 def compose_dict(overrides: list[str]) -> DictConfig:

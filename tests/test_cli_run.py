@@ -80,3 +80,14 @@ def test_sim_path_never_imports_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("preset", ["default", "chat", "rag", "decode_heavy", "bimodal", "burst", "small", "trace"])
+def test_every_workload_preset_runs_with_time_metrics(preset, tmp_path):
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["run", "model=hybrid", f"workload={preset}", "workload.num_requests=60", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    m = json.loads(out.read_text())["metrics"]
+    assert m["outcome"] == "completed" and m["requests"]["completed"] > 0
+    assert m["ttft_ms"]["p50"] > 0 and m["tpot_ms"]["count"] > 0 and m["makespan_s"] > 0
+    assert "TTFT ms" in r.stdout
