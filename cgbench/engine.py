@@ -273,7 +273,7 @@ class Engine:
 
     def _update(self) -> bool:
         """Megatron's update_requests after a step. Returns True if a request finished."""
-        ctx, q = self.ctx, self.q
+        q = self.q
         finished_any = False
         still: list[Request] = []
         for r in self.active:
@@ -284,7 +284,20 @@ class Engine:
                 finished_any = True
             else:
                 still.append(r)
-        for a in ctx.admitted:
+        done, decoding = self._process_admissions()
+        finished_any |= done
+        still.extend(decoding)
+        self.active = still
+        self._pause_resume_evict()
+        if self.check:
+            self._check_blocks()
+        return finished_any
+
+    def _process_admissions(self) -> tuple[bool, list[Request]]:
+        """The step's prefill chunks: first-admission accounting, the hidden chunked request, first
+        tokens. Returns (a request finished, the requests that decode from the next step)."""
+        finished_any, decoding = False, []
+        for a in self.ctx.admitted:
             r = a.request
             r.kv_tokens += a.chunk
             r.chunks += 1
@@ -297,21 +310,14 @@ class Engine:
                 continue
             if self.chunked is r:
                 self.chunked = None
-            if r.decode_remaining <= 0:  # output_len 0: the prefill's sample is trimmed away
-                self._finish(r)
-                finished_any = True
-                continue
-            self._emit(r, 1)
+            if r.decode_remaining > 0:  # output_len 0: the prefill's sample is trimmed away
+                self._emit(r, 1)
             if r.decode_remaining <= 0:
                 self._finish(r)
                 finished_any = True
             else:
-                still.append(r)
-        self.active = still
-        self._pause_resume_evict()
-        if self.check:
-            self._check_blocks()
-        return finished_any
+                decoding.append(r)
+        return finished_any, decoding
 
     def _blocks_needed(self, r: Request) -> int:
         return max(0, ceil_div(r.kv_tokens + self.q, self.ctx.block_size) - r.blocks)
@@ -338,11 +344,11 @@ class Engine:
         if not self.paused:
             return
         ctx = self.ctx
-        held_active = sum(r.blocks for r in self.active)
+        held_active = self._held_active_blocks()
         if self.chunked is not None:
             held_active += self.chunked.blocks
         active_avail = ctx.active_blocks - held_active
-        limit = self.resume_limit - len(self.active)
+        limit = self.resume_limit - self._decode_count()
         k = cum = new = 0
         for r in reversed(self.paused):
             need = self._blocks_needed(r)
@@ -359,6 +365,12 @@ class Engine:
             need = self._blocks_needed(r)
             ctx.free_blocks -= need
             r.blocks += need
+        self._reactivate(resumed)
+
+    def _held_active_blocks(self) -> int:
+        return sum(r.blocks for r in self.active)
+
+    def _reactivate(self, resumed: list[Request]) -> None:
         self.active.extend(resumed)
 
     def _evict(self) -> None:

@@ -15,7 +15,7 @@ import heapq
 from cgbench.backends.cost_model import StepWork
 from cgbench.context import ceil_div
 from cgbench.engine import Engine, InvariantError, RunState, StepRecord
-from cgbench.request import Outcome, Request
+from cgbench.request import Request
 from cgbench.scheduler import RoundResult
 
 
@@ -112,28 +112,9 @@ class FastEngine(Engine):
                 needing.append(r)
             elif r.id not in irregular:  # cannot happen: an event is a finish or a block boundary
                 raise InvariantError(f"step {s}: request {r.id} had an event with nothing to do")
-        for a in ctx.admitted:
-            r = a.request
-            r.kv_tokens += a.chunk
-            r.chunks += 1
-            if r.first_admit_step < 0:
-                r.first_admit_step = s
-                r.first_admit_s = start
-                r.outcome = Outcome.RUNNING
-            if not a.final:
-                self.chunked = r
-                continue
-            if self.chunked is r:
-                self.chunked = None
-            if r.decode_remaining <= 0:
-                self._finish(r)
-                finished_any = True
-                continue
-            self._emit(r, 1)
-            if r.decode_remaining <= 0:
-                self._finish(r)
-                finished_any = True
-                continue
+        done, decoding = self._process_admissions()
+        finished_any |= done
+        for r in decoding:
             self._add_row(r, s + 1)
             if self._blocks_needed(r) > 0:
                 needing.append(r)
@@ -222,30 +203,12 @@ class FastEngine(Engine):
         self._resume()
         self.state.stats.paused_events += sum(1 for r in needing if r in self.paused)
 
-    def _resume(self) -> None:
-        if not self.paused:
-            return
-        ctx = self.ctx
-        held = self.held_active + (self.chunked.blocks if self.chunked is not None else 0)
-        active_avail = ctx.active_blocks - held
-        limit = self.resume_limit - len(self.rows)
-        k = cum = new = 0
-        for r in reversed(self.paused):
-            need = self._blocks_needed(r)
-            if k + 1 > limit or cum + r.blocks + need > active_avail or new + need > ctx.free_blocks:
-                break
-            k += 1
-            cum += r.blocks + need
-            new += need
-        if k == 0:
-            return
-        resumed = self.paused[len(self.paused) - k:]
-        del self.paused[len(self.paused) - k:]
+    def _held_active_blocks(self) -> int:
+        return self.held_active
+
+    def _reactivate(self, resumed: list[Request]) -> None:
         now = self.state.now_s
         for r in resumed:
-            need = self._blocks_needed(r)
-            ctx.free_blocks -= need
-            r.blocks += need
             self._add_row(r, self.step + 1)
             if r.last_token_s != now:  # it missed steps while paused: its next gap is not one step
                 self.irregular[r.id] = r
