@@ -147,13 +147,15 @@ class Engine:
             if ctx.admitted and (len(self.queue) < queued_before
                                  or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
                 self.last_progress = self.step
+            elif not ctx.admitted and self._decode_stretch(result):
+                if self._out_of_bounds():
+                    break
+                continue
             self._run_step(result.deferred)
             if self._update():
                 self.last_progress = self.step
             self.step += 1
             if self._out_of_bounds():
-                break
-            if self._after_step(result) and self._out_of_bounds():
                 break
         return st
 
@@ -174,9 +176,9 @@ class Engine:
             return True
         return False
 
-    def _after_step(self, result: RoundResult) -> bool:
-        """Hook for the event-proportional engine (advance quiet decode stretches in one move);
-        True if it ran steps."""
+    def _decode_stretch(self, result: RoundResult) -> bool:
+        """Hook for the event-proportional engine: run the decode-only steps up to the next event in one
+        move, starting with this round's step. True if it ran any."""
         return False
 
     def _run_step(self, deferred: Request | None) -> None:

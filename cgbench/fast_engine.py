@@ -28,7 +28,6 @@ class FastEngine(Engine):
         self.events: list[tuple[int, int, int, Request]] = []  # (step, row position, epoch, request)
         self.irregular: dict[int, Request] = {}  # rows whose next token does not follow the last step
         self.next_pos = 0
-        self.quiet = False  # the last update changed nothing but counters
 
     # -- row bookkeeping -----------------------------------------------------------------------------
 
@@ -81,7 +80,7 @@ class FastEngine(Engine):
         return state
 
     def _update(self) -> bool:
-        ctx, q, s = self.ctx, self.q, self.step
+        q, s = self.q, self.step
         now = self.state.now_s
         start = self._step_start_s
         stats = self.state.stats
@@ -119,16 +118,16 @@ class FastEngine(Engine):
             if self._blocks_needed(r) > 0:
                 needing.append(r)
         self._pause_resume_evict_rows(needing)
-        self.quiet = not special and not ctx.admitted and not needing and not self.paused and not self.irregular
         if self.check:
             self._check_blocks()
         return finished_any
 
-    def _after_step(self, result: RoundResult) -> bool:
-        """Advance a quiet decode-only stretch in one move: the steps before the next event (a finish,
-        a KV block boundary, an arrival, a gating timeout, the watchdog), each exactly as the step loop
-        would run it: the same round (the same head deferred again), shape, graph and cost."""
-        if not self.quiet or not self.rows:
+    def _decode_stretch(self, result: RoundResult) -> bool:
+        """This round admitted nothing: run its decode-only step and the ones after it in one move, up
+        to the next event (a finish, a KV block boundary, an arrival, a gating timeout, the watchdog).
+        Until then nothing changes but counters, so every round is this round again (the same head
+        deferred again) and every step has this shape, graph and a cost that grows with the context."""
+        if self.paused or self.irregular or not self.rows or len(self.rows) > self.resume_limit:
             return False
         q, st, stats = self.q, self.state, self.state.stats
         d = len(self.rows)
@@ -137,10 +136,12 @@ class FastEngine(Engine):
         stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
         head = result.deferred
         if head is not None and self.policy.timeout_iters >= 0:
-            stop = min(stop, self.step + self.policy.timeout_iters - head.cg_wait_iters)
+            stop = min(stop, self.step + 1 + self.policy.timeout_iters - head.cg_wait_iters)
         nxt = self.stream.next_arrival_s()
-        if self.step >= stop or (nxt is not None and st.now_s >= nxt):
+        if self.step >= stop:
             return False
+        if len(self.queue) > stats.max_queue_len:
+            stats.max_queue_len = len(self.queue)
         graph, reason = self.grid.lookup(T, 0, d)
         key = tuple(graph) if graph is not None else None
         sched, step_time, itl = self.scheduler, self.backend.cost_model.step_time, stats.itl
@@ -149,8 +150,8 @@ class FastEngine(Engine):
         queue_len, head_id = len(self.queue), head.id if head is not None else None
         now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
         first = self.step
-        while self.step < stop and (nxt is None or now < nxt):
-            if head is not None:
+        while self.step < stop and (self.step == first or nxt is None or now < nxt):
+            if head is not None and self.step > first:  # this round's deferral is already counted
                 sched._register_wait(head, result)
             dt = step_time(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
             if trace is not None:
