@@ -124,24 +124,50 @@ class FastEngine(Engine):
 
     def _decode_stretch(self, result: RoundResult) -> bool:
         """This round admitted nothing: run its decode-only step and the ones after it in one move, up
-        to the next event (a finish, a KV block boundary, an arrival, a gating timeout, the watchdog).
-        Until then nothing changes but counters, so every round is this round again (the same head
-        deferred again) and every step has this shape, graph and a cost that grows with the context."""
-        if self.paused or self.irregular or not self.rows or len(self.rows) > self.resume_limit:
+        to the next event that can change a scheduling decision (an arrival, a gating timeout, the
+        watchdog, or any event while requests wait). Until then nothing changes but counters, so
+        every round is this round again (the same head deferred again) and every step has this
+        shape and graph, with a cost that grows with the context. With an empty queue, finishes and
+        KV block boundaries are handled in passing by the ordinary update."""
+        if not self._can_stretch():
             return False
+        head = result.deferred
+        first = self.step
+        while True:
+            stop = self.events[0][0] if self.events else self.step_bound + 1
+            stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
+            if head is not None and self.policy.timeout_iters >= 0:
+                stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
+            self._quiet_steps(stop, result, head, first)
+            # an event at this step; handle it here only if no round could admit anything after it
+            if (self.step >= self.last_progress + self.stall_steps + 1 or self.step > self.step_bound
+                    or self.queue or not self.events or self.events[0][0] != self.step):
+                break
+            nxt = self.stream.next_arrival_s()
+            if nxt is not None and self.state.now_s >= nxt:
+                break
+            self.ctx.begin_round(len(self.rows), 0)
+            self._run_step(None)
+            if self._update():
+                self.last_progress = self.step
+            self.step += 1
+            if not self._can_stretch() or self._out_of_bounds():
+                break
+        return self.step > first
+
+    def _can_stretch(self) -> bool:
+        return bool(self.rows) and not self.paused and not self.irregular and len(self.rows) <= self.resume_limit
+
+    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int) -> None:
+        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk."""
         q, st, stats = self.q, self.state, self.state.stats
+        if self.step >= stop:
+            return
         d = len(self.rows)
         T = d * q
-        stop = self.events[0][0] if self.events else self.step_bound + 1
-        stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
-        head = result.deferred
-        if head is not None and self.policy.timeout_iters >= 0:
-            stop = min(stop, self.step + 1 + self.policy.timeout_iters - head.cg_wait_iters)
-        nxt = self.stream.next_arrival_s()
-        if self.step >= stop:
-            return False
         if len(self.queue) > stats.max_queue_len:
             stats.max_queue_len = len(self.queue)
+        nxt = self.stream.next_arrival_s()
         graph, reason = self.grid.lookup(T, 0, d)
         key = tuple(graph) if graph is not None else None
         sched, step_time, itl = self.scheduler, self.backend.cost_model.step_time, stats.itl
@@ -149,7 +175,7 @@ class FastEngine(Engine):
         trace = st.trace if self.keep_trace else None
         queue_len, head_id = len(self.queue), head.id if head is not None else None
         now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
-        first = self.step
+        begin = self.step
         while self.step < stop and (self.step == first or nxt is None or now < nxt):
             if head is not None and self.step > first:  # this round's deferral is already counted
                 sched._register_wait(head, result)
@@ -162,7 +188,7 @@ class FastEngine(Engine):
             self.sum_kv += T
             self.step += 1
         # integer counters in one move (the float ones were advanced step by step above, in order)
-        k = self.step - first
+        k = self.step - begin
         st.now_s = now
         stats.steps += k
         stats.tokens += k * T
@@ -181,7 +207,6 @@ class FastEngine(Engine):
             stats.eager_steps += k
             stats.eager_tokens += k * T
             stats.eager_reasons[reason] += k
-        return True
 
     def _pause_resume_evict_rows(self, needing: list[Request]) -> None:
         if not needing and not self.paused and len(self.rows) <= self.resume_limit:

@@ -105,6 +105,7 @@ class Scheduler:
                 return result
             max_chunk = min(rem, ctx.max_tokens - ctx.active_tokens)
             chunk = max_chunk
+            split_by_snap = eager_on_purpose = False
             # A continuing chunk is never gated in Megatron ("would deadlock"); policies that guard it
             # too snap it only when the unsnapped chunk would miss, so it is not split needlessly.
             guard_continuing = continuing and self.policy.snap_continuing and not self.candidate_hits(max_chunk)
@@ -114,8 +115,7 @@ class Scheduler:
                 if snapped is not None:
                     chunk = snapped
                     req.cg_wait_iters = 0
-                    if max_chunk >= rem > snapped:
-                        self.counters.snap_splits += 1
+                    split_by_snap = max_chunk >= rem > snapped
                 else:
                     idle = ctx.prefill_count == 0 and ctx.decode_count == 0
                     if self.policy.on_chunk_miss(req.cg_wait_iters, idle) == DEFER:
@@ -123,14 +123,16 @@ class Scheduler:
                         result.stop_reason = "deferred"
                         return result
                     req.cg_wait_iters = 0
-                    if self.policy.chunk_defers and not idle:
-                        self.counters.eager_admissions += 1
+                    eager_on_purpose = self.policy.chunk_defers and not idle
             if self.flash_attn_guard and rem - chunk == 1:
                 if chunk > 1:
                     chunk -= 1
                 else:
                     result.stop_reason = "single_token_guard"
                     return result
+            # counted only for chunks that are admitted: a round that admits nothing changes nothing
+            self.counters.snap_splits += split_by_snap
+            self.counters.eager_admissions += eager_on_purpose
             adm = ctx.add_request(req, chunk)
             if not adm.final:
                 result.stop_reason = "partial_chunk"

@@ -25,7 +25,7 @@ def _everything(eng, state):
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("CGBENCH_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_engine_equals_oracle(scenario):
     cfg, reqs = scenario
