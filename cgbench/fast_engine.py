@@ -95,12 +95,13 @@ class FastEngine(Engine):
                 special[r.id] = r
         regular = d - len(special)
         if regular:
-            stats.itl[now - start] += regular * q
+            stats.itl[now - start] = stats.itl.get(now - start, 0) + regular * q
         self.sum_kv += d * q
         needing: list[Request] = []
         for r in sorted(special.values(), key=_row_position) if special else ():
             n = min(q, r.output_len - (r.anchor_gen + (s - r.anchor_step) * q))
-            stats.itl[now - (r.last_token_s if r.id in irregular else start)] += n
+            gap = now - (r.last_token_s if r.id in irregular else start)
+            stats.itl[gap] = stats.itl.get(gap, 0) + n
             self._materialize(r, s)
             r.last_token_s = now
             if r.generated >= r.output_len:
@@ -171,6 +172,7 @@ class FastEngine(Engine):
         graph, reason = self.grid.lookup(T, 0, d)
         key = tuple(graph) if graph is not None else None
         sched, step_time, itl = self.scheduler, self.backend.cost_model.step_time, stats.itl
+        itl_get = itl.get
         pairs_const = d * q * (q + 1) // 2
         trace = st.trace if self.keep_trace else None
         queue_len, head_id = len(self.queue), head.id if head is not None else None
@@ -184,7 +186,8 @@ class FastEngine(Engine):
                 trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt
             busy += dt
-            itl[now - start] += T
+            gap = now - start
+            itl[gap] = itl_get(gap, 0) + T
             self.sum_kv += T
             self.step += 1
         # integer counters in one move (the float ones were advanced step by step above, in order)

@@ -31,7 +31,7 @@ class StepStats:
     prefill_only_steps: int = 0
     decode_only_steps: int = 0
     graph_usage: dict = field(default_factory=dict)  # (T, P, D) -> [hits, real_tokens, padded_tokens]
-    itl: Counter = field(default_factory=Counter)  # gap seconds -> count
+    itl: dict = field(default_factory=dict)  # inter-token gap (s) -> tokens emitted after that gap
     paused_events: int = 0
     evicted_events: int = 0
     max_queue_len: int = 0

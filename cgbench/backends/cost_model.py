@@ -97,7 +97,7 @@ SSD_CHUNK = 128
 CALIBRATION_SCHEMA = "cgbench.calibration/1"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is built per simulated step, and frozen init costs 4x
 class StepWork:
     """What one engine step computes. ``graph`` is the replayed graph ``(Tg, Pg, Dg)`` or ``None``
     when the step ran eager; ``attention_pairs`` is Σ over requests of new tokens × mean attended KV
