@@ -126,6 +126,7 @@ def grid(
 
 def _register_commands() -> None:
     # thin wrappers live next to what they drive; registering here keeps one app and one help page
+    from cgbench.cli_calibrate import calibrate_cmd
     from cgbench.cli_schedule import schedule_cmd
     from cgbench.cli_sweep import compare_cmd, plot_cmd, sweep_cmd
 
@@ -133,6 +134,7 @@ def _register_commands() -> None:
     app.command("compare")(compare_cmd)
     app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
+    app.command("calibrate")(calibrate_cmd)
 
 
 _register_commands()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,8 @@ from cgbench.fast_engine import FastEngine
 from cgbench.metrics import graph_usage_records, request_record
 from cgbench.runner import build_engine, metrics_of
 from tests.test_engine_properties import scenarios
+
+EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
 
 
 def _run(cfg, reqs, concurrency=0):
@@ -25,7 +28,7 @@ def _everything(eng, state):
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
-@settings(max_examples=int(__import__("os").environ.get("CGBENCH_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_engine_equals_oracle(scenario):
     cfg, reqs = scenario

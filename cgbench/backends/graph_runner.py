@@ -35,6 +35,7 @@ class CudaGraphRunner:
         self.shape_of: dict[tuple[int, int, int], StepShape] = {}
         self.records: list[CaptureRecord] = []
         self.skipped: list[list[int]] = []
+        self.unsupported: list[str] = []  # shapes the runner cannot stage, with the reason
         self.stop_reason = ""
         order = sorted((tuple(g) for g in grid), key=lambda g: (g[0], g[1] + g[2]), reverse=True)
         pool = None
@@ -46,7 +47,12 @@ class CudaGraphRunner:
             if self.stop_reason:
                 self.skipped.append(list(g))
                 continue
-            staged = runner.stage_idle(g)
+            try:
+                staged = runner.stage_idle(g)
+            except ValueError as e:  # e.g. a peer grid's shape with more rows than engine.max_requests
+                self.skipped.append(list(g))
+                self.unsupported.append(f"{list(g)}: {e}")
+                continue
             owner = next((k for k, v in self.shape_of.items() if v == staged.shape), None)
             if owner is not None:
                 self.shape_of[g] = staged.shape
@@ -103,6 +109,7 @@ class CudaGraphRunner:
             "grid_shapes_covered": len(self.shape_of),
             "skipped": self.skipped,
             "stop_reason": self.stop_reason or None,
+            "unsupported": self.unsupported,
             "capture_s": round(self.capture_s, 3),
             "per_graph": [asdict(r) for r in self.records],
         }
