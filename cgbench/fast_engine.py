@@ -20,6 +20,9 @@ from cgbench.scheduler import RoundResult
 
 
 class FastEngine(Engine):
+    # numpy pays off only on long stretches; short ones run one by one (the results are identical)
+    vector_min_steps = 64
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.rows: dict[int, Request] = {}  # running decodes; insertion order == Megatron's row order
@@ -171,25 +174,15 @@ class FastEngine(Engine):
         nxt = self.stream.next_arrival_s()
         graph, reason = self.grid.lookup(T, 0, d)
         key = tuple(graph) if graph is not None else None
-        sched, step_time, itl = self.scheduler, self.backend.cost_model.step_time, stats.itl
-        itl_get = itl.get
+        cost = self.backend.cost_model
+        series = getattr(cost, "decode_stretch_times", None)
         pairs_const = d * q * (q + 1) // 2
-        trace = st.trace if self.keep_trace else None
-        queue_len, head_id = len(self.queue), head.id if head is not None else None
-        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
         begin = self.step
-        while self.step < stop and (self.step == first or nxt is None or now < nxt):
-            if head is not None and self.step > first:  # this round's deferral is already counted
-                sched._register_wait(head, result)
-            dt = step_time(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
-            if trace is not None:
-                trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
-            start, now = now, now + dt
-            busy += dt
-            gap = now - start
-            itl[gap] = itl_get(gap, 0) + T
-            self.sum_kv += T
-            self.step += 1
+        if series is not None and not self.keep_trace and self._long_stretch(stop, d, T, key, nxt, pairs_const):
+            now, busy = self._quiet_steps_vectorized(series, stop, first, d, T, key, nxt, head, result)
+        else:
+            now, busy = self._quiet_steps_one_by_one(cost.step_time, stop, first, d, T, key, reason, nxt, head,
+                                                     result, pairs_const)
         # integer counters in one move (the float ones were advanced step by step above, in order)
         k = self.step - begin
         st.now_s = now
@@ -210,6 +203,80 @@ class FastEngine(Engine):
             stats.eager_steps += k
             stats.eager_tokens += k * T
             stats.eager_reasons[reason] += k
+
+    def _long_stretch(self, stop: int, d: int, T: int, key, nxt: float | None, pairs_const: int) -> bool:
+        if stop - self.step < self.vector_min_steps:
+            return False
+        if nxt is None:
+            return True
+        dt = self.backend.cost_model.step_time(StepWork(T, 0, d, self.sum_kv + T, key, self.q * self.sum_kv
+                                                        + pairs_const))
+        return (nxt - self.state.now_s) >= self.vector_min_steps * dt
+
+    def _quiet_steps_one_by_one(self, step_time, stop, first, d, T, key, reason, nxt, head, result, pairs_const):
+        st, stats, q = self.state, self.state.stats, self.q
+        itl = stats.itl
+        itl_get = itl.get
+        trace = st.trace if self.keep_trace else None
+        queue_len, head_id = len(self.queue), head.id if head is not None else None
+        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
+        while self.step < stop and (self.step == first or nxt is None or now < nxt):
+            if head is not None and self.step > first:  # this round's deferral is already counted
+                self.scheduler._register_wait(head, result)
+            dt = step_time(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
+            if trace is not None:
+                trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
+            start, now = now, now + dt
+            busy += dt
+            gap = now - start
+            itl[gap] = itl_get(gap, 0) + T
+            self.sum_kv += T
+            self.step += 1
+        return now, busy
+
+    def _quiet_steps_vectorized(self, series, stop, first, d, T, key, nxt, head, result):
+        """The same steps with the cost model evaluated a chunk at a time (numpy); the clock and the
+        busy time are still running sums in step order (``add.accumulate`` is sequential), so every
+        float equals the one-by-one loop's."""
+        import numpy as np
+
+        st, stats, q = self.state, self.state.stats, self.q
+        itl = stats.itl
+        itl_get = itl.get
+        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
+        pairs_const = d * q * (q + 1) // 2
+        chunk = 32
+        while self.step < stop:
+            n = min(chunk, stop - self.step)
+            dts = series(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const), n, T, q * T)
+            clock = np.empty(n + 1)
+            clock[0] = now
+            clock[1:] = dts
+            np.add.accumulate(clock, out=clock)  # clock[j] = start of the j-th step, clock[n] = end of the last
+            if nxt is not None:
+                late = clock[:n] >= nxt  # a step starting at or after the next arrival belongs to a new round
+                if self.step == first:
+                    late[0] = False
+                if late.any():
+                    n = int(np.argmax(late))
+            if n == 0:
+                break
+            waits = n - (1 if self.step == first else 0)
+            if head is not None and waits > 0:
+                self.scheduler.register_waits(head, waits, result)
+            for gap in (clock[1:n + 1] - clock[:n]).tolist():
+                itl[gap] = itl_get(gap, 0) + T
+            acc = np.empty(n + 1)
+            acc[0] = busy
+            acc[1:] = dts[:n]
+            busy = float(np.add.accumulate(acc)[-1])
+            now = float(clock[n])
+            self.sum_kv += n * T
+            self.step += n
+            if n < len(dts):
+                break
+            chunk = min(chunk * 4, 4096)
+        return now, busy
 
     def _pause_resume_evict_rows(self, needing: list[Request]) -> None:
         if not needing and not self.paused and len(self.rows) <= self.resume_limit:

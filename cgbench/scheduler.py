@@ -61,6 +61,19 @@ class Scheduler:
             self.counters.starvation_warnings += 1
             result.warned = True
 
+    def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
+        """``n`` rounds of the same deferral at once (the event-proportional engine's decode stretch)."""
+        w = req.cg_wait_iters
+        req.cg_wait_iters = w + n
+        req.deferrals += n
+        req.max_cg_wait = max(req.max_cg_wait, w + n)
+        self.counters.deferral_events += n
+        result.deferred = req
+        warnings = (w + n) // self.warn_after - w // self.warn_after
+        if warnings:
+            self.counters.starvation_warnings += warnings
+            result.warned = True
+
     def candidate_hits(self, tokens: int) -> bool:
         ctx = self.ctx
         graph, _ = self.grid.lookup(ctx.active_tokens + tokens, ctx.prefill_count + 1, ctx.decode_count)

@@ -17,8 +17,8 @@ from tests.test_engine_properties import scenarios
 EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
 
 
-def _run(cfg, reqs, concurrency=0):
-    eng = build_engine(cfg, trace=True, stream=ArrivalStream(reqs, concurrency=concurrency))
+def _run(cfg, reqs, concurrency=0, trace=True):
+    eng = build_engine(cfg, trace=trace, stream=ArrivalStream(reqs, concurrency=concurrency))
     state = eng.run()
     return eng, state
 
@@ -42,3 +42,10 @@ def test_fast_engine_equals_oracle(scenario):
     assert f[1] == s[1]
     assert f[2] == s[2]
     assert f[3] == s[3]
+    # without --trace the fast engine evaluates stretches a chunk at a time (numpy): same results
+    FastEngine.vector_min_steps = 1  # every stretch through the numpy path
+    try:
+        quick = _everything(*_run(fast_cfg, reqs, trace=False))
+    finally:
+        FastEngine.vector_min_steps = 64
+    assert quick[0] == s[0] and quick[1] == s[1] and quick[3] == s[3]

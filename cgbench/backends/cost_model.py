@@ -271,7 +271,8 @@ class RooflineCostModel:
             return total + self._graph_launch
         return total + (self._launch_prefill if prefills else self._launch_decode)
 
-    def step_time(self, work: StepWork) -> float:
+    def _shape_part(self, work: StepWork) -> tuple[float, int]:
+        """(time of everything but the attention core, tokens computed) for the step's shape."""
         if work.graph is not None:
             tc, pc, dc = work.graph
             key = (tc, pc, dc, True)
@@ -286,6 +287,10 @@ class RooflineCostModel:
             if len(self._cache) > 1 << 16:
                 self._cache.clear()
             shape = self._cache[key] = self._shape_time(tc, pc, dc, key[3])
+        return shape, tc
+
+    def step_time(self, work: StepWork) -> float:
+        shape, tc = self._shape_part(work)
         if not self.n_attention:
             return shape
         pairs = work.attention_pairs
@@ -293,6 +298,24 @@ class RooflineCostModel:
             pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
         return shape + max(self._attn_flop * pairs,
                            self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc)
+
+    def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
+        """The times of ``k`` consecutive steps of one shape whose context and attention pairs grow by
+        ``ctx_step`` / ``pairs_step`` per step (a decode stretch), as a float64 array: the same floats
+        as ``step_time`` on each step (the same operations in the same order, elementwise)."""
+        import numpy as np
+
+        shape, tc = self._shape_part(work)
+        if not self.n_attention or work.attention_pairs is None:
+            return np.array([self.step_time(StepWork(work.tokens, work.prefills, work.decodes,
+                                                     work.context_tokens + i * ctx_step, work.graph,
+                                                     None if work.attention_pairs is None
+                                                     else work.attention_pairs + i * pairs_step))
+                             for i in range(k)], dtype=np.float64)
+        j = np.arange(k, dtype=np.int64)
+        pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
+        ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
+        return shape + np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + self._attn_q * tc)
 
 
 # --------------------------------------------------------------------------- calibration table
