@@ -336,6 +336,10 @@ class Engine:
             excess = self.active[self.resume_limit:]
             self.active = self.active[:self.resume_limit]
             self.paused.extend(excess)
+        self._settle_paused(needing)
+
+    def _settle_paused(self, needing: list[Request]) -> None:
+        """Resume (LIFO), evict past the paused budget, resume again (ref. 5.6); count real pauses."""
         if not self.paused:
             return
         self._resume()

@@ -292,12 +292,7 @@ class FastEngine(Engine):
                 r.last_token_s = self.state.now_s
                 self._remove_row(r)
             self.paused.extend(excess)
-        if not self.paused:
-            return
-        self._resume()
-        self._evict()
-        self._resume()
-        self.state.stats.paused_events += sum(1 for r in needing if r in self.paused)
+        self._settle_paused(needing)
 
     def _held_active_blocks(self) -> int:
         return self.held_active

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench import __version__
+from cgbench.jsonio import read_json
 from cgbench.settings import ConfigError
 
 SCHEMA_VERSION = 1
@@ -80,14 +81,7 @@ def ensure_writable(path: Path) -> None:
 def load_result(path: Path) -> dict:
     """Read one result JSON and check it is a cgbench result of a known schema."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    doc = read_json(path)
     if not isinstance(doc, dict) or "metrics" not in doc or "schema_version" not in doc:
         raise ConfigError(f"{path}: not a cgbench result (missing 'schema_version' or 'metrics')")
     if doc["schema_version"] != SCHEMA_VERSION:

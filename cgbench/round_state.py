@@ -238,18 +238,9 @@ class RoundState:
 
 def load_state(path: str | Path) -> RoundState:
     """Read and validate a state file; any problem is a ``ConfigError`` naming the file and field."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{source}: cannot read the state file: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{source}: not a UTF-8 text file") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}: line {e.lineno} column {e.colno}: not valid JSON: {e.msg}") from None
-    return parse_state(doc, source)
+    from cgbench.jsonio import read_json
+
+    return parse_state(read_json(path), str(path))
 
 
 def parse_state(doc: Any, source: str = "state") -> RoundState:

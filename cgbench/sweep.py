@@ -276,17 +276,12 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
 
 def load_index(sweep_dir: Path) -> dict[str, Any]:
     """Read ``sweep.json`` of a sweep directory (ConfigError if missing or malformed)."""
-    import json
+    from cgbench.jsonio import read_json
 
     path = Path(sweep_dir) / INDEX_NAME
     if not path.is_file():
         raise ConfigError(f"{sweep_dir}: not a sweep directory (no {INDEX_NAME})")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("kind") != INDEX_KIND or not isinstance(doc.get("points"), list):
         raise ConfigError(f"{path}: not a cgbench sweep index")
     from cgbench.results import SCHEMA_VERSION

@@ -32,15 +32,8 @@ AXES = ["model=transformer,hybrid", "policy=budget,megatron", "cg=sparse", "work
 
 
 def _app() -> typer.Typer:
-    from cgbench import cli
-    from cgbench.cli_sweep import compare_cmd, plot_cmd, sweep_cmd
+    from cgbench.cli import app
 
-    if "compare" in {c.name for c in cli.app.registered_commands}:
-        return cli.app
-    app = typer.Typer(rich_markup_mode="rich")
-    app.command("sweep")(sweep_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("plot")(plot_cmd)
     return app
 
 

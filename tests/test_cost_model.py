@@ -495,7 +495,7 @@ def test_bad_tables_raise_config_error_naming_file_and_field(tmp_path: Path, lab
 
 
 def test_unreadable_tables_raise_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="no such file"):
         CalibrationTable.load(tmp_path / "missing.json")
     path = tmp_path / "broken.json"
     path.write_text('{\n "schema": "cgbench.calibration/1",\n "model": ,\n}')

@@ -614,7 +614,7 @@ def test_cli_bad_files_exit_2(tmp_path):
     res = invoke(str(bad))
     assert res.exit_code == 2 and "line 2 column" in res.output and "not valid JSON" in res.output
     res = invoke(str(tmp_path / "missing.json"))
-    assert res.exit_code == 2 and "cannot read" in res.output
+    assert res.exit_code == 2 and "no such file" in res.output
 
 
 # -- validation ---------------------------------------------------------------------------------------------

@@ -27,16 +27,8 @@ runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    """cgbench.cli.app once `sweep` is registered there; until then a test app with the same commands."""
-    from cgbench import cli
-    from cgbench.cli_sweep import compare_cmd, plot_cmd, sweep_cmd
+    from cgbench.cli import app
 
-    if "sweep" in {c.name for c in cli.app.registered_commands}:
-        return cli.app
-    app = typer.Typer(rich_markup_mode="rich")
-    app.command("sweep")(sweep_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("plot")(plot_cmd)
     return app
 
 

@@ -364,19 +364,9 @@ class CalibrationTable:
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationTable:
-        p = Path(path)
-        try:
-            text = p.read_text()
-        except FileNotFoundError:
-            raise ConfigError(f"backend.calibration: calibration table '{p}' not found") from None
-        except OSError as err:
-            raise ConfigError(f"backend.calibration: cannot read calibration table '{p}': {err}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{p}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}"
-                              ) from None
-        return cls.from_dict(data, source=str(p))
+        from cgbench.jsonio import read_json
+
+        return cls.from_dict(read_json(path, "backend.calibration"), source=str(path))
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<calibration>") -> CalibrationTable:
