@@ -181,8 +181,8 @@ class FastEngine(Engine):
         if series is not None and not self.keep_trace and self._long_stretch(stop, d, T, key, nxt, pairs_const):
             now, busy = self._quiet_steps_vectorized(series, stop, first, d, T, key, nxt, head, result)
         else:
-            now, busy = self._quiet_steps_one_by_one(cost.step_time, stop, first, d, T, key, reason, nxt, head,
-                                                     result, pairs_const)
+            now, busy = self._quiet_steps_one_by_one(cost, stop, first, d, T, key, reason, nxt, head, result,
+                                                     pairs_const)
         # integer counters in one move (the float ones were advanced step by step above, in order)
         k = self.step - begin
         st.now_s = now
@@ -213,8 +213,14 @@ class FastEngine(Engine):
                                                         + pairs_const))
         return (nxt - self.state.now_s) >= self.vector_min_steps * dt
 
-    def _quiet_steps_one_by_one(self, step_time, stop, first, d, T, key, reason, nxt, head, result, pairs_const):
+    def _quiet_steps_one_by_one(self, cost, stop, first, d, T, key, reason, nxt, head, result, pairs_const):
         st, stats, q = self.state, self.state.stats, self.q
+        make_stepper = getattr(cost, "stepper", None)
+        if make_stepper is not None:
+            step_cost = make_stepper(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
+        else:
+            def step_cost(ctx: int, pairs: int) -> float:
+                return cost.step_time(StepWork(T, 0, d, ctx, key, pairs))
         itl = stats.itl
         itl_get = itl.get
         trace = st.trace if self.keep_trace else None
@@ -223,7 +229,7 @@ class FastEngine(Engine):
         while self.step < stop and (self.step == first or nxt is None or now < nxt):
             if head is not None and self.step > first:  # this round's deferral is already counted
                 self.scheduler._register_wait(head, result)
-            dt = step_time(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
+            dt = step_cost(self.sum_kv + T, q * self.sum_kv + pairs_const)
             if trace is not None:
                 trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt

@@ -299,6 +299,15 @@ class RooflineCostModel:
         return shape + max(self._attn_flop * pairs,
                            self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc)
 
+    def stepper(self, work: StepWork) -> Callable[[int, int], float]:
+        """``f(context_tokens, attention_pairs)``: ``step_time`` for steps of ``work``'s shape (a decode
+        stretch), with the shape's part computed once; the same floats as ``step_time``."""
+        shape, tc = self._shape_part(work)
+        if not self.n_attention:
+            return lambda ctx, pairs: shape
+        af, akv, aq_tc = self._attn_flop, self._attn_kv, self._attn_q * tc
+        return lambda ctx, pairs: shape + max(af * pairs, akv * (ctx + tc) + aq_tc)
+
     def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
         """The times of ``k`` consecutive steps of one shape whose context and attention pairs grow by
         ``ctx_step`` / ``pairs_step`` per step (a decode stretch), as a float64 array: the same floats
