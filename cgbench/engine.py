@@ -304,10 +304,10 @@ class Engine:
             r = a.request
             r.kv_tokens += a.chunk
             r.chunks += 1
+            r.outcome = Outcome.RUNNING  # also a re-admission after an eviction
             if r.first_admit_step < 0:
                 r.first_admit_step = self.step
                 r.first_admit_s = self._step_start_s
-                r.outcome = Outcome.RUNNING
             if not a.final:
                 self.chunked = r
                 continue
@@ -336,16 +336,18 @@ class Engine:
             excess = self.active[self.resume_limit:]
             self.active = self.active[:self.resume_limit]
             self.paused.extend(excess)
+            needing = needing + excess
         self._settle_paused(needing)
 
     def _settle_paused(self, needing: list[Request]) -> None:
-        """Resume (LIFO), evict past the paused budget, resume again (ref. 5.6); count real pauses."""
+        """Resume (LIFO), evict past the paused budget, resume again (ref. 5.6). A pause counts when the
+        request missed a step: it is still paused, or was evicted from the paused region."""
         if not self.paused:
             return
         self._resume()
         self._evict()
         self._resume()
-        self.state.stats.paused_events += sum(1 for r in needing if r in self.paused)
+        self.state.stats.paused_events += sum(1 for r in needing if r.outcome != Outcome.RUNNING or r in self.paused)
 
     def _resume(self) -> None:
         if not self.paused:

@@ -298,6 +298,7 @@ class FastEngine(Engine):
                 r.last_token_s = self.state.now_s
                 self._remove_row(r)
             self.paused.extend(excess)
+            needing = needing + excess
         self._settle_paused(needing)
 
     def _held_active_blocks(self) -> int:

@@ -77,6 +77,7 @@ def test_engine_invariants(scenario):
     assert s.steps == s.graphed_steps + s.eager_steps == len(state.trace)
     assert s.steps == s.decode_only_steps + s.prefill_only_steps + s.mixed_steps
     assert sum(s.eager_reasons.values()) == s.eager_steps
+    assert s.evicted_events <= s.paused_events  # only a paused request is ever evicted
     # under gating without a timeout, no step with a prefill runs eager, except for a chunk
     # admitted while the engine was idle (defer) or a chunk the merged megatron code falls back on
     if eng.scheduler.gating_active and not cfg.engine.chunked_prefill and cfg.policy.name in ("megatron", "defer"):
