@@ -110,6 +110,7 @@ def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: fl
     qwait = [r.first_admit_step - r.arrival_step for r in admitted]
     m["max_queue_wait_iters"] = max(qwait, default=0)
     m["queue_wait_iters"] = summary(qwait)
+    m["max_queue_len"] = stats.max_queue_len
     m["ttft_steps"] = summary(r.first_token_step - r.arrival_step + 1 for r in emitted)
     m["tpot_steps"] = summary((r.finish_step - r.first_token_step) / (r.generated - 1)
                               for r in done if r.generated > 1)
@@ -154,6 +155,7 @@ def _time_metrics(stats: StepStats, requests: list[Request], done: list[Request]
     good = [r for r in done if meets(r)]
     return {
         "makespan_s": round(makespan_s, 6),
+        "queue_wait_ms": summary((r.first_admit_s - r.arrival_s for r in requests if r.first_admit_step >= 0), ms),
         "ttft_ms": summary(ttft.values(), ms),
         "ttft_ms_deferred": summary((ttft[i] for i in ttft if i in deferred_ids), ms),
         "ttft_ms_not_deferred": summary((ttft[i] for i in ttft if i not in deferred_ids), ms),
