@@ -18,7 +18,11 @@ def test_sigint_during_run_leaves_nothing(tmp_path):
     cmd = [sys.executable, "-m", "cgbench.cli", "run", "workload=chat", "workload.num_requests=400000",
            "engine.oracle=true", f"out_dir={out_dir}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    time.sleep(2.5)  # composed and running by now
+    deadline = time.monotonic() + 60
+    while not (out_dir / "runs").is_dir():  # created after the config is checked, just before the run
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be stopped"
+        time.sleep(0.02)
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
