@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -125,10 +124,8 @@ def test_strict_matching_leaves_holes_non_strict_does_not():
 def test_default_hybrid_grid_holes_are_explained():
     engine = EngineConfig()  # 256 / 16384 / 2560: list (B)
     grid = build_grid(CGConfig(), engine, ModelConfig(kind="hybrid"))
-    t0 = time.perf_counter()
     cov = coverage(grid, max_requests=engine.max_requests, max_tokens=engine.max_tokens,
                    max_sequence_length=engine.max_sequence_length, num_speculative_tokens=0)
-    assert time.perf_counter() - t0 < 2.0
     assert cov.decode_fraction == 1.0 and set(cov.misses_by_reason) == {"shape"}
     texts = [h.explanation or "" for h in cov.holes]
     assert any(t.startswith("msl rule") for t in texts)
@@ -155,13 +152,15 @@ def test_peer_holes():
     assert {h.reason for h in cov.holes} == {"no_mixed_graphs", "shape", "decode_only_over_max"}
 
 
-def test_coverage_is_fast_at_256_requests():
+def test_coverage_counts_add_up_at_256_requests():
+    # (the speed of this exact count is a benchmark figure, not a test: `make bench` / `cgbench grid`)
     engine = EngineConfig()
     for cg in (CGConfig(sizes_per_octave=3, p_per_octave=2), CGConfig(kind="sglang", padding=False)):
         grid = build_grid(cg, engine, ModelConfig())
-        t0 = time.perf_counter()
-        coverage(grid, max_requests=256, max_tokens=16384, max_sequence_length=2560, num_speculative_tokens=0)
-        assert time.perf_counter() - t0 < 2.0
+        cov = coverage(grid, max_requests=256, max_tokens=16384, max_sequence_length=2560,
+                       num_speculative_tokens=0)
+        missed = cov.decode_states - cov.decode_covered + cov.mixed_states - cov.mixed_covered
+        assert sum(cov.misses_by_reason.values()) == missed
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,13 +114,11 @@ def test_file_names_are_deterministic_readable_and_distinct():
 
 def test_a_bad_point_fails_before_anything_runs(tmp_path):
     out = tmp_path / "s"
-    t0 = time.perf_counter()
     r = sweep("model=transformer,hybrid", "workload.num_requests=16,0", "--out", str(out))
     assert r.exit_code == 2
     assert "point 2/" in r.stderr and "workload.num_requests" in r.stderr
     assert "Traceback" not in r.output
     assert not out.exists(), "nothing may run or be written before every point is valid"
-    assert time.perf_counter() - t0 < 10
 
 
 @pytest.mark.parametrize("args,needle", [
