@@ -34,13 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cgbench.backends.cost_model import (
-    CalibratedCostModel,
-    CalibrationPoint,
-    CalibrationTable,
-    RooflineCostModel,
-    StepWork,
-)
+from cgbench.backends.calibrated import CalibratedCostModel, CalibrationPoint, CalibrationTable
+from cgbench.backends.cost_model import RooflineCostModel, StepWork
 from cgbench.graphs import Grid, build_grid
 from cgbench.settings import BenchConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 

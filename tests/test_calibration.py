@@ -23,7 +23,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cgbench.backends.cost_model import CalibratedCostModel, CalibrationTable, make_cost_model
+from cgbench.backends.calibrated import CalibratedCostModel, CalibrationTable
+from cgbench.backends.cost_model import make_cost_model
 from cgbench.calibration import (
     GRAPHED_ON_CPU,
     MODES,

@@ -13,16 +13,18 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgbench.backends.cost_model import (
+from cgbench.backends.calibrated import (
     CALIBRATION_SCHEMA,
     CalibratedCostModel,
     CalibrationPoint,
     CalibrationTable,
+    fit_nonneg_linear,
+)
+from cgbench.backends.cost_model import (
     EagerPadding,
     RooflineCostModel,
     StepWork,
     estimate_attention_pairs,
-    fit_nonneg_linear,
     make_cost_model,
 )
 from cgbench.settings import (

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-from cgbench.backends.cost_model import CalibrationTable  # noqa: E402
+from cgbench.backends.calibrated import CalibrationTable  # noqa: E402
 from cgbench.backends.torch_runner import TorchRunner  # noqa: E402
 from cgbench.calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
 from cgbench.config import load_config  # noqa: E402
