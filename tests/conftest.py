@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests with a fixed derivation of examples (reproducible verdicts); local runs
+# explore new examples each time (and keep failures in .hypothesis/ to replay them).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
