@@ -155,7 +155,8 @@ class FastEngine(Engine):
             if self._update():
                 self.last_progress = self.step
             self.step += 1
-            if not self._can_stretch() or self._out_of_bounds():
+            # an eviction puts requests back in the queue: the next round may admit them
+            if self.queue or not self._can_stretch() or self._out_of_bounds():
                 break
         return self.step > first
 

@@ -48,7 +48,7 @@ def scenarios(draw):
     return cfg, reqs
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("CGBENCH_EXAMPLES", "250")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_engine_invariants(scenario):
     cfg, reqs = scenario

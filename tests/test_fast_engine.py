@@ -49,3 +49,21 @@ def test_fast_engine_equals_oracle(scenario):
     finally:
         FastEngine.vector_min_steps = 64
     assert quick[0] == s[0] and quick[1] == s[1] and quick[3] == s[3]
+
+
+def test_eviction_inside_a_stretch_hands_back_to_the_scheduler():
+    """Regression (found by the equality test at 4,000 examples): a block boundary inside a decode
+    stretch evicted requests back to the queue, and the stretch went on without a round."""
+    from cgbench.arrivals import RequestSpec
+    from cgbench.settings import CGConfig
+
+    from tests.helpers import make_cfg
+
+    cfg = make_cfg(kind="transformer", policy="budget", cg=CGConfig(num_cuda_graphs=None, all_prefills=False),
+                   max_requests=8, max_tokens=64, max_sequence_length=64, block_size=16, kv_blocks=8,
+                   num_speculative_tokens=1)
+    reqs = [RequestSpec(i, 0.0, 1, o) for i, o in enumerate([18, 1, 1, 16, 16, 16, 18, 18, 1, 1])]
+    fast = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=False)), reqs))
+    slow = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs))
+    assert fast == slow
+    assert fast[0]["requests"]["evicted_events"] == 3
