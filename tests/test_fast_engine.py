@@ -56,7 +56,6 @@ def test_eviction_inside_a_stretch_hands_back_to_the_scheduler():
     stretch evicted requests back to the queue, and the stretch went on without a round."""
     from cgbench.arrivals import RequestSpec
     from cgbench.settings import CGConfig
-
     from tests.helpers import make_cfg
 
     cfg = make_cfg(kind="transformer", policy="budget", cg=CGConfig(num_cuda_graphs=None, all_prefills=False),
