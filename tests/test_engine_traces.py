@@ -174,3 +174,21 @@ def test_request_failures_are_recorded_and_the_run_goes_on():
     assert by_id[0].fail_reason == "prompt_exceeds_max_sequence_length"
     assert by_id[1].fail_reason == "kv_block_overflow"  # 200 + 100 tokens need 2 blocks of 256
     assert by_id[2].outcome == Outcome.COMPLETED
+
+
+def test_a_round_that_admits_nothing_counts_no_snap_split():
+    """Regression: snapping a 2-token prompt down to 1 token, which the flash-attn guard then refuses,
+    creates no chunk, so it is no snap split (and the next identical round must not count one either)."""
+    cfg = make_cfg(kind="transformer", policy="megatron", chunked=True)
+    ctx = Context.from_engine(cfg.engine)
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    sched = Scheduler(ctx, grid, make_policy(cfg.policy), chunked_prefill=True, gating_enabled=True)
+    r = Request(1, 2, 4)
+    r.start_prefill(2)
+    queue = deque([r])
+    for _ in range(3):
+        ctx.begin_round(3, 0)  # A = 3: the first graph within budget is (4, 1, 3) -> a 1-token chunk
+        res = sched.schedule(queue)
+        assert res.stop_reason == "single_token_guard" and not ctx.admitted
+    assert grid.find_chunk_size(3, 0, 3, 2) == 1
+    assert sched.counters.snap_splits == 0 and sched.counters.eager_admissions == 0
