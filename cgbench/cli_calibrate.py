@@ -1,5 +1,5 @@
 """``cgbench calibrate``: measure graphed and eager step times of the real model and write the calibration
-table that ``backend.cost_model=calibrated`` reads (the work is in ``cgbench.calibration``).
+table that ``backend.cost_model=calibrated`` reads (the work is in ``cgbench.backends.torch_calibration``).
 
 Registered on the app by ``cgbench.cli``; ``python -m cgbench.cli_calibrate`` runs it on its own.
 """
@@ -92,7 +92,7 @@ def calibrate_cmd(
     with user_errors():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from cgbench.calibration import calibrate, check_request, default_table_path, write_outputs
+        from cgbench.backends.torch_calibration import calibrate, check_request, default_table_path, write_outputs
         from cgbench.config import load_config
         from cgbench.results import ensure_writable
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from cgbench.backends.calibrated import CalibratedCostModel, CalibrationTable
 from cgbench.backends.cost_model import make_cost_model
-from cgbench.calibration import (
+from cgbench.backends.torch_calibration import (
     GRAPHED_ON_CPU,
     MODES,
     Case,
@@ -147,8 +147,8 @@ def test_plan_fits_the_engine_and_covers_the_grid(overrides):
 def test_staging_a_case_allocates_what_the_case_says(one_thread):
     import torch
 
+    from cgbench.backends.torch_calibration import stage_case
     from cgbench.backends.torch_runner import TorchRunner
-    from cgbench.calibration import stage_case
 
     cfg = load_config(["model=tiny_hybrid", *TINY, "backend.device=cpu"])
     runner = TorchRunner(cfg.model, cfg.engine, seed=0, device="cpu")

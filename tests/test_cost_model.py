@@ -467,7 +467,7 @@ def _mutations() -> list[tuple[str, object, str]]:
         return lambda d: d.__setitem__(key, value)
 
     return [
-        ("schema", setkey("schema", "cgbench.calibration/0"), "schema"),
+        ("schema", setkey("schema", "cgbench.backends.torch_calibration/0"), "schema"),
         ("no model", drop("model"), "model"),
         ("model kind", lambda d: d["model"].__setitem__("kind", "moe"), "model.kind"),
         ("no device", drop("device"), "device"),
@@ -500,7 +500,7 @@ def test_unreadable_tables_raise_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         CalibrationTable.load(tmp_path / "missing.json")
     path = tmp_path / "broken.json"
-    path.write_text('{\n "schema": "cgbench.calibration/1",\n "model": ,\n}')
+    path.write_text('{\n "schema": "cgbench.backends.torch_calibration/1",\n "model": ,\n}')
     with pytest.raises(ConfigError, match=r"broken\.json: line 3"):
         CalibrationTable.load(path)
     path.write_text("[1, 2]")

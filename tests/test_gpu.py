@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 from cgbench.backends.calibrated import CalibrationTable  # noqa: E402
+from cgbench.backends.torch_calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
 from cgbench.backends.torch_runner import TorchRunner  # noqa: E402
-from cgbench.calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
 from cgbench.config import load_config  # noqa: E402
 from cgbench.graphs import build_grid  # noqa: E402
 from cgbench.runner import run_point  # noqa: E402

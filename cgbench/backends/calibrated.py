@@ -1,6 +1,6 @@
 """The calibrated cost model: a table of measured step times, interpolated.
 
-A JSON table of measured step times (schema ``cgbench.calibration/1``, see ``docs/cost-model.md``)
+A JSON table of measured step times (schema ``cgbench.backends.torch_calibration/1``, see ``docs/cost-model.md``)
 with one list of points per mode (graphed, eager). Per mode, points are grouped into classes that
 are interpolated along ``T``: one class per tokens-per-request ratio for decode-only points (``D``
 moves with ``T``), one per ``(P, D)`` for the others; within a class, points of the same ``T`` form
@@ -30,7 +30,7 @@ from typing import Any
 from cgbench.backends.cost_model import StepWork
 from cgbench.settings import MODEL_KINDS, ConfigError
 
-CALIBRATION_SCHEMA = "cgbench.calibration/1"
+CALIBRATION_SCHEMA = "cgbench.backends.torch_calibration/1"
 
 
 # --------------------------------------------------------------------------- calibration table

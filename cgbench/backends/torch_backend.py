@@ -13,7 +13,7 @@ import time
 import torch
 
 from cgbench.backends.cost_model import StepWork
-from cgbench.backends.graph_runner import CudaGraphRunner
+from cgbench.backends.torch_graphs import CudaGraphRunner
 from cgbench.backends.torch_runner import StepRow, TorchRunner
 from cgbench.context import Admission
 from cgbench.graphs import build_grid

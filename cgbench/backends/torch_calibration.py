@@ -40,7 +40,7 @@ from cgbench.graphs import Grid, build_grid
 from cgbench.settings import BenchConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 
 MODES = ("graphed", "eager")
-REPORT_SCHEMA = "cgbench.calibration-report/1"
+REPORT_SCHEMA = "cgbench.backends.torch_calibration-report/1"
 CTX_FRACTIONS = (1 / 16, 1 / 4, 1 / 2)  # decode contexts, as fractions of engine.max_sequence_length
 PREFILL_COUNTS = (1, 2, 4, 8)  # P of the prefill-only steps
 MIXED_PREFILLS = (1, 2, 4)  # P of the mixed steps
@@ -328,7 +328,7 @@ def measure(cfg: BenchConfig, cases: Sequence[Case], *, repeat: int, warmup: int
     on_cuda = runner.device.type == "cuda"
     graphs = None
     if on_cuda:
-        from cgbench.backends.graph_runner import CudaGraphRunner
+        from cgbench.backends.torch_graphs import CudaGraphRunner
 
         shapes = list(dict.fromkeys(c.graph for c in cases if c.graph is not None))
         graphs = CudaGraphRunner(runner, shapes, time_budget_s=cfg.backend.capture_budget_s,

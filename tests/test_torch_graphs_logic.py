@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cgbench.arrivals import ArrivalStream, RequestSpec  # noqa: E402
-from cgbench.backends import graph_runner as gr  # noqa: E402
+from cgbench.backends import torch_graphs as gr  # noqa: E402
 from cgbench.backends.torch_backend import TorchBackend  # noqa: E402
 from cgbench.config import load_config  # noqa: E402
 from cgbench.graphs import build_grid  # noqa: E402
