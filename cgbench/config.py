@@ -9,10 +9,8 @@ import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -102,10 +100,6 @@ def _resolve_paths(cfg: BenchConfig) -> None:
         candidate = config_dir().parent / value
         if candidate.exists():
             setattr(holder, key, str(candidate))
-
-
-def to_plain(cfg: BenchConfig) -> dict[str, Any]:
-    return asdict(cfg)
 
 
 def group_options(group: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from cgbench.backends.cost_model import StepWork
 from cgbench.context import Admission, Context, ceil_div
-from cgbench.graphs import BatchShape, Grid
+from cgbench.graphs import Grid
 from cgbench.metrics import StepStats
 from cgbench.policies import Policy
 from cgbench.request import Outcome, Request
@@ -197,13 +197,14 @@ class Engine:
             done = a.request.finished_chunk  # already includes this chunk
             context_tokens += done
             pairs += a.chunk * (done - a.chunk) + a.chunk * (a.chunk + 1) // 2
-        work = StepWork(T, P, D, context_tokens, tuple(graph) if graph is not None else None, pairs)
+        key = tuple(graph) if graph is not None else None
+        work = StepWork(T, P, D, context_tokens, key, pairs)
         dt = self.backend.run_step(work, ctx.admitted, self._decode_rows())
         self._step_start_s = st.now_s
         admitted = [(a.request.id, a.chunk, a.final) for a in ctx.admitted] if self.keep_trace else []
-        self._account(T, P, D, graph, reason, dt, deferred, admitted)
+        self._account(T, P, D, key, reason, dt, deferred, admitted)
 
-    def _account(self, T: int, P: int, D: int, graph: BatchShape | None, reason: str | None, dt: float,
+    def _account(self, T: int, P: int, D: int, key: tuple[int, int, int] | None, reason: str | None, dt: float,
                  deferred: Request | None, admitted: list[tuple[int, int, bool]]) -> None:
         """Step statistics, the optional trace record, and the clock."""
         st, stats = self.state, self.state.stats
@@ -215,9 +216,7 @@ class Engine:
             stats.prefill_only_steps += 1
         else:
             stats.mixed_steps += 1
-        key = None
-        if graph is not None:
-            key = tuple(graph)
+        if key is not None:
             stats.graphed_steps += 1
             stats.graphed_tokens += T
             stats.padded_tokens += key[0] - T

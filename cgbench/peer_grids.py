@@ -54,6 +54,7 @@ TensorRT-LLM, PyTorch backend (``CudaGraphConfig._generate_cuda_graph_batch_size
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from cgbench.graphs import BatchShape, Grid
 from cgbench.settings import CGConfig, ConfigError, EngineConfig, ModelConfig
@@ -144,17 +145,11 @@ def sglang_piecewise_tokens(max_tokens: int) -> list[int]:
 
 
 def sglang_graphs(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
-    q = 1 + engine.num_speculative_tokens
     sizes = _explicit_sizes(cg, "capture_sizes")
     if not sizes:
         max_bs = cg.max_capture_size or sglang_default_max_bs(cg.gpu_memory_gb, engine.tp_size)
         sizes = sglang_batch_sizes(max_bs, cg.padding, engine.num_speculative_tokens > 0)
-    graphs = [BatchShape(b * q, 0, b) for b in _upto(sizes, engine.max_requests)]
-    if cg.piecewise:
-        top = cg.piecewise_max_tokens or engine.max_tokens
-        pw = _upto(_explicit_sizes(cg, "piecewise_sizes"), top) or sglang_piecewise_tokens(top)
-        graphs += [BatchShape(s, s, 0) for s in pw]
-    return graphs
+    return _decode_and_piecewise(cg, engine, sizes, sglang_piecewise_tokens)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,14 +175,21 @@ def trtllm_piecewise_tokens(max_tokens: int) -> list[int]:
 
 
 def trtllm_graphs(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
-    q = 1 + engine.num_speculative_tokens
     sizes = _explicit_sizes(cg, "capture_sizes")
     if not sizes:
         sizes = trtllm_batch_sizes(min(cg.max_capture_size or 128, engine.max_requests), cg.padding)
-    graphs = [BatchShape(b * q, 0, b) for b in _upto(sizes, engine.max_requests)]
+    return _decode_and_piecewise(cg, engine, sizes, trtllm_piecewise_tokens)
+
+
+def _decode_and_piecewise(cg: CGConfig, engine: EngineConfig, batch_sizes: list[int],
+                          default_piecewise: Callable[[int], list[int]]) -> list[BatchShape]:
+    """Decode graphs of ``batch_sizes`` requests, then (``cg.piecewise``) token-bucket graphs up to
+    ``cg.piecewise_max_tokens`` (default ``max_tokens``): the user's list, else the engine's default."""
+    q = 1 + engine.num_speculative_tokens
+    graphs = [BatchShape(b * q, 0, b) for b in _upto(batch_sizes, engine.max_requests)]
     if cg.piecewise:
         top = cg.piecewise_max_tokens or engine.max_tokens
-        pw = _upto(_explicit_sizes(cg, "piecewise_sizes"), top) or trtllm_piecewise_tokens(top)
+        pw = _upto(_explicit_sizes(cg, "piecewise_sizes"), top) or default_piecewise(top)
         graphs += [BatchShape(s, s, 0) for s in pw]
     return graphs
 

@@ -19,8 +19,9 @@ EAGER = "eager"
 class Policy:
     name: str
     gates: bool  # gating can be active (still needs the reference's three conditions)
-    snap_continuing: bool = False  # also gate continuing chunks (snap or defer when they would miss)
-    chunk_defers: bool = False  # chunked path defers on a miss (unless the engine is idle)
+    # the chunked path is gated like the non-chunked one: a miss defers (unless the engine is idle),
+    # and continuing chunks are guarded too (snapped or deferred when they would miss)
+    gates_chunks: bool = False
     timeout_iters: int = -1  # >= 0: admit eager after this many consecutive deferrals
     pad_ratio: float = 0.0  # > 0: a prefill/mixed graph padding T beyond ratio x real runs eager
 
@@ -30,7 +31,7 @@ class Policy:
         return DEFER
 
     def on_chunk_miss(self, cg_wait_iters: int, engine_idle: bool) -> str:
-        if not self.chunk_defers or engine_idle:
+        if not self.gates_chunks or engine_idle:
             return EAGER
         if self.timeout_iters >= 0 and cg_wait_iters >= self.timeout_iters:
             return EAGER
@@ -47,10 +48,10 @@ def make_policy(cfg: PolicyConfig) -> Policy:
     if cfg.name == "megatron":
         return Policy("megatron", gates=True)
     if cfg.name == "defer":
-        return Policy("defer", gates=True, snap_continuing=True, chunk_defers=True)
+        return Policy("defer", gates=True, gates_chunks=True)
     if cfg.name == "pad_guard":
         return Policy("pad_guard", gates=False, pad_ratio=cfg.pad_guard.max_ratio)
     if cfg.name == "wait_timeout":
-        return Policy("wait_timeout", gates=True, snap_continuing=True, chunk_defers=True,
+        return Policy("wait_timeout", gates=True, gates_chunks=True,
                       timeout_iters=cfg.wait_timeout.iters)
     raise ValueError(f"unknown policy {cfg.name!r}")

@@ -27,7 +27,6 @@ class GatingCounters:
 @dataclass(slots=True)
 class RoundResult:
     deferred: Request | None = None  # the head held back by gating this round, if any
-    warned: bool = False
     stop_reason: str = ""  # why the round ended with a non-empty queue ("" if it emptied)
 
 
@@ -51,28 +50,18 @@ class Scheduler:
     # -- gating helpers (Megatron's _register_cg_wait / _cg_admission_check) --------------------
 
     def _register_wait(self, req: Request, result: RoundResult) -> None:
-        req.cg_wait_iters += 1
-        req.deferrals += 1
-        if req.cg_wait_iters > req.max_cg_wait:
-            req.max_cg_wait = req.cg_wait_iters
-        self.counters.deferral_events += 1
-        result.deferred = req
-        if req.cg_wait_iters % self.warn_after == 0:
-            self.counters.starvation_warnings += 1
-            result.warned = True
+        self.register_waits(req, 1, result)
 
     def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
-        """``n`` rounds of the same deferral at once (the event-proportional engine's decode stretch)."""
+        """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
+        warning fires at every multiple of ``max(100, max_sequence_length)``."""
         w = req.cg_wait_iters
         req.cg_wait_iters = w + n
         req.deferrals += n
         req.max_cg_wait = max(req.max_cg_wait, w + n)
         self.counters.deferral_events += n
         result.deferred = req
-        warnings = (w + n) // self.warn_after - w // self.warn_after
-        if warnings:
-            self.counters.starvation_warnings += warnings
-            result.warned = True
+        self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
 
     def candidate_hits(self, tokens: int) -> bool:
         ctx = self.ctx
@@ -121,8 +110,8 @@ class Scheduler:
             split_by_snap = eager_on_purpose = False
             # A continuing chunk is never gated in Megatron ("would deadlock"); policies that guard it
             # too snap it only when the unsnapped chunk would miss, so it is not split needlessly.
-            guard_continuing = continuing and self.policy.snap_continuing and not self.candidate_hits(max_chunk)
-            if self.gating_active and (not continuing or guard_continuing):
+            if self.gating_active and (not continuing or (self.policy.gates_chunks
+                                                          and not self.candidate_hits(max_chunk))):
                 snapped = self.grid.find_chunk_size(ctx.active_tokens, ctx.prefill_count,
                                                     ctx.decode_count, max_chunk)
                 if snapped is not None:
@@ -136,7 +125,7 @@ class Scheduler:
                         result.stop_reason = "deferred"
                         return result
                     req.cg_wait_iters = 0
-                    eager_on_purpose = self.policy.chunk_defers and not idle
+                    eager_on_purpose = self.policy.gates_chunks and not idle
             if self.flash_attn_guard and rem - chunk == 1:
                 if chunk > 1:
                     chunk -= 1

@@ -551,3 +551,25 @@ def test_documented_example_table_is_valid() -> None:
     cost = CalibratedCostModel(table)
     assert cost.step_time(StepWork(64, 0, 64, 65536, (64, 0, 64))) == pytest.approx(6.41e-3)
     assert cost.step_time(StepWork(64, 0, 64, 65536, None)) == pytest.approx(8.20e-3)
+
+
+@pytest.mark.parametrize("preset", ["transformer", "hybrid", "tiny_hybrid"])
+def test_decode_stretch_paths_give_step_time_exactly(preset) -> None:
+    """The fast engine prices decode stretches through ``stepper`` (one by one) and
+    ``decode_stretch_times`` (numpy); both must give ``step_time``'s floats bit for bit."""
+    import random
+
+    from cgbench.config import load_config
+
+    cfg = load_config([f"model={preset}"])
+    cost = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+    rng = random.Random(3)
+    for _ in range(100):
+        d = rng.randint(1, 256)
+        graph = rng.choice([None, (256, 0, 256), (512, 0, 512)])
+        base = rng.randint(0, 10**6)
+        k = rng.randint(1, 40)
+        ref = [cost.step_time(StepWork(d, 0, d, base + d + i * d, graph, base + d + i * d)) for i in range(k)]
+        step = cost.stepper(StepWork(d, 0, d, base + d, graph, base + d))
+        assert [step(base + d + i * d, base + d + i * d) for i in range(k)] == ref
+        assert cost.decode_stretch_times(StepWork(d, 0, d, base + d, graph, base + d), k, d, d).tolist() == ref

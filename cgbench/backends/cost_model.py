@@ -295,11 +295,11 @@ class RooflineCostModel:
         import numpy as np
 
         shape, tc = self._shape_part(work)
-        if not self.n_attention or work.attention_pairs is None:
+        if not self.n_attention:
+            return np.full(k, shape)
+        if work.attention_pairs is None:  # estimated per step from the growing context
             return np.array([self.step_time(StepWork(work.tokens, work.prefills, work.decodes,
-                                                     work.context_tokens + i * ctx_step, work.graph,
-                                                     None if work.attention_pairs is None
-                                                     else work.attention_pairs + i * pairs_step))
+                                                     work.context_tokens + i * ctx_step, work.graph))
                              for i in range(k)], dtype=np.float64)
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
