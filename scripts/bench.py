@@ -74,19 +74,65 @@ def peak_rss_mb(n_requests: int) -> float:
     return int(out.stdout.strip().splitlines()[-1]) / 1024.0
 
 
+def profile_split(requests: int) -> list[tuple[str, int, float]]:
+    """Where the fast engine's time goes on the chat preset: (part, calls, seconds), by timing wrappers."""
+    from cgbench.engine import Engine
+    from cgbench.fast_engine import FastEngine
+    from cgbench.runner import build_engine
+
+    parts = {"_quiet_steps": FastEngine, "_update": FastEngine, "_run_step": Engine}
+    spent = {name: [0, 0.0] for name in parts}
+    originals = {name: getattr(cls, name) for name, cls in parts.items()}
+
+    def timed(name):
+        def wrapper(self, *args):
+            t0 = time.perf_counter()
+            try:
+                return originals[name](self, *args)
+            finally:
+                spent[name][0] += 1
+                spent[name][1] += time.perf_counter() - t0
+        return wrapper
+
+    for name, cls in parts.items():
+        setattr(cls, name, timed(name))
+    try:
+        engine = build_engine(load_config(["workload=chat", f"workload.num_requests={requests}"]))
+        t0 = time.perf_counter()
+        engine.run()
+        total = time.perf_counter() - t0
+    finally:
+        for name, cls in parts.items():
+            setattr(cls, name, originals[name])
+    rows = [(name, calls, secs) for name, (calls, secs) in spent.items()]
+    return rows + [("everything else (rounds, arrivals, stretch set-up)", 0, total - sum(r[2] for r in rows)),
+                   ("total (with timing wrappers)", 0, total)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rss-requests", type=int, default=100000)
+    ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
     args = ap.parse_args()
     console = Console()
+    if args.profile:
+        t = Table(title=f"fast engine time split, chat preset, {args.requests} requests")
+        for col in ("part", "calls", "seconds"):
+            t.add_column(col, justify="right" if col != "part" else "left")
+        for name, calls, secs in profile_split(args.requests):
+            t.add_row(name, f"{calls:,}" if calls else "", f"{secs:.3f}")
+        console.print(t)
+        return
     base = ["workload=chat", f"workload.num_requests={args.requests}"]
     fast, fast_s, tokens = sim_tokens_per_s(base, args.repeat)
     oracle, oracle_s, _ = sim_tokens_per_s(base + ["engine.oracle=true"], 1)
     loaded = ["workload=default", "workload.num_requests=5000"]
     l_fast, l_fast_s, _ = sim_tokens_per_s(loaded, args.repeat)
     l_oracle, l_oracle_s, _ = sim_tokens_per_s(loaded + ["engine.oracle=true"], 1)
+    d_fast, d_fast_s, _ = sim_tokens_per_s(["workload=decode_heavy"], args.repeat)
+    d_oracle, d_oracle_s, _ = sim_tokens_per_s(["workload=decode_heavy", "engine.oracle=true"], 1)
     m_fast, m_plain, same = matcher_qps(200_000)
     cgbench = str(Path(sys.executable).with_name("cgbench"))
     help_s = wall([cgbench, "--help"], args.repeat)
@@ -105,6 +151,8 @@ def main() -> None:
     t.add_row(f"loaded batch (workload=default, 5000 requests): fast {l_fast_s:.2f} s, oracle {l_oracle_s:.2f} s",
               f"{l_fast:,.0f}", "")
     t.add_row("fast / oracle, loaded batch", f"{l_fast / l_oracle:.1f}x", "")
+    t.add_row(f"fast / oracle, decode_heavy preset ({d_fast_s:.3f} s vs {d_oracle_s:.3f} s)",
+              f"{d_fast / d_oracle:.1f}x", "")
     t.add_row("matcher queries/s, indexed (101-graph Megatron grid, strict)", f"{m_fast:,.0f}", "")
     t.add_row("matcher queries/s, plain scan", f"{m_plain:,.0f}", "")
     t.add_row("matcher speed-up (identical answers: " + ("yes" if same else "NO") + ")",
