@@ -1,4 +1,5 @@
-"""Regenerate the policy-comparison tables quoted in README.md (python scripts/readme_figures.py)."""
+"""Regenerate the policy-comparison tables in README.md and the transformer figures its text states
+(python scripts/readme_figures.py)."""
 
 from __future__ import annotations
 
