@@ -17,9 +17,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from cgbench.config import load_config
-from cgbench.graphs import BatchShape, build_grid, match
-from cgbench.runner import run_point
+from cgbench.config.compose import load_config
+from cgbench.grids.grid import BatchShape, build_grid, match
+from cgbench.pipeline import run_point
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def wall(cmd: list[str], repeat: int) -> float:
 
 
 def peak_rss_mb(n_requests: int) -> float:
-    code = ("import resource; from cgbench.config import load_config; from cgbench.runner import run_point; "
+    code = ("import resource; from cgbench.config.compose import load_config; from cgbench.pipeline import run_point; "
             f"o=['workload=chat','workload.num_requests={n_requests}']; run_point(load_config(o), o); "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
@@ -76,9 +76,9 @@ def peak_rss_mb(n_requests: int) -> float:
 
 def profile_split(requests: int) -> list[tuple[str, int, float]]:
     """Where the fast engine's time goes on the chat preset: (part, calls, seconds), by timing wrappers."""
-    from cgbench.engine import Engine
-    from cgbench.fast_engine import FastEngine
-    from cgbench.runner import build_engine
+    from cgbench.engine.core import Engine
+    from cgbench.engine.fast import FastEngine
+    from cgbench.pipeline import build_engine
 
     parts = {"_quiet_steps": FastEngine, "_update": FastEngine, "_run_step": Engine}
     spent = {name: [0, 0.0] for name in parts}

@@ -126,9 +126,9 @@ def _decode_step_ms(doc: dict) -> dict[int, float]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from cgbench.config import load_config
-    from cgbench.results import write_json_atomic
-    from cgbench.runner import run_point
+    from cgbench.config.compose import load_config
+    from cgbench.pipeline import run_point
+    from cgbench.results.document import write_json_atomic
 
     out = Path(args.out) / "sweep"
     failed = 0

@@ -85,11 +85,11 @@ if [[ $MODE == install ]]; then
 fi
 
 if [[ $MODE == calibrate ]]; then
-  # `cgbench calibrate` once cgbench.cli registers it; the module's own entry point otherwise
-  if "$PY" -m cgbench.cli calibrate --help >/dev/null 2>&1; then
-    exec "$PY" -m cgbench.cli calibrate "$@"
+  # `cgbench calibrate` once cgbench.cli.app registers it; the module's own entry point otherwise
+  if "$PY" -m cgbench.cli.app calibrate --help >/dev/null 2>&1; then
+    exec "$PY" -m cgbench.cli.app calibrate "$@"
   fi
-  exec "$PY" -m cgbench.cli_calibrate "$@"
+  exec "$PY" -m cgbench.cli.calibrate "$@"
 fi
 
 OUT_DIR=${OUT_DIR:-$ROOT/results/gpu/$(date +%Y%m%d-%H%M%S)}

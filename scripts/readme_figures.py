@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from cgbench.config import load_config
-from cgbench.runner import run_point
+from cgbench.config.compose import load_config
+from cgbench.pipeline import run_point
 
 HEADER = ("| policy | steps | eager steps | eager reasons | deferrals (events / requests) | longest wait (iters) "
           "| TTFT ms p50 / p99 | TPOT ms p50 | output tok/s |\n|---|---|---|---|---|---|---|---|---|")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cgbench.arrivals import ArrivalStream, RequestSpec
-from cgbench.runner import build_engine
-from cgbench.settings import BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
+from cgbench.config.schema import BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
+from cgbench.pipeline import build_engine
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 
 
 def make_cfg(*, kind: str = "transformer", policy: str = "megatron", chunked: bool = False,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cgbench.cli import app
+from cgbench.cli.app import app
 
 runner = CliRunner()
 SMALL = "workload.num_requests=8"

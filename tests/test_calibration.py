@@ -23,9 +23,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cgbench.backends.calibrated import CalibratedCostModel, CalibrationTable
-from cgbench.backends.cost_model import make_cost_model
-from cgbench.backends.torch_calibration import (
+from cgbench.backends.sim.calibrated import CalibratedCostModel, CalibrationTable
+from cgbench.backends.sim.cost_model import make_cost_model
+from cgbench.backends.torch.calibration import (
     GRAPHED_ON_CPU,
     MODES,
     Case,
@@ -38,9 +38,9 @@ from cgbench.backends.torch_calibration import (
     sizes,
     split_holdout,
 )
-from cgbench.cli_calibrate import calibrate_cmd
-from cgbench.config import load_config
-from cgbench.graphs import build_grid
+from cgbench.cli.calibrate import calibrate_cmd
+from cgbench.config.compose import load_config
+from cgbench.grids.grid import build_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["engine=small", "engine.max_requests=4", "engine.max_tokens=32", "engine.max_sequence_length=64"]
@@ -147,8 +147,8 @@ def test_plan_fits_the_engine_and_covers_the_grid(overrides):
 def test_staging_a_case_allocates_what_the_case_says(one_thread):
     import torch
 
-    from cgbench.backends.torch_calibration import stage_case
-    from cgbench.backends.torch_runner import TorchRunner
+    from cgbench.backends.torch.calibration import stage_case
+    from cgbench.backends.torch.runner import TorchRunner
 
     cfg = load_config(["model=tiny_hybrid", *TINY, "backend.device=cpu"])
     runner = TorchRunner(cfg.model, cfg.engine, seed=0, device="cpu")
@@ -305,7 +305,7 @@ def test_calibrate_on_the_cpu_writes_a_table_the_simulator_reads(tmp_path):
     # the table reproduces its own rows (each (T, P, D, ctx) is measured once)
     cost = CalibratedCostModel(table)
     for row in (r for r in fit if r["mode"] == "eager"):
-        from cgbench.backends.cost_model import StepWork
+        from cgbench.backends.sim.cost_model import StepWork
 
         got = cost.step_time(StepWork(row["T"], row["P"], row["D"], row["ctx"], None)) * 1e3
         assert got == pytest.approx(row["ms"], rel=1e-6, abs=1e-6)
@@ -316,7 +316,7 @@ def test_calibrate_on_the_cpu_writes_a_table_the_simulator_reads(tmp_path):
     sim = load_config(["model=tiny_hybrid", *TINY, "workload=small", "backend.cost_model=calibrated",
                        f"backend.calibration={out}"])
     assert isinstance(make_cost_model(sim.backend, sim.model, sim.hardware, sim.engine), CalibratedCostModel)
-    from cgbench.runner import run_point
+    from cgbench.pipeline import run_point
 
     doc = run_point(sim)
     assert doc["metrics"]["outcome"] == "completed" and doc["metrics"]["makespan_s"] > 0

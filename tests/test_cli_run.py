@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cgbench import __version__
-from cgbench.cli import app
+from cgbench.cli.app import app
 
 runner = CliRunner()
 SMALL = ["workload.num_requests=40"]
@@ -75,7 +75,7 @@ def test_grid_table():
 
 
 def test_sim_path_never_imports_torch():
-    code = ("import sys; from cgbench.config import load_config; from cgbench.runner import run_point; "
+    code = ("import sys; from cgbench.config.compose import load_config; from cgbench.pipeline import run_point; "
             "from cgbench import cli; run_point(load_config(['workload.num_requests=20']), []); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench.compare import (
+from cgbench.analysis.compare import (
     IMPROVED,
     OK,
     REGRESSED,
@@ -25,14 +25,14 @@ from cgbench.compare import (
     load_rules,
     match_key,
 )
-from cgbench.sweep import INDEX_NAME, plan_sweep, run_sweep
+from cgbench.analysis.sweep import INDEX_NAME, plan_sweep, run_sweep
 
 runner = CliRunner()
 AXES = ["model=transformer,hybrid", "policy=budget,megatron", "cg=sparse", "workload=small"]
 
 
 def _app() -> typer.Typer:
-    from cgbench.cli import app
+    from cgbench.cli.app import app
 
     return app
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cgbench.config import GROUPS, expand_sweep, group_options, load_config
-from cgbench.settings import BenchConfig, ConfigError
+from cgbench.config.compose import GROUPS, expand_sweep, group_options, load_config
+from cgbench.config.schema import BenchConfig, ConfigError
 
 
 @pytest.mark.parametrize("group", GROUPS)

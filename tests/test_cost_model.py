@@ -13,21 +13,21 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgbench.backends.calibrated import (
+from cgbench.backends.sim.calibrated import (
     CALIBRATION_SCHEMA,
     CalibratedCostModel,
     CalibrationPoint,
     CalibrationTable,
     fit_nonneg_linear,
 )
-from cgbench.backends.cost_model import (
+from cgbench.backends.sim.cost_model import (
     EagerPadding,
     RooflineCostModel,
     StepWork,
     estimate_attention_pairs,
     make_cost_model,
 )
-from cgbench.settings import (
+from cgbench.config.schema import (
     BackendConfig,
     BenchConfig,
     ConfigError,
@@ -531,7 +531,7 @@ def test_sim_path_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, cgbench.backends.cost_model; print('torch' in sys.modules)"
+    code = "import sys, cgbench.backends.sim.cost_model; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -559,7 +559,7 @@ def test_decode_stretch_paths_give_step_time_exactly(preset) -> None:
     ``decode_stretch_times`` (numpy); both must give ``step_time``'s floats bit for bit."""
     import random
 
-    from cgbench.config import load_config
+    from cgbench.config.compose import load_config
 
     cfg = load_config([f"model={preset}"])
     cost = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)

@@ -8,10 +8,10 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from cgbench.coverage import MAX_HOLES, coverage
-from cgbench.graphs import BatchShape, Grid, build_grid, match, megatron_grid
-from cgbench.grid_report import grid_json, grid_table
-from cgbench.settings import CGConfig, EngineConfig, ModelConfig
+from cgbench.cli.render_grid import grid_json, grid_table
+from cgbench.config.schema import CGConfig, EngineConfig, ModelConfig
+from cgbench.grids.coverage import MAX_HOLES, coverage
+from cgbench.grids.grid import BatchShape, Grid, build_grid, match, megatron_grid
 
 BS = BatchShape
 R, MAX_T, MSL = 8, 64, 16

@@ -8,9 +8,9 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgbench.arrivals import RequestSpec
-from cgbench.request import Outcome
-from cgbench.settings import POLICIES, CGConfig
+from cgbench.config.schema import POLICIES, CGConfig
+from cgbench.engine.request import Outcome
+from cgbench.workload.arrivals import RequestSpec
 from tests.helpers import make_cfg, run_engine
 
 EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "250"))  # raise locally for a deeper search

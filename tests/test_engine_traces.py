@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from cgbench.context import Context
-from cgbench.graphs import build_grid
-from cgbench.policies import make_policy
-from cgbench.request import Outcome, Request
-from cgbench.scheduler import Scheduler
-from cgbench.settings import CGConfig, PolicyConfig
+from cgbench.config.schema import CGConfig, PolicyConfig
+from cgbench.engine.context import Context
+from cgbench.engine.policies import make_policy
+from cgbench.engine.request import Outcome, Request
+from cgbench.engine.scheduler import Scheduler
+from cgbench.grids.grid import build_grid
 from tests.helpers import make_cfg, run_engine, specs
 
 

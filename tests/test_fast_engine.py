@@ -7,11 +7,11 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
-from cgbench.arrivals import ArrivalStream
-from cgbench.engine import Engine
-from cgbench.fast_engine import FastEngine
-from cgbench.metrics import graph_usage_records, request_record
-from cgbench.runner import build_engine, metrics_of
+from cgbench.engine.core import Engine
+from cgbench.engine.fast import FastEngine
+from cgbench.pipeline import build_engine, metrics_of
+from cgbench.results.metrics import graph_usage_records, request_record
+from cgbench.workload.arrivals import ArrivalStream
 from tests.test_engine_properties import scenarios
 
 EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
@@ -54,8 +54,8 @@ def test_fast_engine_equals_oracle(scenario):
 def test_eviction_inside_a_stretch_hands_back_to_the_scheduler():
     """Regression (found by the equality test at 4,000 examples): a block boundary inside a decode
     stretch evicted requests back to the queue, and the stretch went on without a round."""
-    from cgbench.arrivals import RequestSpec
-    from cgbench.settings import CGConfig
+    from cgbench.config.schema import CGConfig
+    from cgbench.workload.arrivals import RequestSpec
     from tests.helpers import make_cfg
 
     cfg = make_cfg(kind="transformer", policy="budget", cg=CGConfig(num_cuda_graphs=None, all_prefills=False),

@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-from cgbench.backends.calibrated import CalibrationTable  # noqa: E402
-from cgbench.backends.torch_calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
-from cgbench.backends.torch_runner import TorchRunner  # noqa: E402
-from cgbench.config import load_config  # noqa: E402
-from cgbench.graphs import build_grid  # noqa: E402
-from cgbench.runner import run_point  # noqa: E402
+from cgbench.backends.sim.calibrated import CalibrationTable  # noqa: E402
+from cgbench.backends.torch.calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
+from cgbench.backends.torch.runner import TorchRunner  # noqa: E402
+from cgbench.config.compose import load_config  # noqa: E402
+from cgbench.grids.grid import build_grid  # noqa: E402
+from cgbench.pipeline import run_point  # noqa: E402
 
 MODELS = ("tiny_transformer", "tiny_hybrid")
 # engine=small holds 8 requests; 64 arriving at once keep every batch at max_requests, non-chunked.

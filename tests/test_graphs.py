@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgbench.graphs import (
+from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
+from cgbench.grids.grid import (
     MISS_REASONS,
     BatchShape,
     Grid,
@@ -23,7 +24,6 @@ from cgbench.graphs import (
     match,
     megatron_grid,
 )
-from cgbench.settings import CGConfig, ConfigError, EngineConfig, ModelConfig
 
 BS = BatchShape
 

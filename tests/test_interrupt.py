@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_sigint_during_run_leaves_nothing(tmp_path):
     out_dir = tmp_path / "res"
     env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
-    cmd = [sys.executable, "-m", "cgbench.cli", "run", "workload=chat", "workload.num_requests=400000",
+    cmd = [sys.executable, "-m", "cgbench.cli.app", "run", "workload=chat", "workload.num_requests=400000",
            "engine.oracle=true", f"out_dir={out_dir}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     deadline = time.monotonic() + 60

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgbench.kernels import (  # noqa: E402
+from cgbench.backends.torch.kernels import (  # noqa: E402
     attention,
     paged_attention_torch,
     segsum,

@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgbench.backends.torch_runner import StepRow, TorchRunner  # noqa: E402
-from cgbench.models import build_model  # noqa: E402
-from cgbench.models.conv import conv_dense, conv_varlen  # noqa: E402
-from cgbench.models.step import StepInputs  # noqa: E402
-from cgbench.settings import ConfigError, EngineConfig, ModelConfig  # noqa: E402
+from cgbench.backends.torch.models import build_model  # noqa: E402
+from cgbench.backends.torch.models.conv import conv_dense, conv_varlen  # noqa: E402
+from cgbench.backends.torch.models.step import StepInputs  # noqa: E402
+from cgbench.backends.torch.runner import StepRow, TorchRunner  # noqa: E402
+from cgbench.config.schema import ConfigError, EngineConfig, ModelConfig  # noqa: E402
 
 
 def tiny(kind: str, **over) -> ModelConfig:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cgbench.graphs import BatchShape, build_grid
-from cgbench.peer_grids import (
+from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
+from cgbench.grids.grid import BatchShape, build_grid
+from cgbench.grids.peers import (
     sglang_batch_sizes,
     sglang_default_max_bs,
     sglang_piecewise_tokens,
@@ -13,7 +14,6 @@ from cgbench.peer_grids import (
     trtllm_piecewise_tokens,
     vllm_capture_sizes,
 )
-from cgbench.settings import CGConfig, ConfigError, EngineConfig, ModelConfig
 
 BS = BatchShape
 HYBRID, TRANSFORMER = ModelConfig(kind="hybrid"), ModelConfig(kind="transformer")

@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench.config import load_config
-from cgbench.plots import DPI, pareto_front, sweep_rows
-from cgbench.results import write_json_atomic
-from cgbench.runner import run_point
-from cgbench.sweep import plan_sweep, run_sweep
+from cgbench.analysis.plots import DPI, pareto_front, sweep_rows
+from cgbench.analysis.sweep import plan_sweep, run_sweep
+from cgbench.config.compose import load_config
+from cgbench.pipeline import run_point
+from cgbench.results.document import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -26,7 +26,7 @@ runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    from cgbench.cli import app
+    from cgbench.cli.app import app
 
     return app
 
@@ -121,8 +121,9 @@ def test_bad_input_exits_2(tmp_path, make, needle):
 
 
 def test_importing_the_commands_does_not_import_matplotlib_or_hydra():
-    code = ("import sys; import cgbench.cli, cgbench.cli_sweep; "
-            "print(sorted(m for m in ('matplotlib', 'hydra', 'cgbench.plots', 'cgbench.sweep') if m in sys.modules))")
+    code = ("import sys; import cgbench.cli.app, cgbench.cli.sweep; "
+            "print(sorted(m for m in ('matplotlib', 'hydra', 'cgbench.analysis.plots', 'cgbench.analysis.sweep') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
 

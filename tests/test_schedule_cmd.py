@@ -1,4 +1,4 @@
-"""``cgbench schedule``: state files -> one scheduling round per policy (cgbench.round_state).
+"""``cgbench schedule``: state files -> one scheduling round per policy (cgbench.engine.replay).
 
 Checked against the reference's worked rounds (semantics sections 11 and 9.2, state files under
 tests/states/), a naive re-implementation of the reference pseudo-code (sections 1.1, 3, 6.3, 6.4)
@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench import cli
-from cgbench.arrivals import ArrivalStream, RequestSpec
-from cgbench.cli_schedule import schedule_cmd
-from cgbench.graphs import BatchShape, match
-from cgbench.round_state import load_state, parse_state, replay_all, replay_round, state_from_engine
-from cgbench.runner import build_engine
-from cgbench.settings import POLICIES, CGConfig, ConfigError
+from cgbench.cli import app as cli
+from cgbench.cli.schedule import schedule_cmd
+from cgbench.config.schema import POLICIES, CGConfig, ConfigError
+from cgbench.engine.replay import load_state, parse_state, replay_all, replay_round, state_from_engine
+from cgbench.grids.grid import BatchShape, match
+from cgbench.pipeline import build_engine
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 from tests.helpers import make_cfg
 
 STATES = Path(__file__).resolve().parent / "states"

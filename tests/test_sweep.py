@@ -17,9 +17,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cgbench.config import load_config
-from cgbench.runner import run_point
-from cgbench.sweep import INDEX_NAME, headline, override_key, plan_sweep, point_file_name
+from cgbench.analysis.sweep import INDEX_NAME, headline, override_key, plan_sweep, point_file_name
+from cgbench.config.compose import load_config
+from cgbench.pipeline import run_point
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["workload=small"]
@@ -27,7 +27,7 @@ runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    from cgbench.cli import app
+    from cgbench.cli.app import app
 
     return app
 
@@ -51,11 +51,11 @@ def test_default_sweep_is_the_product_of_its_axes_first_key_slowest(monkeypatch)
     """conf/sweep/default.yaml: model x policy x cg = 18 points in Hydra BasicSweeper order."""
     import yaml
 
-    import cgbench.config
-    from cgbench.settings import BenchConfig
+    import cgbench.config.compose
+    from cgbench.config.schema import BenchConfig
 
     composed = []  # every point is composed (here by a fast stand-in: other tests compose for real)
-    monkeypatch.setattr(cgbench.config, "load_config", lambda o: composed.append(tuple(o)) or BenchConfig())
+    monkeypatch.setattr(cgbench.config.compose, "load_config", lambda o: composed.append(tuple(o)) or BenchConfig())
     plan = plan_sweep([])
     assert composed == [p.overrides for p in plan.points]
 
@@ -212,8 +212,8 @@ _SLOW_SWEEP = """
 import sys, time
 sys.path.insert(0, {root!r})
 import typer
-import cgbench.sweep as sw
-from cgbench.cli_sweep import sweep_cmd
+import cgbench.analysis.sweep as sw
+from cgbench.cli.sweep import sweep_cmd
 
 _run = sw.execute_point
 def slow(*args):  # a deterministic pace so the test can stop the sweep half-way
@@ -231,7 +231,7 @@ STOP_AXES = ["model=hybrid", "policy=budget,megatron", "cg=sparse,dense,megatron
 
 
 def test_ctrl_c_keeps_finished_points_records_them_and_exits_130(tmp_path, monkeypatch):
-    import cgbench.sweep as sw
+    import cgbench.analysis.sweep as sw
 
     real, calls = sw.execute_point, []
 
@@ -282,7 +282,7 @@ def test_a_killed_sweep_leaves_complete_files_and_resume_finishes_it(tmp_path):
 
 
 def test_a_failing_point_is_recorded_and_the_rest_still_run(tmp_path, monkeypatch):
-    import cgbench.runner as runner_mod
+    import cgbench.pipeline as runner_mod
 
     real = runner_mod.run_point
 
@@ -337,7 +337,7 @@ def test_submitit_slurm_without_slurm_is_one_clear_error():
 
 
 def test_hydra_argv_quotes_paths_and_silences_logging(tmp_path):
-    from cgbench._hydra_app import hydra_argv
+    from cgbench.config.launcher_app import hydra_argv
 
     plan = plan_sweep(["model=hybrid", "policy=budget,megatron", "cg=sparse", *SMALL, "hydra.launcher.n_jobs=3"],
                       allow_hydra=True,

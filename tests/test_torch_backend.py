@@ -13,11 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgbench.arrivals import ArrivalStream, RequestSpec  # noqa: E402
-from cgbench.backends.torch_backend import TorchBackend  # noqa: E402
-from cgbench.config import load_config  # noqa: E402
-from cgbench.request import Outcome  # noqa: E402
-from cgbench.runner import build_engine, metrics_of  # noqa: E402
+from cgbench.backends.torch.backend import TorchBackend  # noqa: E402
+from cgbench.config.compose import load_config  # noqa: E402
+from cgbench.engine.request import Outcome  # noqa: E402
+from cgbench.pipeline import build_engine, metrics_of  # noqa: E402
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec  # noqa: E402
 
 LENGTHS = [(5, 7), (33, 5), (17, 9), (48, 4), (9, 8), (26, 6)]
 VARIANTS = [

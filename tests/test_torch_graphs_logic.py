@@ -17,12 +17,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgbench.arrivals import ArrivalStream, RequestSpec  # noqa: E402
-from cgbench.backends import torch_graphs as gr  # noqa: E402
-from cgbench.backends.torch_backend import TorchBackend  # noqa: E402
-from cgbench.config import load_config  # noqa: E402
-from cgbench.graphs import build_grid  # noqa: E402
-from cgbench.runner import build_engine  # noqa: E402
+from cgbench.backends.torch import graphs as gr  # noqa: E402
+from cgbench.backends.torch.backend import TorchBackend  # noqa: E402
+from cgbench.config.compose import load_config  # noqa: E402
+from cgbench.grids.grid import build_grid  # noqa: E402
+from cgbench.pipeline import build_engine  # noqa: E402
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec  # noqa: E402
 
 
 class FakeCuda:

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgbench.backends.torch_runner import StepRow, TorchRunner  # noqa: E402
-from cgbench.settings import ConfigError, EngineConfig, ModelConfig  # noqa: E402
+from cgbench.backends.torch.runner import StepRow, TorchRunner  # noqa: E402
+from cgbench.config.schema import ConfigError, EngineConfig, ModelConfig  # noqa: E402
 
 
 def tiny(kind: str) -> ModelConfig:

@@ -20,8 +20,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgbench.arrivals import ArrivalStream, RequestSpec, arrival_times
-from cgbench.settings import (
+from cgbench.config.schema import (
     ArrivalConfig,
     BenchConfig,
     ConfigError,
@@ -30,7 +29,8 @@ from cgbench.settings import (
     WorkloadConfig,
     validate,
 )
-from cgbench.workload import (
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
+from cgbench.workload.stream import (
     generate_requests,
     make_stream,
     read_trace,
@@ -236,7 +236,7 @@ def test_same_seed_same_requests_different_seed_different(arrival):
 
 def test_fresh_interpreter_gives_the_same_requests():
     # Guards against seeding through Python's per-process salted hash().
-    code = ("from cgbench.workload import generate_requests; from cgbench.settings import *; "
+    code = ("from cgbench.workload.stream import generate_requests; from cgbench.config.schema import *; "
             "w = WorkloadConfig(num_requests=5, arrival=ArrivalConfig(process='poisson', rate=2.0), "
             "prompt_len=DistConfig(dist='uniform', min=1, max=10**6)); "
             "print([(r.arrival_s, r.prompt_tokens) for r in generate_requests(w, 3)])")
@@ -559,6 +559,7 @@ def test_chat_scales_to_20k_requests():
 
 
 def test_workload_modules_do_not_import_torch():
-    code = ("import sys, cgbench.workload, cgbench.arrivals, cgbench.lengths, cgbench.trace; "
+    code = ("import sys, cgbench.workload.stream, cgbench.workload.arrivals, cgbench.workload.lengths, "
+            "cgbench.workload.trace; "
             "sys.exit('torch' in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

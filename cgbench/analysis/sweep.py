@@ -1,0 +1,406 @@
+"""Sweeps: plan (expand + validate every point), run (in-process or in worker processes), index.
+
+A sweep directory holds one result JSON per point plus ``sweep.json``, the index of the points
+(overrides, file name, status, headline metrics). Every file is written atomically, so a killed
+sweep leaves only complete files and ``--resume`` finishes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import re
+import signal
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cgbench.config.schema import BenchConfig, ConfigError
+
+INDEX_NAME = "sweep.json"
+INDEX_KIND = "cgbench-sweep"
+
+# Metrics copied into sweep.json for each point (dotted = nested key); absent ones are skipped.
+HEADLINE = ("outcome", "steps", "eager_steps", "eager_step_fraction", "deferral_events", "deferred_requests",
+            "max_cg_wait_iters", "max_queue_wait_iters", "snap_splits", "starvation_warnings", "ttft_ms.p50",
+            "ttft_ms.p99", "tpot_ms.p50", "output_throughput_tok_s", "makespan_s")
+
+DONE, FAILED, PENDING = "done", "failed", "pending"
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    index: int
+    overrides: tuple[str, ...]
+    file: str
+    params: dict[str, str] = field(compare=False)  # the varying keys -> value, for tables and plots
+    cfg: BenchConfig = field(compare=False, repr=False)
+
+
+@dataclass
+class SweepPlan:
+    name: str
+    out_dir: Path
+    points: list[SweepPoint]
+    axes: dict[str, list[str]]  # every key -> its values in sweep order (one value = fixed)
+    repeat: int
+    jobs: int = 1  # sweep.jobs: the default for --jobs
+    hydra_overrides: list[str] = field(default_factory=list)  # hydra.* / hydra/*: only for a launcher
+    sweep_args: list[str] = field(default_factory=list)  # Hydra sweep overrides whose product is `points`
+
+    @property
+    def varying(self) -> list[str]:
+        return [k for k, v in self.axes.items() if len(v) > 1]
+
+
+@dataclass
+class PointResult:
+    point: SweepPoint
+    status: str  # done | failed | pending
+    metrics: dict[str, Any] = field(default_factory=dict)  # headline metrics
+    wall_s: float = 0.0
+    error: str | None = None
+    reused: bool = False  # --resume found a complete file
+
+
+@dataclass
+class SweepOutcome:
+    plan: SweepPlan
+    results: list[PointResult]
+    interrupted: bool = False
+    index_path: Path | None = None
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+
+def override_key(override: str) -> str:
+    """``+model=x`` / ``~cg.graphs`` / ``model=a,b`` -> ``model`` / ``cg.graphs`` / ``model``."""
+    return override.partition("=")[0].lstrip("+~").strip()
+
+
+def override_value(override: str) -> str:
+    return override.partition("=")[2]
+
+
+def _is_sweep_selector(key: str) -> bool:
+    return key == "sweep" or key.startswith("sweep.")
+
+
+def _is_hydra(key: str) -> bool:
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def point_file_name(overrides: Iterable[str]) -> str:
+    """Readable and short: ``model-hybrid_policy-budget_cg-dense__1a2b3c4d.json``.
+
+    The hash covers the exact override strings, so two different points never share a file even
+    when the readable part is truncated or sanitised to the same text."""
+    ovr = list(overrides)
+    parts = []
+    for o in ovr:
+        key = override_key(o).rsplit(".", 1)[-1].replace("/", "-")
+        value = re.sub(r"[^A-Za-z0-9.+-]+", "-", override_value(o)).strip("-.")
+        parts.append(f"{key}-{value}" if value else key)
+    readable = re.sub(r"[^A-Za-z0-9._+-]+", "-", "_".join(parts))[:80].rstrip("._-") or "point"
+    digest = hashlib.sha1("\n".join(ovr).encode()).hexdigest()[:8]
+    return f"{readable}__{digest}.json"
+
+
+def _sweep_settings(selectors: list[str]):
+    from cgbench.config.compose import compose_dict
+
+    return compose_dict(selectors).sweep
+
+
+def _axes_from(config_params: dict[str, Any], cli: list[str]) -> list[str]:
+    """Config axes first (in their order); a CLI override replaces the axis of the same key in place,
+    other CLI overrides are appended in the order given."""
+    from cgbench.config.compose import sweep_overrides_from_config
+
+    axes: dict[str, str] = {}
+    for o in sweep_overrides_from_config({str(k): str(v) for k, v in config_params.items()}):
+        axes[override_key(o)] = o
+    given: set[str] = set()
+    for o in cli:
+        key = override_key(o)
+        if key in given:
+            raise ConfigError(f"{key}: given more than once on the command line (one value or a comma list)")
+        given.add(key)
+        axes[key] = o
+    return list(axes.values())
+
+
+def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[list[str]]:
+    """Each point repeated with seeds base_seed, base_seed+1, ... as a trailing ``seed=`` override."""
+    if repeat <= 1:
+        return points
+    out = []
+    for p in points:
+        rest = [o for o in p if override_key(o) != "seed"]
+        out.extend(rest + [f"seed={base_seed + r}"] for r in range(repeat))
+    return out
+
+
+def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None, out_dir: Path | None = None,
+               allow_hydra: bool = False) -> SweepPlan:
+    """Expand the sweep (``conf/sweep/<name>.yaml`` axes + command-line overrides) and compose and
+    validate every point before anything runs. Raises ConfigError naming the point."""
+    from cgbench.config.compose import expand_sweep, load_config
+
+    given = list(overrides or [])
+    selectors = [o for o in given if _is_sweep_selector(override_key(o))]
+    hydra = [o for o in given if _is_hydra(override_key(o))]
+    cli = [o for o in given if o not in selectors and o not in hydra]
+    if hydra and not allow_hydra:
+        raise ConfigError(f"{override_key(hydra[0])}: hydra.* overrides only apply with --launcher")
+    settings = _sweep_settings(selectors)
+    name = str(settings.name)
+    if not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
+        raise ConfigError(f"sweep.name: {name!r} must be a plain folder name (letters, digits, . _ + -)")
+    reps = settings.repeat if repeat is None else repeat
+    if reps < 1:
+        raise ConfigError(f"--repeat: must be >= 1, got {reps}")
+
+    sweep_args = _axes_from(dict(settings.params), cli)
+    expanded = expand_sweep(sweep_args)
+    if reps > 1:
+        seeds = {o for p in expanded for o in p if override_key(o) == "seed"}
+        if len(seeds) > 1:
+            raise ConfigError("seed: is swept and --repeat adds seeds too; use one or the other")
+        base_seed = _compose_point(load_config, expanded[0], 0, len(expanded)).seed
+        expanded = _with_repeats(expanded, reps, base_seed)
+        sweep_args = [o for o in sweep_args if override_key(o) != "seed"]
+        sweep_args.append("seed=" + ",".join(str(base_seed + r) for r in range(reps)))
+
+    axes: dict[str, list[str]] = {}
+    for p in expanded:
+        for o in p:
+            values = axes.setdefault(override_key(o), [])
+            if override_value(o) not in values:
+                values.append(override_value(o))
+    varying = [k for k, v in axes.items() if len(v) > 1]
+
+    points, seen = [], set()
+    for i, p in enumerate(expanded):
+        key = tuple(p)
+        if key in seen:
+            raise ConfigError(f"point {i + 1}: {' '.join(p)} appears twice in the sweep")
+        seen.add(key)
+        cfg = _compose_point(load_config, p, i, len(expanded))
+        params = {k: override_value(o) for o in p if (k := override_key(o)) in varying}
+        points.append(SweepPoint(i, key, point_file_name(p), params, cfg))
+
+    where = Path(out_dir) if out_dir is not None else Path(points[0].cfg.out_dir) / "sweeps" / name
+    return SweepPlan(name=name, out_dir=where, points=points, axes=axes, repeat=reps,
+                     jobs=int(settings.jobs), hydra_overrides=hydra, sweep_args=sweep_args)
+
+
+def _compose_point(load: Callable[[list[str]], BenchConfig], overrides: list[str], i: int, n: int) -> BenchConfig:
+    try:
+        return load(list(overrides))
+    except ConfigError as e:
+        raise ConfigError(f"point {i + 1}/{n} ({' '.join(overrides) or 'defaults'}): {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+def headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in HEADLINE:
+        value: Any = metrics
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def complete_result(path: Path, overrides: tuple[str, ...]) -> dict[str, Any] | None:
+    """The result document at ``path`` if it is a readable result of exactly these overrides."""
+    from cgbench.results.document import load_result
+
+    try:
+        doc = load_result(path)
+    except ConfigError:
+        return None
+    return doc if tuple(doc.get("overrides") or ()) == tuple(overrides) else None
+
+
+def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path) -> tuple[dict[str, Any], float]:
+    """Run one point, write its JSON atomically; (headline metrics, wall seconds)."""
+    from cgbench.pipeline import run_point
+    from cgbench.results.document import write_json_atomic
+
+    t0 = time.perf_counter()
+    doc = run_point(cfg, list(overrides))
+    write_json_atomic(path, doc)
+    return headline(doc["metrics"]), time.perf_counter() - t0
+
+
+def _worker_init() -> None:
+    # Ctrl-C goes to the whole process group: the parent decides what happens, workers stay quiet.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _describe(e: BaseException) -> str:
+    return str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+
+
+def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, created_at: str,
+                   jobs: int, launcher: str | None) -> dict[str, Any]:
+    from cgbench.results.document import provenance
+
+    doc = provenance()
+    doc.update({
+        "kind": INDEX_KIND, "name": plan.name, "created_at": created_at,
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": status,
+        "axes": plan.axes, "repeat": plan.repeat, "jobs": jobs, "launcher": launcher,
+        "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
+        "points": [{
+            "index": r.point.index, "overrides": list(r.point.overrides), "params": r.point.params,
+            "file": r.point.file, "status": r.status, "reused": r.reused, "wall_s": round(r.wall_s, 3),
+            "error": r.error, "metrics": r.metrics,
+        } for r in results],
+    })
+    return doc
+
+
+def load_index(sweep_dir: Path) -> dict[str, Any]:
+    """Read ``sweep.json`` of a sweep directory (ConfigError if missing or malformed)."""
+    from cgbench.config.jsonio import read_json
+
+    path = Path(sweep_dir) / INDEX_NAME
+    if not path.is_file():
+        raise ConfigError(f"{sweep_dir}: not a sweep directory (no {INDEX_NAME})")
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("kind") != INDEX_KIND or not isinstance(doc.get("points"), list):
+        raise ConfigError(f"{path}: not a cgbench sweep index")
+    from cgbench.results.document import SCHEMA_VERSION
+
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    for i, p in enumerate(doc["points"]):
+        if not isinstance(p, dict) or not isinstance(p.get("file"), str) or not isinstance(p.get("overrides"), list):
+            raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------- run
+
+
+class _Index:
+    """Keeps sweep.json current: rewritten (atomically) after every finished point."""
+
+    def __init__(self, plan: SweepPlan, results: list[PointResult], jobs: int, launcher: str | None) -> None:
+        self.plan, self.results, self.jobs, self.launcher = plan, results, jobs, launcher
+        self.created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        self.path = plan.out_dir / INDEX_NAME
+
+    def write(self, status: str) -> Path:
+        from cgbench.results.document import write_json_atomic
+
+        doc = index_document(self.plan, self.results, status=status, created_at=self.created_at,
+                             jobs=self.jobs, launcher=self.launcher)
+        return write_json_atomic(self.path, doc)
+
+
+def final_status(results: list[PointResult], interrupted: bool) -> str:
+    if interrupted:
+        return "interrupted"
+    if any(r.status == FAILED for r in results):
+        return "failed"
+    return "complete" if all(r.status == DONE for r in results) else "incomplete"
+
+
+def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
+              on_start: Callable[[int], None] | None = None,
+              on_done: Callable[[PointResult], None] | None = None) -> SweepOutcome:
+    """Run every point not already complete (with ``resume``); ``jobs > 1`` uses worker processes.
+    ``on_start(n)`` is told how many points will run, ``on_done`` gets each finished point.
+
+    Ctrl-C stops the sweep: finished points keep their files, sweep.json records which finished,
+    and the outcome says ``interrupted`` (KeyboardInterrupt is not re-raised)."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+    results = [PointResult(p, PENDING) for p in plan.points]
+    index = _Index(plan, results, jobs, None)
+    todo: list[int] = []
+    for i, p in enumerate(plan.points):
+        doc = complete_result(plan.out_dir / p.file, p.overrides) if resume else None
+        if doc is not None:
+            results[i] = PointResult(p, DONE, headline(doc["metrics"]), reused=True)
+        else:
+            todo.append(i)
+    index.write("running")
+    if on_start is not None:
+        on_start(len(todo))
+
+    def finish(i: int, r: PointResult) -> None:
+        results[i] = r
+        index.write("running")
+        if on_done is not None:
+            on_done(r)
+
+    interrupted = False
+    try:
+        if jobs == 1 or len(todo) <= 1:
+            _run_serial(plan, todo, finish)
+        else:
+            _run_parallel(plan, todo, min(jobs, len(todo)), finish)
+    except KeyboardInterrupt:
+        interrupted = True
+    path = index.write(final_status(results, interrupted))
+    return SweepOutcome(plan, results, interrupted, path)
+
+
+def _run_serial(plan: SweepPlan, todo: list[int], finish: Callable[[int, PointResult], None]) -> None:
+    for i in todo:
+        p = plan.points[i]
+        t0 = time.perf_counter()
+        try:
+            metrics, wall = execute_point(p.cfg, p.overrides, plan.out_dir / p.file)
+        except Exception as e:  # one broken point must not lose the rest of the sweep
+            finish(i, PointResult(p, FAILED, wall_s=time.perf_counter() - t0, error=_describe(e)))
+        else:
+            finish(i, PointResult(p, DONE, metrics, wall))
+
+
+def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,
+                  finish: Callable[[int, PointResult], None]) -> None:
+    # spawn, not fork: the parent may run Rich's refresh thread, and fork with threads is unsafe.
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+    running: dict[Future, int] = {}
+    try:
+        for i in todo:
+            p = plan.points[i]
+            running[pool.submit(execute_point, p.cfg, p.overrides, plan.out_dir / p.file)] = i
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                i = running.pop(fut)
+                p = plan.points[i]
+                try:
+                    metrics, wall = fut.result()
+                except Exception as e:
+                    finish(i, PointResult(p, FAILED, error=_describe(e)))
+                else:
+                    finish(i, PointResult(p, DONE, metrics, wall))
+    except BaseException:
+        # Interrupted: drop queued points and stop the busy workers now rather than after their point
+        # (their partial work is lost; the atomic writes leave no partial files).
+        busy = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in busy:
+            proc.terminate()
+        raise
+    pool.shutdown(wait=True)

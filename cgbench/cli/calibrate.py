@@ -1,0 +1,132 @@
+"""``cgbench calibrate``: measure graphed and eager step times of the real model and write the calibration
+table that ``backend.cost_model=calibrated`` reads (the work is in ``cgbench.backends.torch.calibration``).
+
+Registered on the app by ``cgbench.cli.app``; ``python -m cgbench.cli.calibrate`` runs it on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
+    help="Hydra overrides: the model, engine limits, grid and device to measure, e.g. model=tiny_hybrid "
+    "engine=small backend.device=cuda.", show_default=False)]
+
+
+def _pct(x: Any) -> str:
+    return f"{100.0 * x:.1f}%" if isinstance(x, (int, float)) else "-"
+
+
+def error_table(report: dict[str, Any]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    hold = report["holdout"]
+    title = f"Held-out steps: calibrated simulator vs measured ({100 * hold['fraction']:.0f}% held out)"
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for col in ("mode", "measured", "fit", "held out", "median error", "p90 error", "max error"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, s in hold["modes"].items():
+        table.add_row(mode, str(s["measured"]), str(s["fit"]), str(s["held_out"]),
+                      _pct(s["median_rel_error"]), _pct(s["p90_rel_error"]), _pct(s["max_rel_error"]))
+    return table
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    cases = report["cases"]
+    table = Table(title=f"Calibration: {report['model']} on {report['device']}", box=box.SIMPLE_HEAD,
+                  show_header=False)
+    table.add_column("item")
+    table.add_column("value")
+    method = ("CUDA graph replay (CUDA events)" if report["graphed_method"] == "cuda_graph_replay"
+              else "padded step run eagerly (no CUDA graphs on the CPU)")
+    table.add_row("torch", str(report["torch"]))
+    table.add_row("steps measured", f"{cases['graphed']} graphed, {cases['eager']} eager "
+                  f"(of {cases['planned']} planned; {len(cases['skipped'])} skipped)")
+    table.add_row("graphed steps", method)
+    table.add_row("timing", f"median of {report['repeat']} after {report['warmup']} warm-ups")
+    ratio = report["decode_ratio"]
+    if ratio["median"] is not None:
+        per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in ratio["per_D"].items())
+        table.add_row("decode eager / graphed", f"{ratio['median']:.2f}x median ({per_d})")
+    if report.get("capture"):
+        cap = report["capture"]
+        stop = f"; stopped: {cap['stop_reason']}" if cap.get("stop_reason") else ""
+        table.add_row("capture", f"{cap['captured']} graphs for {cap['grid_shapes_covered']} of "
+                      f"{cap['grid_shapes']} shapes in {cap['capture_s']} s{stop}")
+    table.add_row("elapsed", f"{report['elapsed_s']:.1f} s")
+    return table
+
+
+def calibrate_cmd(
+    overrides: CalibrateOverrides = None,
+    out_path: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", help="Calibration table path; its report goes beside it as <name>.report.json "
+        "(default: <out_dir>/calibration/<model>_<device>.json).")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", "-r", help="Timed runs per step (the median is kept).")
+                      ] = 7,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before timing each step.")] = 2,
+    holdout: Annotated[float, typer.Option(
+        "--holdout", help="Fraction of the measured steps (per mode, seeded by `seed`) kept out of the table "
+        "to score the calibrated simulator on.")] = 0.25,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the error summary as JSON instead of tables.")
+                       ] = False,
+) -> None:
+    """Measure graphed and eager step times of the real model and write the sim's calibration table.
+
+    Graphed steps replay CUDA graphs of the configured grid (on the CPU: the padded step, run eagerly).
+    Eager steps cover decode-only, prefill-only and mixed batches at several context lengths.
+    Prints how well the calibrated simulator predicts held-out measured steps (median, p90 error)."""
+    from cgbench.cli.app import err, out, user_errors  # cgbench.cli.app registers this command: import late
+
+    with user_errors():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from cgbench.backends.torch.calibration import calibrate, check_request, default_table_path, write_outputs
+        from cgbench.config.compose import load_config
+        from cgbench.results.document import ensure_writable
+
+        ovr = list(overrides or [])
+        cfg = load_config(ovr)
+        check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
+        # fail before measuring, not after, when the table could not be written
+        ensure_writable(out_path or default_table_path(cfg, "probe"))
+        with Progress(TextColumn("measuring steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as bar:
+            task = bar.add_task("steps", total=None)
+            result = calibrate(cfg, repeat=repeat, warmup=warmup, holdout=holdout, overrides=ovr,
+                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+        path = out_path or default_table_path(cfg, result.table.device)
+        table_path, sidecar = write_outputs(result, path)
+        report = result.report
+        if as_json:
+            brief = {k: report[k] for k in ("model", "device", "torch", "graphed_method", "cases",
+                                            "decode_ratio", "table")}
+            hold = report["holdout"]
+            brief["holdout"] = {"fraction": hold["fraction"], "modes": hold["modes"]}
+            brief["report"] = str(sidecar)
+            out.print_json(json.dumps(brief))
+        else:
+            out.print(summary_table(report))
+            out.print(error_table(report))
+        err.print(f"table: {table_path}\nreport: {sidecar}", highlight=False)
+
+
+def main() -> None:
+    app = typer.Typer(add_completion=False, pretty_exceptions_show_locals=False)
+    app.command()(calibrate_cmd)
+    app()
+
+
+if __name__ == "__main__":
+    main()

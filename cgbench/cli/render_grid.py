@@ -1,0 +1,85 @@
+"""What ``cgbench grid`` prints: a grid's graphs in stored order and what they cover."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from cgbench.grids.coverage import Coverage
+from cgbench.grids.grid import Grid, kind_of
+
+
+def grid_json(grid: Grid) -> dict:
+    """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order."""
+    return {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _sizes(values: set[int]) -> str:
+    return ", ".join(str(v) for v in sorted(values, reverse=True)) or "-"
+
+
+def graphs_table(grid: Grid) -> Table:
+    t = Table(title=f"Captured graphs: {grid.name} (stored order)")
+    for col in ("#", "T", "P", "D", "kind"):
+        t.add_column(col, justify="left" if col == "kind" else "right")
+    for i, g in enumerate(grid.graphs):
+        t.add_row(str(i), str(g.token_count), str(g.prefill_req_count), str(g.decode_req_count), kind_of(g))
+    return t
+
+
+def summary_table(grid: Grid) -> Table:
+    t = Table(title=f"Grid summary: {grid.name}", show_header=False)
+    t.add_column("key")
+    t.add_column("value")
+    counts = grid.counts_by_kind()
+    t.add_row("graphs", str(len(grid.graphs)))
+    for kind, n in counts.items():
+        t.add_row(f"  {kind}", str(n))
+    t.add_row("matching", "strict (hybrid)" if grid.strict else "non-strict")
+    if grid.exact_decode:
+        t.add_row("decode batches", "exact batch size only (no padding)")
+    t.add_row("token sizes", _sizes(set(grid.token_counts or [])))
+    t.add_row("  prefill/mixed", _sizes({g.token_count for g in grid.graphs if g.prefill_req_count > 0}))
+    t.add_row("  decode-only", _sizes({g.token_count for g in grid.graphs if g.prefill_req_count == 0}))
+    return t
+
+
+def coverage_table(cov: Coverage) -> Table:
+    t = Table(title=(f"Coverage of reachable steps (max_requests {cov.max_requests}, max_tokens "
+                     f"{cov.max_tokens}, msl {cov.max_sequence_length}, spec {cov.num_speculative_tokens})"))
+    t.add_column("states")
+    t.add_column("covered", justify="right")
+    t.add_column("total", justify="right")
+    t.add_column("fraction", justify="right")
+    mode = "strict" if cov.strict else "non-strict"
+    t.add_row("decode-only", str(cov.decode_covered), str(cov.decode_states), _pct(cov.decode_fraction))
+    t.add_row(f"mixed/prefill ({mode}, this grid)", str(cov.mixed_covered), str(cov.mixed_states),
+              _pct(cov.mixed_fraction))
+    t.add_row("all (strict matching)", str(cov.decode_covered + cov.mixed_covered_strict), str(cov.states),
+              _pct(cov.strict_fraction))
+    t.add_row("all (non-strict matching)", str(cov.decode_covered + cov.mixed_covered_non_strict),
+              str(cov.states), _pct(cov.non_strict_fraction))
+    for reason, n in cov.misses_by_reason.items():
+        t.add_row(f"miss: {reason}", str(n), str(cov.states), _pct(n / cov.states if cov.states else 0.0))
+    return t
+
+
+def holes_table(cov: Coverage) -> Table:
+    t = Table(title="Example holes (real steps that run eager)")
+    t.add_column("real [T]: P + D")
+    t.add_column("reason")
+    t.add_column("why")
+    for h in cov.holes:
+        t.add_row(str(h.shape), h.reason, h.explanation or "")
+    return t
+
+
+def grid_table(grid: Grid, cov: Coverage) -> list[Table]:
+    """The graphs in stored order, a summary, the coverage and example holes."""
+    tables = [graphs_table(grid), summary_table(grid), coverage_table(cov)]
+    if cov.holes:
+        tables.append(holes_table(cov))
+    return tables

@@ -1,0 +1,163 @@
+"""``cgbench schedule STATE.json``: one scheduling round from a saved engine state, per policy.
+
+The command is registered on the app in ``cgbench.cli.app``; the work is in ``cgbench.engine.replay``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from cgbench.engine.replay import RoundDecision, RoundState
+
+MAX_LISTED = 8  # admitted requests / queued ids shown per table cell
+
+STOP_TEXT = {
+    "": "queue empty",
+    "deferred": "gating deferral",
+    "partial_chunk": "partial chunk",
+    "single_token_guard": "flash-attn guard",
+    "max_requests": "max_requests",
+    "paused_requests": "paused requests",
+    "max_tokens": "max_tokens",
+    "kv_blocks": "KV blocks",
+}
+
+EAGER_TEXT = {  # cgbench.grids.grid miss reasons
+    "shape": "no graph with this P / D",
+    "tokens_over_max": "T above every graph",
+    "no_mixed_graphs": "no prefill / mixed graphs",
+    "decode_only_over_max": "D above every graph",
+    "no_graphs": "no graphs captured",
+    "pad_guard": "padding over max_ratio",
+}
+
+
+def schedule_cmd(
+    state_file: Annotated[Path, typer.Argument(
+        metavar="STATE.json", show_default=False,
+        help="Engine state at the start of a round: model, engine, cg, batch, chunked_request, queue "
+        "(docs/schedule.md).")],
+    policy: Annotated[str, typer.Option(
+        "--policy", "-p",
+        help="budget, megatron, defer, pad_guard, wait_timeout, or all (every policy side by side).")] = "all",
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f",
+        help="table, or json (one object for one policy, a list for --policy all).")] = "table",
+) -> None:
+    """Replay one scheduling round from STATE.json under each admission policy.
+
+    Shows which requests are admitted (and in what chunks), which are deferred and why, the step's real
+    (T, P, D) shape and the graph it replays (or why it runs eager), using the engine's own scheduler."""
+    from cgbench.cli.app import out, user_errors  # cgbench.cli.app registers this command: import late
+    from cgbench.config.schema import POLICIES, ConfigError
+
+    with user_errors():
+        from cgbench.engine.replay import load_state, replay_all
+
+        if fmt not in ("table", "json"):
+            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
+        if policy != "all" and policy not in POLICIES:
+            raise ConfigError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}, all")
+        names = POLICIES if policy == "all" else (policy,)
+        state = load_state(state_file)
+        decisions = replay_all(state, names)
+        if fmt == "json":
+            doc = [d.to_json() for d in decisions] if policy == "all" else decisions[0].to_json()
+            sys.stdout.write(json.dumps(doc) + "\n")
+            return
+        out.print(start_summary(state), highlight=False, markup=False)
+        out.print(decisions_table(state, decisions))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _shape(t: tuple[int, int, int] | list[int]) -> str:
+    return "(" + ", ".join(str(x) for x in t) + ")"
+
+
+def _listing(items: list[str]) -> str:
+    if not items:
+        return "-"
+    shown = items[:MAX_LISTED]
+    more = len(items) - len(shown)
+    return "\n".join(shown + ([f"... +{more} more"] if more else []))
+
+
+def start_summary(state: RoundState) -> str:
+    """The round's starting state in one paragraph (printed above the table)."""
+    b, e = state.batch, state.engine
+    strict = "strict" if state.grid.strict else "non-strict"
+    head = ", ".join(f"r{q.id} {q.prompt_tokens}" + (" (chunked)" if q.id == state.chunked_request_id else "")
+                     for q in state.queue[:MAX_LISTED])
+    if len(state.queue) > MAX_LISTED:
+        head += f", ... +{len(state.queue) - MAX_LISTED} more"
+    return (f"{state.source}: start of round: A={b.active_tokens} P={b.prefill} D={b.decode} paused={b.paused} "
+            f"free_blocks={state.free_blocks}; queue (prompt tokens left): {head or 'empty'}; "
+            f"{state.model.kind} ({strict}), {'chunked' if e.chunked_prefill else 'non-chunked'} prefill, "
+            f"max_tokens={e.max_tokens} max_requests={e.max_requests} msl={e.max_sequence_length}, "
+            f"{len(state.grid.graphs)} graphs ({state.grid.name})")
+
+
+def _graph_cell(d: RoundDecision) -> str:
+    if not d.step_runs:
+        return "no step (empty batch)"
+    if d.graph is None:
+        reason = d.eager_reason or ""
+        return f"[red]eager[/red] ({reason}):\n{EAGER_TEXT.get(reason, reason)}"
+    pad = d.graph[0] - d.batch_after[0]
+    return f"[green]{_shape(d.graph)}[/green]\npads {pad} token{'s' if pad != 1 else ''}"
+
+
+def _deferral_cell(state: RoundState, d: RoundDecision) -> str:
+    if d.deferred is None:
+        return "-"
+    text = f"r{d.deferred}, wait {dict(d.cg_wait_iters)[d.deferred]}"
+    if d.deferred_candidate is None:
+        return text
+    T, P, D = d.deferred_candidate
+    if state.engine.chunked_prefill:
+        A = d.batch_after[0]
+        return text + f"\nno graph T in \\[{A + 1}, {T}]\nserves P={P}, D={D}"
+    return text + f"\n{_shape(d.deferred_candidate)}\nhas no graph"
+
+
+def _queue_cell(d: RoundDecision) -> str:
+    if not d.queue_after:
+        return "empty"
+    ids = " ".join(f"r{i}" for i in d.queue_after[:MAX_LISTED])
+    return f"{len(d.queue_after)}: {ids}" + (" ..." if len(d.queue_after) > MAX_LISTED else "")
+
+
+def decisions_table(state: RoundState, decisions: list[RoundDecision]) -> Table:
+    """Every policy's decision side by side, one column each."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAVY, show_lines=True)
+    t.add_column("", style="bold", no_wrap=True)
+    for d in decisions:
+        t.add_column(d.policy + (" (gating)" if d.gating_active else ""))
+    rows = [
+        ("admitted\n(id: chunk)", lambda d: _listing(
+            [f"r{i}: {c}" + ("" if final else " partial") for i, c, final in d.admitted])),
+        ("deferred\n(cg_wait_iters)", lambda d: _deferral_cell(state, d)),
+        ("stopped by", lambda d: STOP_TEXT.get(d.stop_reason, d.stop_reason)),
+        ("queue after", _queue_cell),
+        ("chunked", lambda d: f"r{d.chunked_request_id}" if d.chunked_request_id >= 0 else "-"),
+        ("step\n(T, P, D)", lambda d: _shape(d.batch_after) if d.step_runs else "-"),
+        ("graph", _graph_cell),
+        ("starvation\nwarnings", lambda d: str(d.warnings)),
+    ]
+    for label, cell in rows:
+        t.add_row(label, *(cell(d) for d in decisions))
+    return t

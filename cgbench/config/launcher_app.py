@@ -1,0 +1,194 @@
+"""Hand a sweep to a Hydra launcher plugin (joblib, submitit_local, submitit_slurm, ...).
+
+Only ``cgbench sweep --launcher`` imports this module. The Compose API (``cgbench.config.compose``) cannot
+launch, so this is the one place that enters Hydra's real ``@hydra.main`` entry point: ``sys.argv``
+is rewritten to a ``--multirun`` command line, every job writes ``result.json`` into its Hydra job
+folder, and once the launcher returns (basic, joblib and submitit all block until their jobs end)
+the results are collected into the same sweep layout as the in-process sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
+from omegaconf import DictConfig
+
+from cgbench.analysis.sweep import (
+    DONE,
+    FAILED,
+    INDEX_NAME,
+    PENDING,
+    PointResult,
+    SweepOutcome,
+    SweepPlan,
+    complete_result,
+    final_status,
+    headline,
+    index_document,
+    point_file_name,
+)
+from cgbench.config.schema import BenchConfig, ConfigError
+
+RESULT_NAME = "result.json"
+ERROR_NAME = "error.json"
+JOBS_FOLDER = "launcher"  # <sweep dir>/launcher/<time>/<job num>/ holds Hydra's job folders
+RESUME_ENV = "CGBENCH_RESUME_DIR"  # set per job through hydra.job.env_set: skip points already done
+
+
+def available_launchers() -> list[str]:
+    Plugins.instance()  # discovering plugins registers their launcher configs
+    return sorted(name.removesuffix(".yaml") for name in ConfigStore.instance().list("hydra/launcher"))
+
+
+def check_launcher(launcher: str) -> None:
+    names = available_launchers()
+    if launcher not in names:
+        raise ConfigError(f"--launcher: {launcher!r} is not installed (available: {', '.join(names)}; "
+                          "pip install hydra-joblib-launcher / hydra-submitit-launcher)")
+    # submitit would fail deep inside Hydra with a traceback; say it in one line instead
+    if launcher == "submitit_slurm" and shutil.which("srun") is None:
+        raise ConfigError("--launcher submitit_slurm: no 'srun' on PATH (run it on a SLURM login node; "
+                          "submitit_local tries the same sweep on this machine)")
+
+
+def _to_bench_config(cfg: DictConfig) -> BenchConfig:
+    from cgbench.config.compose import to_bench_config
+
+    return to_bench_config(cfg)
+
+
+def run_job(cfg: DictConfig) -> float:
+    """One Hydra job: run the point, write result.json (or error.json) into the job folder.
+
+    Returns the eager-step fraction (an objective for sweepers such as optuna; NaN on failure)."""
+    from cgbench.pipeline import run_point
+    from cgbench.results.document import write_json_atomic
+
+    hc = HydraConfig.get()
+    overrides = [str(o) for o in hc.overrides.task]
+    job_dir = Path(hc.runtime.output_dir)
+    resume_dir = os.environ.get(RESUME_ENV)
+    if resume_dir:
+        done = complete_result(Path(resume_dir) / point_file_name(overrides), tuple(overrides))
+        if done is not None:
+            return float(done["metrics"]["eager_step_fraction"])
+    t0 = time.perf_counter()
+    try:
+        doc = run_point(_to_bench_config(cfg), overrides)
+    except Exception as e:  # recorded for the collector; one failed job must not stop the others
+        msg = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+        write_json_atomic(job_dir / ERROR_NAME, {"overrides": overrides, "error": msg,
+                                                 "wall_s": time.perf_counter() - t0})
+        return math.nan
+    write_json_atomic(job_dir / RESULT_NAME, doc)
+    return float(doc["metrics"]["eager_step_fraction"])
+
+
+def _quote(value: str) -> str:
+    """A Hydra override value that survives the override grammar (paths with any characters)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def hydra_argv(plan: SweepPlan, launcher: str, job_root: Path, *, jobs: int, resume: bool) -> list[str]:
+    argv = ["cgbench", "--multirun", f"hydra/launcher={launcher}", "hydra/job_logging=disabled",
+            "hydra/hydra_logging=disabled", f"hydra.sweep.dir={_quote(str(job_root))}",
+            "hydra.sweep.subdir=${hydra.job.num}"]
+    user_keys = {o.partition("=")[0].lstrip("+~") for o in plan.hydra_overrides}
+    if launcher == "joblib" and "hydra.launcher.n_jobs" not in user_keys:
+        argv.append(f"hydra.launcher.n_jobs={jobs}")
+    if resume:
+        argv.append(f"++hydra.job.env_set.{RESUME_ENV}={_quote(str(plan.out_dir.resolve()))}")
+    return argv + list(plan.hydra_overrides) + list(plan.sweep_args)
+
+
+def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = False) -> SweepOutcome:
+    """Run the sweep through ``hydra/launcher=<launcher>`` and collect it into ``plan.out_dir``."""
+    check_launcher(launcher)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    job_root = (plan.out_dir / JOBS_FOLDER / stamp).resolve()
+    entry = hydra.main(config_path=str(_config_dir()), config_name="config", version_base="1.3")(run_job)
+    saved, interrupted = sys.argv, False
+    sys.argv = hydra_argv(plan, launcher, job_root, jobs=jobs, resume=resume)
+    try:
+        entry()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise ConfigError(f"--launcher {launcher}: Hydra stopped (exit code {e.code}); "
+                              "its message is above") from None
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sys.argv = saved
+        if GlobalHydra.instance().is_initialized():
+            GlobalHydra.instance().clear()
+    results = collect(plan, job_root, resume=resume, finished=not interrupted)
+    return _write_index(plan, results, launcher, jobs, interrupted)
+
+
+def _config_dir() -> Path:
+    from cgbench.config.compose import config_dir
+
+    return config_dir()
+
+
+def collect(plan: SweepPlan, job_root: Path, *, resume: bool, finished: bool = True) -> list[PointResult]:
+    """Copy every job's result into ``<out_dir>/<point file>`` and return the point records."""
+    from cgbench.results.document import load_result, write_json_atomic
+
+    where = {p.overrides: i for i, p in enumerate(plan.points)}
+    results = [PointResult(p, PENDING) for p in plan.points]
+    if resume:
+        for i, p in enumerate(plan.points):
+            doc = complete_result(plan.out_dir / p.file, p.overrides)
+            if doc is not None:
+                results[i] = PointResult(p, DONE, headline(doc["metrics"]), reused=True)
+    job_dirs = sorted((d for d in job_root.iterdir() if d.is_dir()), key=lambda d: d.name) \
+        if job_root.is_dir() else []
+    for d in job_dirs:
+        if (d / RESULT_NAME).is_file():
+            try:
+                doc = load_result(d / RESULT_NAME)
+            except ConfigError:
+                continue
+            i = where.get(tuple(doc.get("overrides") or ()))
+            if i is None:
+                continue
+            write_json_atomic(plan.out_dir / plan.points[i].file, doc)
+            results[i] = PointResult(plan.points[i], DONE, headline(doc["metrics"]))
+        elif (d / ERROR_NAME).is_file():
+            try:
+                info = json.loads((d / ERROR_NAME).read_text())
+            except (OSError, ValueError):
+                continue
+            i = where.get(tuple(info.get("overrides") or ()))
+            if i is not None:
+                results[i] = PointResult(plan.points[i], FAILED, wall_s=float(info.get("wall_s", 0.0)),
+                                         error=str(info.get("error")))
+    if finished:
+        for i, r in enumerate(results):
+            if r.status == PENDING:
+                results[i] = PointResult(r.point, FAILED, error=f"no result in {job_root}")
+    return results
+
+
+def _write_index(plan: SweepPlan, results: list[PointResult], launcher: str, jobs: int,
+                 interrupted: bool) -> SweepOutcome:
+    from cgbench.results.document import write_json_atomic
+
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    doc = index_document(plan, results, status=final_status(results, interrupted), created_at=created,
+                         jobs=jobs, launcher=launcher)
+    path = write_json_atomic(plan.out_dir / INDEX_NAME, doc)
+    return SweepOutcome(plan, results, interrupted, path)

@@ -1,0 +1,325 @@
+"""Typed configuration records.
+
+These dataclasses are the schema of the Hydra tree in ``conf/`` (``cgbench.config.compose`` registers them
+and composes YAML into them) and the only configuration the engine, scheduler and backends ever
+see. They import nothing from Hydra, so library users and tests can build them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+MODEL_KINDS = ("transformer", "hybrid")
+CG_KINDS = ("megatron", "decode_only", "none", "explicit", "vllm", "sglang", "trtllm")
+DISTRIBUTIONS = ("exponential", "linear")
+POLICIES = ("budget", "megatron", "defer", "pad_guard", "wait_timeout")
+BACKENDS = ("sim", "torch")
+COST_MODELS = ("roofline", "calibrated")
+ARRIVAL_PROCESSES = ("all_at_once", "poisson", "gamma", "constant", "closed_loop")
+LENGTH_DISTS = ("fixed", "uniform", "normal", "lognormal", "histogram")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key."""
+
+
+@dataclass
+class ModelConfig:
+    """Model dimensions. ``layer_pattern`` uses Megatron's hybrid notation, one char per layer:
+    ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP. It is repeated ``pattern_repeat`` times."""
+
+    name: str = "hybrid"
+    kind: str = "hybrid"
+    layer_pattern: str = "M-M-M*-"
+    pattern_repeat: int = 1
+    hidden_size: int = 4096
+    num_attention_heads: int = 32
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    ffn_hidden_size: int = 14336
+    vocab_size: int = 131072
+    mamba_num_heads: int = 128
+    mamba_head_dim: int = 64
+    mamba_state_dim: int = 128
+    mamba_num_groups: int = 8
+    mamba_conv_kernel: int = 4
+    dtype_bytes: int = 2
+    gated_mlp: Optional[bool] = None  # SwiGLU (3 matrices) vs squared-ReLU (2); None = by kind
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.kind == "hybrid"
+
+    @property
+    def layers(self) -> str:
+        return self.layer_pattern * self.pattern_repeat
+
+
+@dataclass
+class CGConfig:
+    """The captured-graph grid. Megatron keys keep Megatron's names; peers' keys are documented
+    in ``conf/cg/*.yaml``."""
+
+    kind: str = "megatron"
+    num_cuda_graphs: Optional[int] = 16
+    all_prefills: bool = True
+    cuda_graph_max_tokens: int = 512
+    distribution: str = "exponential"
+    mixed_prefill_count: int = 16
+    non_decode: bool = True
+    # cgbench extension (not in Megatron): extra token sizes / P values between powers of two.
+    # 1 reproduces Megatron exactly.
+    sizes_per_octave: int = 1
+    p_per_octave: int = 1
+    graphs: list[list[int]] = field(default_factory=list)  # kind=explicit, in stored order
+    # peers (vllm / sglang / trtllm)
+    capture_sizes: list[int] = field(default_factory=list)  # decode / full sizes; [] = engine default
+    max_capture_size: int = 0  # 0 = the engine's default rule
+    piecewise: bool = True  # prefill/mixed token-bucket graphs (vLLM PIECEWISE, SGLang PCG, TRT piecewise)
+    piecewise_sizes: list[int] = field(default_factory=list)  # [] = engine default
+    piecewise_max_tokens: int = 0  # 0 = engine default
+    padding: bool = True  # TRT-LLM enable_padding (False = exact decode batch sizes only)
+    gpu_memory_gb: float = 141.0  # SGLang's default max batch size depends on it
+
+
+@dataclass
+class DistConfig:
+    """A length distribution. Which fields matter depends on ``dist``."""
+
+    dist: str = "fixed"
+    value: int = 128
+    min: int = 1
+    max: int = 1_000_000
+    mean: float = 0.0
+    std: float = 0.0
+    sigma: float = 0.0  # lognormal shape (the log-space std); mean is the distribution mean
+    bins: list[int] = field(default_factory=list)  # histogram: bin edges (len = len(weights)+1)
+    weights: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ArrivalConfig:
+    process: str = "all_at_once"
+    rate: float = 0.0  # requests per second (poisson, gamma, constant)
+    burstiness: float = 1.0  # gamma shape (vllm bench serve --burstiness)
+    concurrency: int = 0  # closed_loop
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = "default"
+    num_requests: int = 64
+    arrival: ArrivalConfig = field(default_factory=ArrivalConfig)
+    prompt_len: DistConfig = field(default_factory=DistConfig)
+    output_len: DistConfig = field(default_factory=DistConfig)
+    trace: Optional[str] = None  # JSONL / CSV path with arrival_s, prompt_tokens, output_tokens
+    time_scale: float = 1.0  # trace replay: arrival_s is multiplied by this
+
+
+@dataclass
+class PadGuardConfig:
+    max_ratio: float = 2.0
+
+
+@dataclass
+class WaitTimeoutConfig:
+    iters: int = 50
+
+
+@dataclass
+class PolicyConfig:
+    name: str = "megatron"
+    pad_guard: PadGuardConfig = field(default_factory=PadGuardConfig)
+    wait_timeout: WaitTimeoutConfig = field(default_factory=WaitTimeoutConfig)
+
+
+@dataclass
+class EngineConfig:
+    max_requests: int = 256
+    max_tokens: int = 16384
+    max_sequence_length: int = 2560
+    block_size: int = 256
+    kv_blocks: int = 0  # 0 = enough for max_requests full-length sequences (no KV pressure)
+    paused_blocks: int = 0  # Megatron's paused buffer (paused_buffer_size_gb); 0 by default
+    chunked_prefill: bool = False
+    tp_size: int = 1
+    num_speculative_tokens: int = 0
+    flash_attn_guard: bool = True
+    token_rounder: int = 64  # eager-step padding (Megatron TOKEN_ROUNDER)
+    request_rounder: int = 4
+    stall_steps: int = 0  # 0 = derived from max_sequence_length
+    check_invariants: bool = False
+    oracle: bool = False  # run the plain step-by-step engine instead of the event-proportional one
+
+    def resolved_kv_blocks(self) -> int:
+        if self.kv_blocks > 0:
+            return self.kv_blocks
+        per_request = -(-self.max_sequence_length // self.block_size)
+        return self.max_requests * per_request
+
+
+@dataclass
+class BackendConfig:
+    name: str = "sim"
+    cost_model: str = "roofline"
+    calibration: Optional[str] = None  # path to a calibration table (cost_model=calibrated)
+    device: str = "auto"  # torch backend: auto | cpu | cuda
+    dtype: str = "float32"  # torch backend
+    capture_budget_s: float = 120.0  # torch backend: time budget for graph capture
+    capture_memory_gb: float = 8.0  # torch backend: memory budget for graph capture
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "h100"
+    peak_flops: float = 989e12  # dense bf16 FLOP/s
+    hbm_bandwidth: float = 3.35e12  # bytes/s
+    kernel_launch_us: float = 4.0  # per kernel, eager
+    graph_launch_us: float = 10.0  # per graph replay
+    flops_efficiency: float = 0.6
+    bandwidth_efficiency: float = 0.8
+
+
+@dataclass
+class SloConfig:
+    ttft_ms: Optional[float] = None
+    tpot_ms: Optional[float] = None
+    e2e_ms: Optional[float] = None
+
+
+@dataclass
+class SweepConfig:
+    name: str = "default"
+    params: dict[str, str] = field(default_factory=dict)  # key -> Hydra sweep value, e.g. "a,b"
+    repeat: int = 1
+    jobs: int = 1
+
+
+@dataclass
+class BenchConfig:
+    seed: int = 0
+    out_dir: str = "results"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cg: CGConfig = field(default_factory=CGConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {message}")
+
+
+def _check_choice(value: Any, choices: tuple[str, ...], key: str) -> None:
+    _require(value in choices, key, f"{value!r} is not one of {', '.join(choices)}")
+
+
+def check_dist(d: DistConfig, key: str) -> None:
+    _check_choice(d.dist, LENGTH_DISTS, f"{key}.dist")
+    _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
+    _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
+    if d.dist == "fixed":
+        _require(d.value >= 1, f"{key}.value", f"must be >= 1, got {d.value}")
+    if d.dist in ("normal", "lognormal"):
+        _require(d.mean > 0, f"{key}.mean", f"must be > 0 for dist={d.dist}, got {d.mean}")
+    if d.dist == "normal":
+        _require(d.std >= 0, f"{key}.std", f"must be >= 0, got {d.std}")
+    if d.dist == "lognormal":
+        _require(d.sigma > 0, f"{key}.sigma", f"must be > 0 for dist=lognormal, got {d.sigma}")
+    if d.dist == "histogram":
+        _require(len(d.weights) >= 1, f"{key}.weights", "needs at least one weight")
+        _require(len(d.bins) == len(d.weights) + 1, f"{key}.bins",
+                 f"needs len(weights)+1 = {len(d.weights) + 1} edges, got {len(d.bins)}")
+        _require(all(w >= 0 for w in d.weights) and sum(d.weights) > 0, f"{key}.weights",
+                 "must be non-negative with a positive sum")
+        _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
+                 "must be strictly increasing and start at >= 1")
+
+
+def validate(cfg: BenchConfig) -> BenchConfig:
+    """Check cross-field rules the type system cannot; raise ConfigError naming the key."""
+    m, e, cg, w, p = cfg.model, cfg.engine, cfg.cg, cfg.workload, cfg.policy
+    _check_choice(m.kind, MODEL_KINDS, "model.kind")
+    _require(len(m.layers) >= 1 and set(m.layers) <= set("M*-"), "model.layer_pattern",
+             f"must be a non-empty string of 'M', '*', '-', got {m.layer_pattern!r}")
+    _require(m.pattern_repeat >= 1, "model.pattern_repeat", "must be >= 1")
+    if m.kind == "hybrid":
+        _require("M" in m.layers, "model.layer_pattern", "a hybrid model needs at least one 'M' layer")
+    for key in ("hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
+                "vocab_size", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
+                "mamba_num_groups", "mamba_conv_kernel", "dtype_bytes"):
+        _require(getattr(m, key) >= 1, f"model.{key}", f"must be >= 1, got {getattr(m, key)}")
+    _require(m.num_attention_heads % m.num_kv_heads == 0, "model.num_kv_heads",
+             "must divide model.num_attention_heads")
+
+    for key in ("max_requests", "max_tokens", "max_sequence_length", "block_size", "tp_size"):
+        _require(getattr(e, key) >= 1, f"engine.{key}", f"must be >= 1, got {getattr(e, key)}")
+    _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
+    _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
+    _require(e.num_speculative_tokens >= 0, "engine.num_speculative_tokens", "must be >= 0")
+    _require(e.max_tokens >= e.max_requests, "engine.max_tokens",
+             f"must be >= engine.max_requests ({e.max_requests}), got {e.max_tokens}")
+    _require(e.max_requests % e.tp_size == 0, "engine.max_requests",
+             f"must be a multiple of engine.tp_size ({e.tp_size}), got {e.max_requests}")
+    _require(e.max_tokens >= e.max_requests * (e.num_speculative_tokens + 1), "engine.max_tokens",
+             "must hold one step of every request: >= max_requests * (num_speculative_tokens + 1)")
+    _require(e.token_rounder >= 1 and e.request_rounder >= 1, "engine.token_rounder",
+             "rounders must be >= 1")
+    _require(e.stall_steps >= 0, "engine.stall_steps", "must be >= 0 (0 = auto)")
+
+    _check_choice(cg.kind, CG_KINDS, "cg.kind")
+    _check_choice(cg.distribution, DISTRIBUTIONS, "cg.distribution")
+    _require(cg.num_cuda_graphs is None or cg.num_cuda_graphs >= -1, "cg.num_cuda_graphs",
+             f"must be null, -1 (auto) or >= 0, got {cg.num_cuda_graphs}")
+    _require(cg.cuda_graph_max_tokens >= 1, "cg.cuda_graph_max_tokens", "must be >= 1")
+    _require(cg.sizes_per_octave >= 1 and cg.p_per_octave >= 1, "cg.sizes_per_octave",
+             "sizes_per_octave and p_per_octave must be >= 1")
+    for i, g in enumerate(cg.graphs):
+        _require(len(g) == 3, f"cg.graphs[{i}]", f"must be [T, P, D], got {g}")
+    for key in ("capture_sizes", "piecewise_sizes"):
+        _require(all(int(s) >= 1 for s in getattr(cg, key)), f"cg.{key}", "sizes must be >= 1")
+    _require(cg.max_capture_size >= 0 and cg.piecewise_max_tokens >= 0, "cg.max_capture_size",
+             "must be >= 0 (0 = engine default)")
+
+    _check_choice(p.name, POLICIES, "policy.name")
+    _require(p.pad_guard.max_ratio >= 1.0, "policy.pad_guard.max_ratio", "must be >= 1.0")
+    _require(p.wait_timeout.iters >= 0, "policy.wait_timeout.iters", "must be >= 0")
+
+    _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
+    _check_choice(w.arrival.process, ARRIVAL_PROCESSES, "workload.arrival.process")
+    if w.arrival.process in ("poisson", "gamma", "constant") and w.trace is None:
+        _require(w.arrival.rate > 0, "workload.arrival.rate",
+                 f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
+    if w.arrival.process == "gamma":
+        _require(w.arrival.burstiness > 0, "workload.arrival.burstiness", "must be > 0")
+    if w.arrival.process == "closed_loop":
+        _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
+                 "must be >= 1 for process=closed_loop")
+    _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
+    check_dist(w.prompt_len, "workload.prompt_len")
+    check_dist(w.output_len, "workload.output_len")
+
+    _check_choice(cfg.backend.name, BACKENDS, "backend.name")
+    _check_choice(cfg.backend.cost_model, COST_MODELS, "backend.cost_model")
+    if cfg.backend.cost_model == "calibrated":
+        _require(bool(cfg.backend.calibration), "backend.calibration",
+                 "cost_model=calibrated needs a calibration table path")
+    _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
+             f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
+    h = cfg.hardware
+    for key in ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency"):
+        _require(getattr(h, key) > 0, f"hardware.{key}", "must be > 0")
+    _require(h.kernel_launch_us >= 0 and h.graph_launch_us >= 0, "hardware.kernel_launch_us",
+             "launch overheads must be >= 0")
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        v = getattr(cfg.slo, key)
+        _require(v is None or v > 0, f"slo.{key}", f"must be > 0 or null, got {v}")
+    _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
+             "sweep.repeat and sweep.jobs must be >= 1")
+    return cfg

@@ -1,0 +1,151 @@
+"""One scheduling round: strict FIFO admission from the waiting queue (ref. section 6).
+
+Both paths look only at the head and stop at the first request they cannot admit (head-of-line
+blocking). Gating (PR #4870) is active only when the policy gates, ``cg.all_prefills`` is on,
+non-decode graphs are in use and the grid is non-empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from cgbench.engine.context import Context
+from cgbench.engine.policies import DEFER, Policy
+from cgbench.engine.request import Request
+from cgbench.grids.grid import Grid
+
+
+@dataclass(slots=True)
+class GatingCounters:
+    deferral_events: int = 0
+    starvation_warnings: int = 0
+    snap_splits: int = 0
+    eager_admissions: int = 0  # admissions a gating policy let through knowing the step misses
+
+
+@dataclass(slots=True)
+class RoundResult:
+    deferred: Request | None = None  # the head held back by gating this round, if any
+    stop_reason: str = ""  # why the round ended with a non-empty queue ("" if it emptied)
+
+
+class Scheduler:
+    def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
+                 gating_enabled: bool, flash_attn_guard: bool = True) -> None:
+        self.ctx = ctx
+        self.grid = grid
+        self.policy = policy
+        self.chunked_prefill = chunked_prefill
+        self.gating_active = policy.gates and gating_enabled and len(grid.graphs) > 0
+        self.flash_attn_guard = flash_attn_guard
+        self.warn_after = max(100, ctx.max_sequence_length)
+        self.counters = GatingCounters()
+
+    def schedule(self, queue: deque[Request]) -> RoundResult:
+        if self.chunked_prefill:
+            return self._schedule_chunked(queue)
+        return self._schedule_non_chunked(queue)
+
+    # -- gating helpers (Megatron's _register_cg_wait / _cg_admission_check) --------------------
+
+    def _register_wait(self, req: Request, result: RoundResult) -> None:
+        self.register_waits(req, 1, result)
+
+    def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
+        """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
+        warning fires at every multiple of ``max(100, max_sequence_length)``."""
+        w = req.cg_wait_iters
+        req.cg_wait_iters = w + n
+        req.deferrals += n
+        req.max_cg_wait = max(req.max_cg_wait, w + n)
+        self.counters.deferral_events += n
+        result.deferred = req
+        self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
+
+    def candidate_hits(self, tokens: int) -> bool:
+        ctx = self.ctx
+        graph, _ = self.grid.lookup(ctx.active_tokens + tokens, ctx.prefill_count + 1, ctx.decode_count)
+        return graph is not None
+
+    # -- non-chunked --------------------------------------------------------------------------------
+
+    def _schedule_non_chunked(self, queue: deque[Request]) -> RoundResult:
+        ctx, result = self.ctx, RoundResult()
+        while queue:
+            req = queue[0]
+            request_ok, tokens_ok, kv_ok = ctx.check_availability(req)
+            if not (request_ok and tokens_ok and kv_ok):
+                result.stop_reason = _budget_reason(request_ok, tokens_ok, kv_ok, ctx)
+                return result
+            if self.gating_active:
+                if self.candidate_hits(req.remaining_prompt):
+                    req.cg_wait_iters = 0
+                elif self.policy.on_non_chunked_miss(req.cg_wait_iters) == DEFER:
+                    self._register_wait(req, result)
+                    result.stop_reason = "deferred"
+                    return result
+                else:
+                    req.cg_wait_iters = 0
+                    self.counters.eager_admissions += 1
+            ctx.add_request(req, req.remaining_prompt)
+            queue.popleft()
+        return result
+
+    # -- chunked ------------------------------------------------------------------------------------
+
+    def _schedule_chunked(self, queue: deque[Request]) -> RoundResult:
+        ctx, result = self.ctx, RoundResult()
+        while queue:
+            req = queue[0]
+            continuing = ctx.chunked_request_id >= 0
+            rem = req.remaining_prompt
+            request_ok, _, kv_ok = ctx.check_availability(req)
+            request_ok = request_ok or continuing
+            if not (request_ok and kv_ok and ctx.active_tokens < ctx.max_tokens):
+                result.stop_reason = _budget_reason(request_ok, ctx.active_tokens < ctx.max_tokens, kv_ok, ctx)
+                return result
+            max_chunk = min(rem, ctx.max_tokens - ctx.active_tokens)
+            chunk = max_chunk
+            split_by_snap = eager_on_purpose = False
+            # A continuing chunk is never gated in Megatron ("would deadlock"); policies that guard it
+            # too snap it only when the unsnapped chunk would miss, so it is not split needlessly.
+            if self.gating_active and (not continuing or (self.policy.gates_chunks
+                                                          and not self.candidate_hits(max_chunk))):
+                snapped = self.grid.find_chunk_size(ctx.active_tokens, ctx.prefill_count,
+                                                    ctx.decode_count, max_chunk)
+                if snapped is not None:
+                    chunk = snapped
+                    req.cg_wait_iters = 0
+                    split_by_snap = max_chunk >= rem > snapped
+                else:
+                    idle = ctx.prefill_count == 0 and ctx.decode_count == 0
+                    if self.policy.on_chunk_miss(req.cg_wait_iters, idle) == DEFER:
+                        self._register_wait(req, result)
+                        result.stop_reason = "deferred"
+                        return result
+                    req.cg_wait_iters = 0
+                    eager_on_purpose = self.policy.gates_chunks and not idle
+            if self.flash_attn_guard and rem - chunk == 1:
+                if chunk > 1:
+                    chunk -= 1
+                else:
+                    result.stop_reason = "single_token_guard"
+                    return result
+            # counted only for chunks that are admitted: a round that admits nothing changes nothing
+            self.counters.snap_splits += split_by_snap
+            self.counters.eager_admissions += eager_on_purpose
+            adm = ctx.add_request(req, chunk)
+            if not adm.final:
+                result.stop_reason = "partial_chunk"
+                return result
+            queue.popleft()
+        return result
+
+
+def _budget_reason(request_ok: bool, tokens_ok: bool, kv_ok: bool, ctx: Context) -> str:
+    if not request_ok:
+        return "paused_requests" if ctx.paused_count > 0 else "max_requests"
+    if not tokens_ok:
+        return "max_tokens"
+    return "kv_blocks"

@@ -1,6 +1,0 @@
-"""Small real models (seeded random weights) for the ``torch`` backend. Imports torch."""
-
-from cgbench.models.lm import DEFAULT_SSD_CHUNK, CausalLM, build_model, check_model
-from cgbench.models.step import ModelCache, StepInputs
-
-__all__ = ["DEFAULT_SSD_CHUNK", "CausalLM", "ModelCache", "StepInputs", "build_model", "check_model"]

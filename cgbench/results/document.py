@@ -1,0 +1,91 @@
+"""The result JSON: provenance, atomic writes, loading with schema checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from cgbench import __version__
+from cgbench.config.jsonio import read_json
+from cgbench.config.schema import ConfigError
+
+SCHEMA_VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=2,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def provenance() -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "cgbench_version": __version__, "git_sha": git_sha(),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def environment(backend: str, device: str, torch_version: str | None) -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(terse=True),
+            "torch": torch_version, "device": device, "backend": backend}
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=1, sort_keys=False) + "\n"
+
+
+def write_json_atomic(path: Path, doc: dict) -> Path:
+    """Write via a temporary file in the same folder and rename: never a partial file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(dumps(doc))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def ensure_writable(path: Path) -> None:
+    """Fail before a run, not after it, when its result could not be written."""
+    path = Path(path)
+    if path.exists() and path.is_dir():
+        raise ConfigError(f"--out {path}: is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".cgbench-probe.", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def load_result(path: Path) -> dict:
+    """Read one result JSON and check it is a cgbench result of a known schema."""
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "metrics" not in doc or "schema_version" not in doc:
+        raise ConfigError(f"{path}: not a cgbench result (missing 'schema_version' or 'metrics')")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version {doc['schema_version']!r}, expected {SCHEMA_VERSION}")
+    if not isinstance(doc["metrics"], dict):
+        raise ConfigError(f"{path}: 'metrics' must be an object")
+    return doc

@@ -1,0 +1,135 @@
+"""Request records, arrival-time generators and the stream the engine consumes.
+
+Arrival processes (``workload.arrival.process``), all seeded through the ``rng`` passed in:
+
+* ``all_at_once``: every request at t = 0 (vLLM's ``--request-rate inf``).
+* ``poisson``: exponential gaps with mean ``1 / rate``.
+* ``gamma``: gaps ~ Gamma(shape = ``burstiness``, scale = ``1 / (rate * burstiness)``), vLLM bench
+  serve's definition: mean gap ``1 / rate``, coefficient of variation ``1 / sqrt(burstiness)``
+  (burstiness < 1 is burstier than Poisson, 1 is Poisson, > 1 is smoother). Unlike vLLM's newer
+  code we do **not** rescale the gaps so that the last arrival lands exactly at ``N / rate``: the
+  gaps are an unconditioned renewal process, so their distribution is exactly the gamma law above
+  and the first ``k`` arrivals do not depend on ``N``.
+* ``constant``: request ``i`` arrives at exactly ``i / rate``.
+* ``closed_loop``: a fixed number of requests in flight. The first ``concurrency`` arrive at
+  t = 0; each later one arrives when ``ArrivalStream.on_complete`` is called, at that time.
+
+Convention for the open-loop processes: the first request arrives at t = 0 and request ``i`` at
+the sum of ``i`` gaps (vLLM also draws a gap before the first request; we do not, so that the run
+starts with work instead of an idle interval).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from cgbench.config.schema import ArrivalConfig, ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request: when it arrives and how many tokens it reads and writes."""
+
+    id: int
+    arrival_s: float  # seconds from the start of the run
+    prompt_tokens: int
+    output_tokens: int
+
+
+def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
+    """The ``n`` arrival times of an open-loop process, non-decreasing, starting at 0.0.
+
+    ``all_at_once`` and ``closed_loop`` give zeros (closed-loop times are set when released)."""
+    if a.process in ("all_at_once", "closed_loop"):
+        return [0.0] * n
+    if a.rate <= 0:
+        raise ConfigError(f"workload.arrival.rate: must be > 0 for process={a.process}, got {a.rate}")
+    if a.process == "constant":
+        # i / rate rather than a running sum: exact, no accumulated rounding.
+        return [i / a.rate for i in range(n)]
+    if a.process == "poisson":
+        def gap() -> float:
+            return rng.expovariate(a.rate)
+    elif a.process == "gamma":
+        if a.burstiness <= 0:
+            raise ConfigError(f"workload.arrival.burstiness: must be > 0, got {a.burstiness}")
+        shape, scale = a.burstiness, 1.0 / (a.rate * a.burstiness)
+
+        def gap() -> float:
+            return rng.gammavariate(shape, scale)
+    else:
+        raise ConfigError(f"workload.arrival.process: unknown process {a.process!r}")
+    times, t = [], 0.0
+    for i in range(n):
+        if i:
+            t += gap()
+        times.append(t)
+    return times
+
+
+class ArrivalStream:
+    """Hands requests to the engine as simulated (or wall-clock) time passes.
+
+    Open loop (``concurrency == 0``): each request is due at its ``arrival_s``.
+    Closed loop (``concurrency > 0``): the first ``concurrency`` requests (in id order) are due at
+    t = 0 with ``arrival_s = 0.0``; every ``on_complete(now)`` releases the next one with
+    ``arrival_s = now``. Completions after every request has been released are ignored.
+    """
+
+    __slots__ = ("_pending", "_held", "_popped", "_total", "_concurrency")
+
+    def __init__(self, specs: Iterable[RequestSpec], *, concurrency: int = 0) -> None:
+        specs = list(specs)
+        if len({s.id for s in specs}) != len(specs):
+            raise ValueError("ArrivalStream: request ids must be unique")
+        if concurrency < 0:
+            raise ValueError(f"ArrivalStream: concurrency must be >= 0, got {concurrency}")
+        self._total = len(specs)
+        self._popped = 0
+        self._concurrency = concurrency
+        self._held: deque[RequestSpec] = deque()
+        if concurrency:
+            specs.sort(key=lambda s: s.id)
+            self._held.extend(specs[concurrency:])
+            specs = [replace(s, arrival_s=0.0) for s in specs[:concurrency]]
+        # (arrival, id) is unique, so heap comparisons never reach the spec itself.
+        self._pending = [(s.arrival_s, s.id, s) for s in specs]
+        heapq.heapify(self._pending)
+
+    @property
+    def total(self) -> int:
+        """Number of requests the stream will ever produce."""
+        return self._total
+
+    @property
+    def concurrency(self) -> int:
+        """Closed-loop concurrency; 0 for an open-loop stream."""
+        return self._concurrency
+
+    def pop_due(self, now_s: float) -> list[RequestSpec]:
+        """Every request with ``arrival_s <= now_s`` not yet returned, in id order."""
+        due = []
+        while self._pending and self._pending[0][0] <= now_s:
+            due.append(heapq.heappop(self._pending)[2])
+        self._popped += len(due)
+        due.sort(key=lambda s: s.id)
+        return due
+
+    def next_arrival_s(self) -> float | None:
+        """Earliest pending arrival time; None when nothing is pending right now (a closed loop may
+        still hold requests that wait for completions)."""
+        return self._pending[0][0] if self._pending else None
+
+    def on_complete(self, now_s: float) -> None:
+        """A request left the engine (finished or failed); a closed loop releases one at ``now_s``."""
+        if self._held:
+            s = replace(self._held.popleft(), arrival_s=now_s)
+            heapq.heappush(self._pending, (s.arrival_s, s.id, s))
+
+    def exhausted(self) -> bool:
+        """True when every request has been produced and popped."""
+        return self._popped == self._total

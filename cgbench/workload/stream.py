@@ -1,0 +1,54 @@
+"""Seeded, deterministic request streams built from a ``WorkloadConfig``.
+
+Randomness: arrival gaps, prompt lengths and output lengths each draw from their own
+``random.Random``, seeded from ``(seed, stream name)`` through SHA-256 (not Python's salted
+``hash``). So changing the output-length distribution leaves prompts and arrivals unchanged,
+changing the arrival process leaves the lengths unchanged, and the same seed gives the same
+requests on every machine and Python run. Each stream draws sequentially, so the first ``k``
+requests of an ``n``-request workload do not depend on ``n``.
+
+Trace replay: when ``workload.trace`` is set, the trace *is* the workload. ``num_requests`` and the
+length distributions are ignored (every row is replayed; trim the file to replay fewer), arrival
+times are the trace's ``arrival_s`` multiplied by ``time_scale`` (0.5 replays twice as fast), and
+the arrival process is ignored except ``closed_loop``, which replays the trace's lengths in arrival
+order at the configured concurrency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import replace
+
+from cgbench.config.schema import BenchConfig, WorkloadConfig, validate
+from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
+from cgbench.workload.lengths import sample_lengths
+from cgbench.workload.trace import read_trace, write_trace
+
+__all__ = ["ArrivalStream", "RequestSpec", "generate_requests", "make_stream", "read_trace",
+           "sample_lengths", "stream_rng", "write_trace"]
+
+
+def stream_rng(seed: int, stream: str) -> random.Random:
+    """An independent generator for one named random stream of one seed."""
+    digest = hashlib.sha256(f"cgbench/{stream}/{seed}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
+    """The workload's requests, ids ``0..n-1`` in arrival order (closed-loop arrivals are 0.0 here;
+    the stream sets them on release). Raises ConfigError for an invalid workload or trace."""
+    validate(BenchConfig(workload=w))
+    if w.trace:
+        return [replace(s, arrival_s=s.arrival_s * w.time_scale) for s in read_trace(w.trace)]
+    n = w.num_requests
+    times = arrival_times(w.arrival, n, stream_rng(seed, "arrival"))
+    prompts = sample_lengths(w.prompt_len, n, stream_rng(seed, "prompt_len"), "workload.prompt_len")
+    outputs = sample_lengths(w.output_len, n, stream_rng(seed, "output_len"), "workload.output_len")
+    return [RequestSpec(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+
+
+def make_stream(w: WorkloadConfig, seed: int) -> ArrivalStream:
+    """The stream the engine consumes for workload ``w`` and ``seed``."""
+    closed = w.arrival.process == "closed_loop"
+    return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency if closed else 0)
