@@ -9,7 +9,8 @@ from cgbench.config.schema import BenchConfig
 from cgbench.engine.core import Engine, RunState, StepBackend
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policies import make_policy
-from cgbench.grids.grid import Grid, build_grid
+from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.workload.stream import ArrivalStream, make_stream
@@ -23,7 +24,7 @@ def make_backend(cfg: BenchConfig) -> tuple[StepBackend, str, str | None]:
         backend = TorchBackend(cfg)
         return backend, backend.device_name, backend.torch_version
     from cgbench.backends.sim.backend import SimBackend
-    from cgbench.backends.sim.cost_model import make_cost_model
+    from cgbench.backends.sim.factory import make_cost_model
 
     cost = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
     return SimBackend(cost), SimBackend.device, None

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cgbench.config.compose import load_config
-from cgbench.grids.grid import BatchShape, build_grid, match
+from cgbench.grids.build import build_grid
+from cgbench.grids.shapes import BatchShape, match
 from cgbench.pipeline import run_point
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from cgbench.backends.sim.calibrated import CalibratedCostModel, CalibrationTable
-from cgbench.backends.sim.cost_model import make_cost_model
+from cgbench.backends.sim.factory import make_cost_model
 from cgbench.backends.torch.calibration import (
     GRAPHED_ON_CPU,
     MODES,
@@ -40,7 +40,7 @@ from cgbench.backends.torch.calibration import (
 )
 from cgbench.cli.calibrate import calibrate_cmd
 from cgbench.config.compose import load_config
-from cgbench.grids.grid import build_grid
+from cgbench.grids.build import build_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["engine=small", "engine.max_requests=4", "engine.max_tokens=32", "engine.max_sequence_length=64"]
@@ -305,7 +305,7 @@ def test_calibrate_on_the_cpu_writes_a_table_the_simulator_reads(tmp_path):
     # the table reproduces its own rows (each (T, P, D, ctx) is measured once)
     cost = CalibratedCostModel(table)
     for row in (r for r in fit if r["mode"] == "eager"):
-        from cgbench.backends.sim.cost_model import StepWork
+        from cgbench.engine.contract import StepWork
 
         got = cost.step_time(StepWork(row["T"], row["P"], row["D"], row["ctx"], None)) * 1e3
         assert got == pytest.approx(row["ms"], rel=1e-6, abs=1e-6)

@@ -20,13 +20,8 @@ from cgbench.backends.sim.calibrated import (
     CalibrationTable,
     fit_nonneg_linear,
 )
-from cgbench.backends.sim.cost_model import (
-    EagerPadding,
-    RooflineCostModel,
-    StepWork,
-    estimate_attention_pairs,
-    make_cost_model,
-)
+from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs
+from cgbench.backends.sim.factory import make_cost_model
 from cgbench.config.schema import (
     BackendConfig,
     BenchConfig,
@@ -36,6 +31,7 @@ from cgbench.config.schema import (
     ModelConfig,
     validate,
 )
+from cgbench.engine.contract import StepWork
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 MODELS = ("transformer", "hybrid", "tiny_transformer", "tiny_hybrid")

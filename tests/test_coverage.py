@@ -10,8 +10,11 @@ from rich.table import Table
 
 from cgbench.cli.render_grid import grid_json, grid_table
 from cgbench.config.schema import CGConfig, EngineConfig, ModelConfig
+from cgbench.grids.build import build_grid
 from cgbench.grids.coverage import MAX_HOLES, coverage
-from cgbench.grids.grid import BatchShape, Grid, build_grid, match, megatron_grid
+from cgbench.grids.lookup import Grid
+from cgbench.grids.megatron import megatron_grid
+from cgbench.grids.shapes import BatchShape, match
 
 BS = BatchShape
 R, MAX_T, MSL = 8, 64, 16

@@ -9,7 +9,7 @@ from cgbench.engine.context import Context
 from cgbench.engine.policies import make_policy
 from cgbench.engine.request import Outcome, Request
 from cgbench.engine.scheduler import Scheduler
-from cgbench.grids.grid import build_grid
+from cgbench.grids.build import build_grid
 from tests.helpers import make_cfg, run_engine, specs
 
 

@@ -20,7 +20,7 @@ from cgbench.backends.sim.calibrated import CalibrationTable  # noqa: E402
 from cgbench.backends.torch.calibration import GRAPHED_ON_CUDA, calibrate, plan_cases  # noqa: E402
 from cgbench.backends.torch.runner import TorchRunner  # noqa: E402
 from cgbench.config.compose import load_config  # noqa: E402
-from cgbench.grids.grid import build_grid  # noqa: E402
+from cgbench.grids.build import build_grid  # noqa: E402
 from cgbench.pipeline import run_point  # noqa: E402
 
 MODELS = ("tiny_transformer", "tiny_hybrid")

@@ -12,18 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
-from cgbench.grids.grid import (
-    MISS_REASONS,
-    BatchShape,
-    Grid,
-    applicable,
-    build_grid,
-    exponential_sizes,
-    find_cg_chunk_size,
-    linear_sizes,
-    match,
-    megatron_grid,
-)
+from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
+from cgbench.grids.megatron import exponential_sizes, linear_sizes, megatron_grid
+from cgbench.grids.shapes import MISS_REASONS, BatchShape, applicable, find_cg_chunk_size, match
 
 BS = BatchShape
 

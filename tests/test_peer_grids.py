@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
-from cgbench.grids.grid import BatchShape, build_grid
+from cgbench.grids.build import build_grid
 from cgbench.grids.peers import (
     sglang_batch_sizes,
     sglang_default_max_bs,
@@ -14,6 +14,7 @@ from cgbench.grids.peers import (
     trtllm_piecewise_tokens,
     vllm_capture_sizes,
 )
+from cgbench.grids.shapes import BatchShape
 
 BS = BatchShape
 HYBRID, TRANSFORMER = ModelConfig(kind="hybrid"), ModelConfig(kind="transformer")

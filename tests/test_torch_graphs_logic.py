@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from cgbench.backends.torch import graphs as gr  # noqa: E402
 from cgbench.backends.torch.backend import TorchBackend  # noqa: E402
 from cgbench.config.compose import load_config  # noqa: E402
-from cgbench.grids.grid import build_grid  # noqa: E402
+from cgbench.grids.build import build_grid  # noqa: E402
 from cgbench.pipeline import build_engine  # noqa: E402
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec  # noqa: E402
 

@@ -107,8 +107,8 @@ def grid(
     with user_errors():
         from cgbench.cli.render_grid import grid_json, grid_table
         from cgbench.config.compose import load_config
+        from cgbench.grids.build import build_grid
         from cgbench.grids.coverage import coverage
-        from cgbench.grids.grid import build_grid
 
         if fmt not in ("table", "json"):
             raise ConfigError(f"--format: {fmt!r} is not one of table, json")

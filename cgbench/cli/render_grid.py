@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 
 from cgbench.grids.coverage import Coverage
-from cgbench.grids.grid import Grid, kind_of
+from cgbench.grids.lookup import Grid
+from cgbench.grids.shapes import kind_of
 
 
 def grid_json(grid: Grid) -> dict:

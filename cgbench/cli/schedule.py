@@ -30,7 +30,7 @@ STOP_TEXT = {
     "kv_blocks": "KV blocks",
 }
 
-EAGER_TEXT = {  # cgbench.grids.grid miss reasons
+EAGER_TEXT = {  # cgbench.grids.lookup miss reasons
     "shape": "no graph with this P / D",
     "tokens_over_max": "T above every graph",
     "no_mixed_graphs": "no prefill / mixed graphs",

@@ -10,13 +10,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cgbench.backends.sim.cost_model import StepWork
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.context import Admission, Context, ceil_div
+from cgbench.engine.contract import StepWork
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request
 from cgbench.engine.scheduler import RoundResult, Scheduler
-from cgbench.grids.grid import Grid
+from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import ArrivalStream, RequestSpec
 

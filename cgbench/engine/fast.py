@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import heapq
 
-from cgbench.backends.sim.cost_model import StepWork
 from cgbench.engine.context import ceil_div
+from cgbench.engine.contract import StepWork
 from cgbench.engine.core import Engine, InvariantError, RunState, StepRecord
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult

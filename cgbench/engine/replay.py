@@ -48,7 +48,8 @@ from cgbench.engine.context import Context
 from cgbench.engine.policies import make_policy
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import Scheduler
-from cgbench.grids.grid import Grid, build_grid
+from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
 
 PEER_GRID_KINDS = ("vllm", "sglang", "trtllm")  # regenerated from their keys, never written as a list
 

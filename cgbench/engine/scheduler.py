@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from cgbench.engine.context import Context
 from cgbench.engine.policies import DEFER, Policy
 from cgbench.engine.request import Request
-from cgbench.grids.grid import Grid
+from cgbench.grids.lookup import Grid
 
 
 @dataclass(slots=True)

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from cgbench.grids.grid import (
+from cgbench.grids.lookup import Grid
+from cgbench.grids.shapes import (
     DECODE_ONLY_OVER_MAX,
     MISS_REASONS,
     NO_GRAPHS,
@@ -24,7 +25,6 @@ from cgbench.grids.grid import (
     SHAPE,
     TOKENS_OVER_MAX,
     BatchShape,
-    Grid,
 )
 
 MAX_HOLES = 10

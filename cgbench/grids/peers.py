@@ -57,7 +57,8 @@ import math
 from collections.abc import Callable
 
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
-from cgbench.grids.grid import BatchShape, Grid
+from cgbench.grids.lookup import Grid
+from cgbench.grids.shapes import BatchShape
 
 
 def _upto(sizes: list[int], limit: int) -> list[int]:

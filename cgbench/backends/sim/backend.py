@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cgbench.backends.sim.cost_model import CostModel, StepWork
 from cgbench.engine.context import Admission
+from cgbench.engine.contract import StepPricer, StepWork
 from cgbench.engine.request import Request
 
 
@@ -11,7 +11,7 @@ class SimBackend:
     has_clock = True
     device = "cpu (simulated)"
 
-    def __init__(self, cost_model: CostModel) -> None:
+    def __init__(self, cost_model: StepPricer) -> None:
         self.cost_model = cost_model
 
     def run_step(self, work: StepWork, admitted: list[Admission], decodes: list[Request]) -> float:

@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cgbench.backends.sim.cost_model import StepWork
 from cgbench.config.schema import MODEL_KINDS, ConfigError
+from cgbench.engine.contract import StepWork
 
 CALIBRATION_SCHEMA = "cgbench.backends.torch_calibration/1"
 

@@ -61,42 +61,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from cgbench.config.schema import (
-    BackendConfig,
     ConfigError,
     EngineConfig,
     HardwareConfig,
     ModelConfig,
 )
+from cgbench.engine.contract import StepWork
 
 KERNELS_PER_LAYER = {"*": 8, "M": 10, "-": 5}
 MAMBA_PREFILL_KERNELS = 6
 KERNELS_PER_STEP = 6
 SSD_CHUNK = 128
-
-
-@dataclass(slots=True)  # not frozen: one is built per simulated step, and frozen init costs 4x
-class StepWork:
-    """What one engine step computes. ``graph`` is the replayed graph ``(Tg, Pg, Dg)`` or ``None``
-    when the step ran eager; ``attention_pairs`` is Σ over requests of new tokens × mean attended KV
-    length (causal), or ``None`` to let the cost model estimate it."""
-
-    tokens: int
-    prefills: int
-    decodes: int
-    context_tokens: int
-    graph: tuple[int, int, int] | None
-    attention_pairs: int | None = None
-
-
-class CostModel(Protocol):
-    name: str
-
-    def step_time(self, work: StepWork) -> float:
-        """Seconds the step takes."""
-        ...
 
 
 def _round_up(x: int, k: int) -> int:
@@ -305,26 +283,3 @@ class RooflineCostModel:
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
         return shape + np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + self._attn_q * tc)
-
-
-def make_cost_model(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
-                    engine: EngineConfig) -> CostModel:
-    """The cost model ``backend.cost_model`` names, built for this model, device and engine."""
-    if backend.cost_model == "roofline":
-        return RooflineCostModel(model, hardware, engine.tp_size,
-                                 eager_padding=EagerPadding.from_engine(engine))
-    if backend.cost_model == "calibrated":
-        if not backend.calibration:
-            raise ConfigError("backend.calibration: cost_model=calibrated needs a calibration table path")
-        from cgbench.backends.sim.calibrated import CalibratedCostModel
-
-        cost = CalibratedCostModel.from_file(backend.calibration)
-        measured = cost.table.model["name"]
-        if measured != model.name:
-            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured for model "
-                              f"{measured!r}, but model.name is {model.name!r}")
-        if cost.table.tp_size != engine.tp_size:
-            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured at tp_size="
-                              f"{cost.table.tp_size}, but engine.tp_size is {engine.tp_size}")
-        return cost
-    raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of roofline, calibrated")

@@ -12,13 +12,13 @@ import time
 
 import torch
 
-from cgbench.backends.sim.cost_model import StepWork
 from cgbench.backends.torch.graphs import CudaGraphRunner
 from cgbench.backends.torch.runner import StepRow, TorchRunner
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.context import Admission
+from cgbench.engine.contract import StepWork
 from cgbench.engine.request import Request
-from cgbench.grids.grid import build_grid
+from cgbench.grids.build import build_grid
 
 
 class TorchBackend:

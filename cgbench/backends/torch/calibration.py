@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.calibrated import CalibratedCostModel, CalibrationPoint, CalibrationTable
-from cgbench.backends.sim.cost_model import RooflineCostModel, StepWork
+from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.config.schema import BenchConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
-from cgbench.grids.grid import Grid, build_grid
+from cgbench.engine.contract import StepWork
+from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
 
 MODES = ("graphed", "eager")
 REPORT_SCHEMA = "cgbench.backends.torch_calibration-report/1"

@@ -1,0 +1,205 @@
+"""Megatron's captured-graph generator (``generate_cuda_graph_batch_dimensions_list``).
+
+EXPONENTIAL and LINEAR token sizes, the geometric prefill-count grid, the validity rule, tensor
+parallelism and speculative tokens, list order included, as megatron-core 0.19.2 builds them.
+The only non-Megatron part is ``sizes_per_octave`` / ``p_per_octave`` (used by ``cg=dense``), see
+``_densify_sizes`` and ``_densify_p_grid``; with both at 1 the output is exactly Megatron's.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+
+from cgbench.config.schema import CGConfig, ConfigError, EngineConfig
+from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape
+
+
+def _ceil_to(x: int, k: int) -> int:
+    return -(-x // k) * k
+
+
+def _round_size(x: int, tp: int) -> int:
+    """Round down to the CUDA_GRAPH_ROUNDER (floor 2), then up to a tp multiple."""
+    r = max(CUDA_GRAPH_ROUNDER, (x // CUDA_GRAPH_ROUNDER) * CUDA_GRAPH_ROUNDER)
+    return _ceil_to(r, tp)
+
+
+def exponential_sizes(tp: int, n: int, cap: int) -> list[int]:
+    """EXPONENTIAL token sizes, descending: halve from ``cap`` down, keep both endpoints."""
+    if n == -1:
+        n = max(4, int(math.log2(max(2, cap))) + 2)
+    cap = (cap // tp) * tp
+    if n == 1:
+        return [cap]
+    sizes = set()
+    v = cap
+    for _ in range(n):
+        sizes.add(_round_size(v, tp))
+        v //= 2
+        if v < 1:
+            break
+    sizes.add(cap)
+    sizes.add(tp)
+    out = sorted(sizes, reverse=True)
+    while len(out) > n:  # trim the smallest non-endpoint sizes
+        del out[-2]
+    return out
+
+
+def linear_sizes(tp: int, n: int, cap: int) -> list[int]:
+    """LINEAR token sizes, descending (the legacy scheme, rounder 2)."""
+    if n == -1:
+        seq = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, cap + 1, 16))
+        aligned = [s for s in dict.fromkeys(_ceil_to(x, tp) for x in seq) if s <= cap]
+        if not aligned or aligned[-1] != cap:
+            aligned.append(cap)
+        return aligned[::-1]
+    step = CUDA_GRAPH_ROUNDER * -(-int(cap / n) // CUDA_GRAPH_ROUNDER)
+    step = max(_ceil_to(step, tp), tp)
+    cap = (cap // tp) * tp
+    if n == 1:
+        return [cap]
+    seq = list(range(step, cap, step))
+    if not seq or seq[-1] != cap:
+        seq.append(cap)
+    return seq[::-1]
+
+
+def _densify_sizes(sizes: list[int], k: int, tp: int) -> list[int]:
+    """cgbench extension (NOT Megatron): add ``k-1`` geometric sizes between each consecutive pair
+    of Megatron's sizes, rounded like Megatron's sizes (rounder 2, then up to a tp multiple)."""
+    if k <= 1:
+        return sizes
+    out = set(sizes)
+    for hi, lo in pairwise(sizes):
+        for j in range(1, k):
+            s = _round_size(int(lo * (hi / lo) ** (j / k)), tp)
+            if lo < s < hi:
+                out.add(s)
+    return sorted(out, reverse=True)
+
+
+def _densify_p_grid(p_grid: list[int], k: int) -> list[int]:
+    """cgbench extension (NOT Megatron): add ``k-1`` geometric P values between consecutive
+    entries of the P-grid (powers of two, then max_requests)."""
+    if k <= 1:
+        return p_grid
+    out = set(p_grid)
+    for lo, hi in pairwise(p_grid):
+        for j in range(1, k):
+            p = round(lo * (hi / lo) ** (j / k))
+            if lo < p < hi:
+                out.add(p)
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The generator (ref. 2.2)
+
+
+def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_tokens: int | None,
+                  mixed_prefill_count: int, max_requests: int, max_tokens: int, max_sequence_length: int,
+                  non_decode_graphs: bool, num_speculative_tokens: int = 0,
+                  distribution: str = "exponential",
+                  sizes_per_octave: int = 1, p_per_octave: int = 1,
+                  ) -> tuple[list[BatchShape], list[int] | None]:
+    """Megatron's captured-graph list in stored order, and its token counts (descending).
+
+    ``sizes_per_octave`` / ``p_per_octave`` > 1 densify the EXPONENTIAL grid (cgbench extension;
+    ignored for LINEAR). With both at 1 the result is exactly Megatron's."""
+    if num_cuda_graphs is None:
+        return [], None
+    if distribution not in ("exponential", "linear"):
+        raise ConfigError(f"cg.distribution: {distribution!r} is not one of exponential, linear")
+    tp, spec, R = tp_size, num_speculative_tokens, max_requests
+    q = spec + 1
+    cap = cuda_graph_max_tokens
+    if cap is None or cap > max_tokens or cap <= 0:
+        cap = max_tokens
+    if cap < R * q:
+        raise ConfigError(f"cg.cuda_graph_max_tokens: the graph cap ({cap}) must be >= max_requests * "
+                          f"(num_speculative_tokens + 1) = {R * q}")
+    n = num_cuda_graphs
+    if n != -1:
+        n = min(max(n, 1), cap)
+    exponential = distribution == "exponential"
+    sizes_fn = exponential_sizes if exponential else linear_sizes
+    prefill_sizes = sizes_fn(tp, n, cap)
+    if exponential:
+        prefill_sizes = _densify_sizes(prefill_sizes, sizes_per_octave, tp)
+    decode_cap = min(cap, R * q)
+    decode_sizes = sizes_fn(tp, n, decode_cap)
+    if n == -1:  # auto mode always keeps the 1- and 2-request decode graphs
+        unit = math.lcm(q, tp)
+        for k in (1, 2):
+            if unit * k <= decode_cap and unit * k not in decode_sizes:
+                decode_sizes.append(unit * k)
+        decode_sizes = sorted(set(decode_sizes), reverse=True)
+
+    out: list[BatchShape] = []
+
+    def add(T: int, P: int, D: int) -> None:
+        g = BatchShape(T, P, D)
+        if g.is_valid(R, max_sequence_length, spec):
+            out.append(g)
+
+    def add_decode_graphs() -> None:
+        for s in decode_sizes:
+            d = min(s // q, R)
+            add((d * q) // tp * tp, 0, d)
+
+    if not mixed_prefill_count or mixed_prefill_count <= 0 or not non_decode_graphs:
+        add_decode_graphs()
+    else:
+        if exponential:
+            p_grid = []
+            p = 1
+            while p < R:
+                p_grid.append(p)
+                p *= 2
+            p_grid.append(R)
+            p_grid = _densify_p_grid(p_grid, p_per_octave)
+            prefill_floor = 1
+        else:
+            p_grid = [min(mixed_prefill_count, R)]
+            prefill_floor = mixed_prefill_count
+        for s in prefill_sizes:
+            if s >= 2:
+                for p in p_grid:
+                    add(s, p, max(0, min((s - p) // q, R - p)))
+            m = max(prefill_floor, -(-s // max(1, max_sequence_length - 1)))
+            if m < R and s >= 2:
+                add(s, max(m, min(R, s)), 0)
+        add_decode_graphs()
+
+    # Megatron dedupes through a set of shapes whose hash is hash((T, P, D)), then sorts stably;
+    # doing the same keeps even equal-key ties (same T and D, different P) in Megatron's order.
+    graphs = list(set(out))
+    graphs.sort(key=lambda g: (g.token_count - g.decode_req_count * q, g.decode_req_count), reverse=True)
+    if not graphs:
+        return [], None
+    return graphs, sorted({g.token_count for g in graphs}, reverse=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid the engine uses
+
+def megatron_cap(cg: CGConfig, engine: EngineConfig) -> int:
+    """The prefill/mixed graph cap: ``max_tokens`` with ``all_prefills``, otherwise the
+    megatron-core 0.19.2 rule ``min(max(cuda_graph_max_tokens, max_requests*(1+spec)), max_tokens)``."""
+    if cg.all_prefills:
+        return engine.max_tokens
+    decode_bound = engine.max_requests * (engine.num_speculative_tokens + 1)
+    return min(max(cg.cuda_graph_max_tokens, decode_bound), engine.max_tokens)
+
+
+def megatron_family(cg: CGConfig, engine: EngineConfig, non_decode: bool) -> list[BatchShape]:
+    graphs, _ = megatron_grid(
+        tp_size=engine.tp_size, num_cuda_graphs=cg.num_cuda_graphs,
+        cuda_graph_max_tokens=megatron_cap(cg, engine), mixed_prefill_count=cg.mixed_prefill_count,
+        max_requests=engine.max_requests, max_tokens=engine.max_tokens,
+        max_sequence_length=engine.max_sequence_length, non_decode_graphs=non_decode,
+        num_speculative_tokens=engine.num_speculative_tokens, distribution=cg.distribution,
+        sizes_per_octave=cg.sizes_per_octave, p_per_octave=cg.p_per_octave)
+    return graphs
