@@ -17,8 +17,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cgbench.analysis.sweep import INDEX_NAME, headline, override_key, plan_sweep, point_file_name
+from cgbench.analysis.sweep import INDEX_NAME, headline, plan_sweep, point_file_name
 from cgbench.config.compose import load_config
+from cgbench.config.overrides import override_key
 from cgbench.pipeline import run_point
 
 ROOT = Path(__file__).resolve().parents[1]

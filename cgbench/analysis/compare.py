@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.overrides import split_override
 from cgbench.config.schema import ConfigError
+from cgbench.results.formatting import significant
+from cgbench.results.names import flatten as flatten_names
 
 BETTER = ("lower", "higher", "exact")
 RULE_FIELDS = {"better", "abs_tol", "rel_tol", "deterministic", "missing_as_zero"}
@@ -138,14 +141,7 @@ def load_rules(path: Path | None = None) -> list[Rule]:
 
 def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dicts -> dotted keys (``ttft_ms.p99``); lists are not compared."""
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        elif not isinstance(v, list):
-            out[key] = v
-    return out
+    return {k: v for k, v in flatten_names(metrics, prefix) if not isinstance(v, list)}
 
 
 def judge(rule: Rule, base: Any, new: Any) -> str:
@@ -244,13 +240,8 @@ def load_side(path: Path) -> tuple[list[Point], bool]:
     return points, True
 
 
-def _split(override: str) -> tuple[str, str]:
-    key, _, value = override.partition("=")
-    return key.lstrip("+~"), value
-
-
 def _has_seed(points: list[Point]) -> bool:
-    return any(_split(o)[0] == "seed" for p in points for o in p.overrides)
+    return any(split_override(o)[0] == "seed" for p in points for o in p.overrides)
 
 
 def match_key(point: Point, with_seed: bool) -> tuple:
@@ -258,14 +249,14 @@ def match_key(point: Point, with_seed: bool) -> tuple:
     (``--repeat`` appends ``seed=``): then a run without a seed override matches the repeat with its
     config's seed. When neither side set one, the seed is whatever the config default was on each
     side and is not used to match (a changed default shows up as a config difference instead)."""
-    items = sorted(_split(o) for o in point.overrides if _split(o)[0] != "seed")
+    items = sorted(split_override(o) for o in point.overrides if split_override(o)[0] != "seed")
     if not with_seed:
         return tuple(items)
     seed = None
     if point.doc is not None:
         seed = (point.doc.get("config") or {}).get("seed")
     if seed is None:
-        seed = next((v for k, v in map(_split, point.overrides) if k == "seed"), None)
+        seed = next((v for k, v in map(split_override, point.overrides) if k == "seed"), None)
     return (*items, ("seed", str(seed)))
 
 
@@ -318,13 +309,7 @@ def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
 
 
 def fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:.6g}"
+    return significant(value)
 
 
 def fmt_delta(d: Delta) -> tuple[str, str]:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.overrides import overrides_by_key
 from cgbench.config.schema import ConfigError
+from cgbench.results.names import number
 
 DPI = 110
 
@@ -51,10 +53,7 @@ def plot(target: Path, out_dir: Path | None = None) -> tuple[list[Path], list[st
 
 
 def _metric(m: dict[str, Any], name: str) -> float | None:
-    value: Any = m
-    for part in name.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return number(m, name)
 
 
 def sweep_rows(sweep_dir: Path) -> list[SweepRow]:
@@ -70,7 +69,7 @@ def sweep_rows(sweep_dir: Path) -> list[SweepRow]:
         doc = load_result(sweep_dir / p["file"])
         cfg, params = doc.get("config") or {}, p.get("params") or {}
         # the option names as given (cg=dense, not its cg.kind), whether the axis varied or not
-        given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in p["overrides"]}
+        given = overrides_by_key(p["overrides"])
         model = given.get("model") or cfg.get("model", {}).get("name", "?")
         policy = given.get("policy") or cfg.get("policy", {}).get("name", "?")
         grid = given.get("cg") or cfg.get("cg", {}).get("kind", "?")

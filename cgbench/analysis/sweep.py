@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import BenchConfig, ConfigError
+from cgbench.results.names import lookup
 
 INDEX_NAME = "sweep.json"
 INDEX_KIND = "cgbench-sweep"
@@ -79,15 +81,6 @@ class SweepOutcome:
 
 
 # ---------------------------------------------------------------------------------------------- plan
-
-
-def override_key(override: str) -> str:
-    """``+model=x`` / ``~cg.graphs`` / ``model=a,b`` -> ``model`` / ``cg.graphs`` / ``model``."""
-    return override.partition("=")[0].lstrip("+~").strip()
-
-
-def override_value(override: str) -> str:
-    return override.partition("=")[2]
 
 
 def _is_sweep_selector(key: str) -> bool:
@@ -216,9 +209,7 @@ def _compose_point(load: Callable[[list[str]], BenchConfig], overrides: list[str
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in HEADLINE:
-        value: Any = metrics
-        for part in name.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
+        value = lookup(metrics, name)
         if value is not None:
             out[name] = value
     return out

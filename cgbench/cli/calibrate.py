@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cgbench.results.formatting import percent
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -21,7 +23,7 @@ CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
 
 
 def _pct(x: Any) -> str:
-    return f"{100.0 * x:.1f}%" if isinstance(x, (int, float)) else "-"
+    return percent(x, 1)
 
 
 def error_table(report: dict[str, Any]) -> Table:

@@ -7,9 +7,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.2f}%"
+from cgbench.results.formatting import percent as _pct
 
 
 def _lat(d: dict[str, float] | None, unit: str) -> str:

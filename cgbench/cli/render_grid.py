@@ -7,15 +7,12 @@ from rich.table import Table
 from cgbench.grids.coverage import Coverage
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import kind_of
+from cgbench.results.formatting import percent as _pct
 
 
 def grid_json(grid: Grid) -> dict:
     """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order."""
     return {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
 
 
 def _sizes(values: set[int]) -> str:

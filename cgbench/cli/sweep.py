@@ -7,9 +7,13 @@ Imports stay light at module level so ``cgbench --help`` is fast; the work happe
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+from cgbench.config.overrides import split_override
+from cgbench.results.formatting import number as _num
+from cgbench.results.formatting import percent as _pct
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,19 +33,9 @@ def _ui():
     return cli
 
 
-def _pct(x: Any) -> str:
-    return f"{100.0 * x:.2f}%" if isinstance(x, (int, float)) else "-"
-
-
-def _num(x: Any, digits: int = 2) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "-"
-    return f"{x}" if isinstance(x, int) else f"{x:.{digits}f}"
-
-
 def _point_label(point: SweepPoint) -> str:
     items = point.params.items() if point.params else ((k, v) for k, v in
-                                                       (o.partition("=")[::2] for o in point.overrides))
+                                                       (split_override(o) for o in point.overrides))
     return " ".join(f"{k}={v}" for k, v in items) or "defaults"
 
 

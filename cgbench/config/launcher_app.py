@@ -39,6 +39,7 @@ from cgbench.analysis.sweep import (
     index_document,
     point_file_name,
 )
+from cgbench.config.overrides import override_key
 from cgbench.config.schema import BenchConfig, ConfigError
 
 RESULT_NAME = "result.json"
@@ -105,7 +106,7 @@ def hydra_argv(plan: SweepPlan, launcher: str, job_root: Path, *, jobs: int, res
     argv = ["cgbench", "--multirun", f"hydra/launcher={launcher}", "hydra/job_logging=disabled",
             "hydra/hydra_logging=disabled", f"hydra.sweep.dir={_quote(str(job_root))}",
             "hydra.sweep.subdir=${hydra.job.num}"]
-    user_keys = {o.partition("=")[0].lstrip("+~") for o in plan.hydra_overrides}
+    user_keys = {override_key(o) for o in plan.hydra_overrides}
     if launcher == "joblib" and "hydra.launcher.n_jobs" not in user_keys:
         argv.append(f"hydra.launcher.n_jobs={jobs}")
     if resume:

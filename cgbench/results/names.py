@@ -1,0 +1,195 @@
+"""The registry of metric names: every key of a result's ``metrics`` block, with its unit, which
+direction is better, a short label for tables and plots, and its definition (the glossary).
+
+Everything that shows, compares or plots a metric reads it from here: the run table, sweep
+summaries, plots, compare rules and the launcher. A new metric is added here and in its
+computation (``cgbench.results.metrics``); a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LOWER, HIGHER, NEITHER = "lower", "higher", "neither"
+
+# Units. Fractions are stored raw (0..1) in JSON and shown as percentages in tables.
+FRACTION, ITERATIONS, MS, S, TOKENS, REQUESTS, COUNT, TOK_S, REQ_S, TEXT, FLAG = (
+    "fraction", "iterations", "ms", "s", "tokens", "requests", "count", "tok/s", "req/s", "text", "flag")
+
+SUMMARY_FIELDS = ("count", "mean", "p50", "p90", "p99", "max")
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str  # the key in ``metrics``; nested values are addressed with dots (``ttft_ms.p99``)
+    unit: str
+    better: str  # lower | higher | neither
+    label: str  # short, for table headers and axis labels
+    description: str
+    summary: bool = False  # a {count, mean, p50, p90, p99, max} record of ``unit`` values
+    keyed: bool = False  # a {name: count} record whose keys depend on the run (reasons, kinds)
+    deterministic: bool = False  # step accounting the simulator reproduces exactly for a config
+    needs_clock: bool = False  # present only when the backend has a clock (time metrics)
+
+
+_M = Metric
+METRICS: tuple[Metric, ...] = (
+    _M("outcome", TEXT, NEITHER, "outcome",
+       "completed, stalled (no progress possible) or step_bound (the run exceeded its step bound)"),
+    _M("diagnosis", TEXT, NEITHER, "diagnosis", "why a run did not complete (empty when it did)"),
+    # step accounting
+    _M("steps", ITERATIONS, NEITHER, "steps", "engine steps (iterations) that ran model work",
+       deterministic=True),
+    _M("graphed_steps", ITERATIONS, HIGHER, "graphed steps", "steps that replayed a captured graph",
+       deterministic=True),
+    _M("eager_steps", ITERATIONS, LOWER, "eager steps", "steps that no captured graph covered (ran eager)",
+       deterministic=True),
+    _M("eager_step_fraction", FRACTION, LOWER, "eager steps", "eager steps / steps", deterministic=True),
+    _M("eager_steps_by_reason", ITERATIONS, LOWER, "eager steps by reason",
+       "why no graph applied: no_graphs, tokens_over_max, shape, decode_only_over_max, no_mixed_graphs, "
+       "pad_guard", keyed=True, deterministic=True),
+    _M("eager_token_fraction", FRACTION, LOWER, "eager tokens", "tokens computed in eager steps / all tokens",
+       deterministic=True),
+    _M("padded_token_fraction", FRACTION, LOWER, "padding",
+       "padding tokens / tokens computed in graphed steps (real + padding)", deterministic=True),
+    _M("step_kinds", ITERATIONS, NEITHER, "step kinds", "steps by kind: decode_only, prefill_only, mixed",
+       keyed=True, deterministic=True),
+    _M("tokens_computed", TOKENS, NEITHER, "tokens computed", "real tokens over all steps (no padding)",
+       deterministic=True),
+    # gating
+    _M("deferral_events", COUNT, LOWER, "deferral events",
+       "(step, request) pairs where gating held back a request that the budgets admitted", deterministic=True),
+    _M("deferred_requests", REQUESTS, LOWER, "deferred requests", "requests deferred by gating at least once",
+       deterministic=True),
+    _M("max_cg_wait_iters", ITERATIONS, LOWER, "longest wait",
+       "the longest run of consecutive iterations one request was held back by gating (cg_wait_iters)",
+       deterministic=True),
+    _M("max_cg_wait_request", TEXT, NEITHER, "longest-wait request", "the id of that request (null if none)"),
+    _M("snap_splits", COUNT, LOWER, "snap splits",
+       "extra prefill chunks created by snapping a chunk down to a graph boundary", deterministic=True),
+    _M("starvation_warnings", COUNT, LOWER, "starvation warnings",
+       "times the engine's starvation warning fires (every max(100, max_sequence_length) consecutive waits)",
+       deterministic=True),
+    _M("eager_admissions", COUNT, LOWER, "admitted to run eager",
+       "admissions a gating policy let through knowing the step would miss every graph (wait_timeout's "
+       "timeouts, megatron's unsnappable chunks); the steps they join are counted in eager_steps",
+       deterministic=True),
+    _M("max_queue_wait_iters", ITERATIONS, LOWER, "longest queue wait",
+       "the most iterations from arrival to first admission, for any reason", deterministic=True),
+    _M("queue_wait_iters", ITERATIONS, LOWER, "queue wait", "iterations from arrival to first admission",
+       summary=True, deterministic=True),
+    _M("max_queue_len", REQUESTS, LOWER, "longest queue", "the most requests waiting at a step",
+       deterministic=True),
+    _M("ttft_steps", ITERATIONS, LOWER, "TTFT", "iterations from arrival to the first token", summary=True,
+       deterministic=True),
+    _M("tpot_steps", ITERATIONS, LOWER, "TPOT", "iterations per output token after the first", summary=True,
+       deterministic=True),
+    _M("e2e_steps", ITERATIONS, LOWER, "E2E", "iterations from arrival to the last token", summary=True,
+       deterministic=True),
+    _M("requests.total", REQUESTS, NEITHER, "requests", "requests that arrived", deterministic=True),
+    _M("requests.completed", REQUESTS, HIGHER, "completed", "requests that emitted all their tokens",
+       deterministic=True),
+    _M("requests.failed", REQUESTS, LOWER, "failed", "requests the engine rejected (see failed_by_reason)",
+       deterministic=True),
+    _M("requests.failed_by_reason", REQUESTS, LOWER, "failed by reason", "failed requests by reason",
+       keyed=True, deterministic=True),
+    _M("requests.unfinished", REQUESTS, LOWER, "unfinished", "requests neither completed nor failed",
+       deterministic=True),
+    _M("requests.evicted_events", COUNT, LOWER, "evictions",
+       "paused requests evicted back to the queue (their KV freed)", deterministic=True),
+    _M("requests.paused_events", COUNT, LOWER, "pauses", "times a running request missed a step for KV",
+       deterministic=True),
+    _M("output_tokens", TOKENS, NEITHER, "output tokens", "tokens emitted over all requests",
+       deterministic=True),
+    # time (backends with a clock)
+    _M("makespan_s", S, LOWER, "makespan", "simulated or measured time from start to the last step",
+       needs_clock=True),
+    _M("queue_wait_ms", MS, LOWER, "queue wait", "time from arrival to first admission", summary=True,
+       needs_clock=True),
+    _M("ttft_ms", MS, LOWER, "TTFT", "time to first token", summary=True, needs_clock=True),
+    _M("ttft_ms_deferred", MS, LOWER, "TTFT (deferred)", "TTFT of requests that gating deferred",
+       summary=True, needs_clock=True),
+    _M("ttft_ms_not_deferred", MS, LOWER, "TTFT (not deferred)", "TTFT of requests never deferred",
+       summary=True, needs_clock=True),
+    _M("tpot_ms", MS, LOWER, "TPOT", "time per output token after the first, per request", summary=True,
+       needs_clock=True),
+    _M("itl_ms", MS, LOWER, "ITL", "inter-token latency, over all emitted tokens", summary=True,
+       needs_clock=True),
+    _M("e2e_ms", MS, LOWER, "E2E", "time from arrival to the last token", summary=True, needs_clock=True),
+    _M("output_throughput_tok_s", TOK_S, HIGHER, "output tok/s", "output tokens / makespan",
+       needs_clock=True),
+    _M("total_throughput_tok_s", TOK_S, HIGHER, "total tok/s", "(output + prompt tokens of completed "
+       "requests) / makespan", needs_clock=True),
+    _M("request_throughput_req_s", REQ_S, HIGHER, "req/s", "completed requests / makespan", needs_clock=True),
+    _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan",
+       needs_clock=True),
+    _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests",
+       needs_clock=True),
+    _M("graphed_time_s", S, NEITHER, "graphed time", "time spent in graphed steps", needs_clock=True),
+    _M("eager_time_s", S, LOWER, "eager time", "time spent in eager steps", needs_clock=True),
+    _M("eager_time_fraction", FRACTION, LOWER, "eager time", "eager time / step time", needs_clock=True),
+    # the run's setup
+    _M("gating_active", FLAG, NEITHER, "gating active",
+       "whether graph-aware admission gating was active for this policy, grid and engine"),
+    _M("num_graphs", COUNT, NEITHER, "graphs", "graphs in the captured list"),
+)
+
+REGISTRY: dict[str, Metric] = {m.name: m for m in METRICS}
+
+
+def metric(name: str) -> Metric | None:
+    """The registered metric for a (possibly dotted, possibly nested) name: ``ttft_ms.p99`` is
+    ``ttft_ms``'s p99, ``eager_steps_by_reason.shape`` a key of a keyed record."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    head, _, tail = name.rpartition(".")
+    parent = REGISTRY.get(head)
+    if parent is not None and (parent.keyed or (parent.summary and tail in SUMMARY_FIELDS)):
+        if parent.summary and tail == "count":
+            return Metric(name, COUNT, NEITHER, f"{parent.label} count", f"values in {parent.name}",
+                          deterministic=parent.deterministic, needs_clock=parent.needs_clock)
+        return Metric(name, parent.unit, parent.better, f"{parent.label} {tail}", parent.description,
+                      deterministic=parent.deterministic, needs_clock=parent.needs_clock)
+    return None
+
+
+def label(name: str, *, with_unit: bool = True) -> str:
+    """A column header or axis label: ``TTFT p99 (ms)``; an unknown name is returned as given."""
+    m = metric(name)
+    if m is None:
+        return name
+    unit = "%" if m.unit == FRACTION else m.unit
+    return f"{m.label} ({unit})" if with_unit and unit not in (TEXT, FLAG, COUNT) else m.label
+
+
+def lookup(record: Mapping[str, Any], dotted: str) -> Any:
+    """``record['a']['b']`` for ``'a.b'``; None where any part is missing."""
+    value: Any = record
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def number(record: Mapping[str, Any], dotted: str) -> float | None:
+    """The value at ``dotted`` if it is a number (not a bool), else None."""
+    value = lookup(record, dotted)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested records -> (dotted name, leaf value) pairs; lists are leaves."""
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from flatten(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def registered_top_level() -> set[str]:
+    """The top-level keys of a full ``metrics`` block (with time metrics)."""
+    return {m.name.split(".", 1)[0] for m in METRICS}
