@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from cgbench import __version__
+from cgbench.cli.console import err, out, print_error
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
@@ -24,8 +24,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 Overrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: group=option (model=hybrid) or key=value (engine.max_requests=128).",
@@ -38,7 +36,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ConfigError as e:
-        err.print(f"[bold red]error:[/bold red] {e}", soft_wrap=True, highlight=False, markup=True)
+        print_error(str(e))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("interrupted: nothing was written", highlight=False)
