@@ -60,3 +60,13 @@ def test_formatting() -> None:
     assert metric_value("eager_step_fraction", 0.5) == "50.00%"
     assert metric_value("steps", 472) == "472"
     assert REGISTRY["max_cg_wait_iters"].unit == "iterations"
+
+
+def test_glossary_is_generated_from_the_registry() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "metric_glossary.py"
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
