@@ -39,6 +39,9 @@ test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
 	$(BIN)/pytest -q
 
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, deep properties)
+	$(BIN)/pytest -q -x -m "not slow"
+
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
 
@@ -60,4 +63,4 @@ gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibra
 clean: ## Remove the venv and caches (keeps results/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint test sweep bench baseline ci-gate gpu-check clean
+.PHONY: help install dev run lint test test-fast sweep bench baseline ci-gate gpu-check clean

@@ -28,3 +28,18 @@ def _isolate_cwd(tmp_path, monkeypatch):
     """Every test runs in its own folder so default result paths never touch the repo."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
+
+
+# The edit-run loop (`make test-fast`) leaves these out: the real torch engine and its kernels, the
+# launcher and signal tests that start processes, and the deep property searches. `make test` and
+# CI run everything.
+SLOW_MODULES = {"test_models", "test_kernels", "test_torch_backend", "test_torch_runner", "test_torch_graphs_logic",
+                "test_calibration", "test_gpu", "test_interrupt"}
+SLOW_NAME_PARTS = ("launcher", "killed", "ctrl_c", "equals_oracle", "invariants", "wheel", "readme")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module in SLOW_MODULES or any(part in item.name for part in SLOW_NAME_PARTS):
+            item.add_marker(pytest.mark.slow)
