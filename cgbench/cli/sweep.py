@@ -381,19 +381,42 @@ def plot_cmd(
     out_dir: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Folder for the PNG files (default: <sweep>/plots or <result folder>/plots).",
         show_default=False)] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="Sweep key on the x axis (default: cg, or the "
+                                             "arrival rate).", show_default=False)] = None,
+    y: Annotated[Optional[list[str]], typer.Option("--y", help="Metric to draw (repeatable; dotted: "
+                                                   "ttft_ms.p99). Default: eager_step_fraction and "
+                                                   "max_cg_wait_iters (bars), TTFT/TPOT p99 and output "
+                                                   "throughput (load).", show_default=False)] = None,
+    hue: Annotated[Optional[str], typer.Option("--hue", help="Sweep key for colours (default: policy).",
+                                               show_default=False)] = None,
+    row: Annotated[Optional[str], typer.Option("--row", help="Sweep key for rows of panels (default: model).",
+                                               show_default=False)] = None,
+    col: Annotated[Optional[str], typer.Option("--col", help="Sweep key for columns of panels (default: the "
+                                               "other varying keys).", show_default=False)] = None,
+    filters: Annotated[Optional[list[str]], typer.Option(
+        "--filter", help="Only points with key=value (repeatable): --filter model=hybrid.",
+        show_default=False)] = None,
+    slo: Annotated[Optional[list[str]], typer.Option(
+        "--slo", help="A bound drawn on the load curves, metric=value (repeatable): --slo ttft_ms.p99=1000. "
+        "Default: the runs' slo.ttft_ms / tpot_ms / e2e_ms on the p99 panels.", show_default=False)] = None,
 ) -> None:
     """Draw PNG figures of a sweep or of one run, and print their paths.
 
-    A sweep: eager-step fraction and longest wait per policy x grid for each model, and a Pareto \
-view. One run: a summary, a per-step timeline (needs [bold]run --trace[/bold]) and a queue-wait \
-histogram (needs [bold]run --requests[/bold]).
+    A sweep: grouped bars per [bold]--y[/bold] metric (hue = policy, x = grid, rows = model, the other \
+varying keys as columns, unless --x/--hue/--row/--col say otherwise), a Pareto view per facet, and, \
+when the arrival rate is swept (sweep=rate), load curves with the SLO and each curve's maximum \
+sustainable rate. One run: a summary, a per-iteration timeline (needs [bold]run --trace[/bold]) and \
+queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     ui = _ui()
     with ui.user_errors():
         from cgbench.analysis.plots import plot
+        from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
 
-        files, notes = plot(target, out_dir)
+        spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
+                        parse_slo(list(slo or [])))
+        files, notes = plot(target, out_dir, spec)
     for note in notes:
-        ui.err.print(f"note: {note}", highlight=False, soft_wrap=True)
+        ui.err.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for f in files:
         ui.out.print(str(f), highlight=False, soft_wrap=True, markup=False)
