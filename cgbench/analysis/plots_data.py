@@ -146,7 +146,10 @@ def metric_label(name: str) -> str:
     m = metric(name)
     if m is None:
         raise ConfigError(f"--y: {name!r} is not a metric (e.g. eager_step_fraction, ttft_ms.p99)")
-    return label(name)
+    text = label(name)
+    if m.label.endswith(f" {m.unit}") and text.endswith(f" ({m.unit})"):  # "output tok/s (tok/s)"
+        text = f"{m.label[:-len(m.unit)].strip()} throughput ({m.unit})"
+    return text
 
 
 def scaled(name: str, value: float) -> float:
