@@ -274,6 +274,15 @@ def test_bad_input_exits_2(base, new, kind, needle):
     assert needle in r.stderr and "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("args,needle", [(["--fail-on", "regresed"], "--fail-on: 'regresed'"),
+                                         (["--fail-on", ","], "--fail-on"),
+                                         (["--format", "yaml"], "yaml")])
+def test_bad_options_exit_2(base, new, args, needle):
+    r = compare(base, new, *args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and "Traceback" not in r.output
+
+
 def test_no_common_points_exits_2(base, tmp_path):
     run_sweep(plan_sweep(["model=hybrid", "policy=defer", "cg=dense", "workload=small"], out_dir=tmp_path / "other"))
     r = compare(base, tmp_path / "other")

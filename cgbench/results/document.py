@@ -20,9 +20,13 @@ from cgbench.config.schema import ConfigError
 SCHEMA_VERSION = 1
 
 
-def _git(*args: str) -> bytes | None:
+HASHED_FILE_BYTES = 1 << 20  # an untracked file larger than this enters the diff hash by name and size
+
+
+def _git(*args: str, cwd: Path | None = None) -> bytes | None:
     try:
-        out = subprocess.run(["git", *args], capture_output=True, timeout=5, cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(["git", *args], capture_output=True, timeout=5,
+                             cwd=cwd or Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -34,29 +38,32 @@ def git_sha() -> str | None:
     return (out.decode().strip() or None) if out is not None else None
 
 
-@lru_cache(maxsize=1)
-def git_tree_state() -> tuple[bool | None, str | None]:
-    """(dirty, diff hash) of the checkout cgbench runs from; (None, None) outside a git checkout.
+@lru_cache(maxsize=4)
+def git_tree_state(checkout: Path | None = None) -> tuple[bool | None, str | None]:
+    """(dirty, diff hash) of the checkout cgbench runs from (or ``checkout``); (None, None) outside
+    a git checkout.
 
     Dirty means tracked files differ from HEAD or untracked files exist (ignored files do not
     count). The hash (sha256, 16 hex digits) covers ``git diff HEAD`` and the untracked files' names
     and contents, so two runs with the same uncommitted change get the same hash."""
-    status = _git("status", "--porcelain", "--untracked-files=all")
+    status = _git("status", "--porcelain", "--untracked-files=all", cwd=checkout)
     if status is None:
         return None, None
     if not status.strip():
         return False, None
-    diff = _git("diff", "HEAD", "--binary") or b""
-    h = hashlib.sha256(diff)
-    root = _git("rev-parse", "--show-toplevel")
-    untracked = _git("ls-files", "--others", "--exclude-standard", "-z") or b""
+    h = hashlib.sha256(_git("diff", "HEAD", "--binary", cwd=checkout) or b"")
+    root = _git("rev-parse", "--show-toplevel", cwd=checkout)
+    untracked = _git("ls-files", "--others", "--exclude-standard", "-z", cwd=checkout) or b""
     for name in sorted(n for n in untracked.split(b"\0") if n):
         h.update(b"\0" + name + b"\0")
-        if root is not None:
-            try:
-                h.update((Path(root.decode().strip()) / name.decode()).read_bytes())
-            except (OSError, UnicodeDecodeError):
-                pass
+        if root is None:
+            continue
+        try:
+            path = Path(root.decode().strip()) / name.decode()
+            size = path.stat().st_size
+            h.update(path.read_bytes() if size <= HASHED_FILE_BYTES else str(size).encode())
+        except (OSError, UnicodeDecodeError):
+            pass
     return True, h.hexdigest()[:16]
 
 
