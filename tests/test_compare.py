@@ -145,10 +145,12 @@ def test_a_missing_point_fails_and_is_named(base, new):
     r = compare(base, new)
     assert r.exit_code == 1, r.output
     assert f"MISSING: {' '.join(f'{k}={v}' for k, v in gone['params'].items())}" in r.stdout
-    # even a --fail-on that leaves out `missing` cannot make a gate pass on a point that is gone
     comp = compare_paths(base, new, load_rules())
     assert [p.status for p in comp.points].count(MISSING) == 1
     assert compare(base, new, "--fail-on", "missing").exit_code == 1
+    # only a --fail-on that leaves `missing` out lets it pass, and the point is still named
+    r = compare(base, new, "--fail-on", "regressed")
+    assert r.exit_code == 0 and "MISSING: " in r.stdout
 
 
 def test_a_failed_point_in_new_fails(base, new):

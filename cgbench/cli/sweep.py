@@ -325,9 +325,9 @@ Each metric check is regressed, improved (beyond the tolerance, in the registry'
 within tolerance, or changed (an exact metric differs); a point is missing (not in NEW) or failed \
 (failed in NEW). Rules come from [bold]--rules[/bold].
 
-    Exit 0: nothing in a --fail-on class; 1: a point missing or failed, or a check in a --fail-on \
-class (default: regressed, missing, failed, changed); 2: bad input (missing file, unreadable JSON, \
-schema mismatch, no common points, bad rules).
+    Exit 0: no point or check in a --fail-on class; 1: one in a --fail-on class (default: regressed, \
+missing, failed, changed, so a missing or failed point fails the gate); 2: bad input (missing file, \
+unreadable JSON, schema mismatch, no common points, bad rules).
     """
     ui = _ui()
     with ui.user_errors():
