@@ -52,10 +52,10 @@ baseline: $(VENV)/.core ## Regenerate results/baseline/ (the CI gate's reference
 	rm -rf results/baseline
 	$(BIN)/cgbench sweep sweep=ci --out results/baseline
 
-ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
+ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/ (exit 1 on a missing, failed, changed or regressed point)
 	rm -rf results/sweeps/ci-check
 	$(BIN)/cgbench sweep sweep=ci --out results/sweeps/ci-check
-	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check
+	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh

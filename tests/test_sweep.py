@@ -65,11 +65,25 @@ def test_default_sweep_is_the_product_of_its_axes_first_key_slowest(monkeypatch)
     expected = [tuple(p) for p in itertools.product(*axes)]
     assert [p.overrides for p in plan.points] == expected
     assert len(plan.points) == 18 and plan.name == "default"
-    assert plan.out_dir == Path("results/sweeps/default")
+    # a new folder per sweep: <out_dir>/sweeps/<time>_<name>
+    assert plan.out_dir.parent == Path("results/sweeps") and plan.out_dir.name.endswith("_default")
+    assert plan.axis_sources == {"model": "sweep default", "policy": "sweep default", "cg": "sweep default"}
 
 
-def test_command_line_replaces_an_axis_in_place_and_adds_fixed_values():
-    plan = plan_sweep(["cg=dense", "model=hybrid", *SMALL, "policy=budget,defer"])
+def test_command_line_axes_are_the_whole_sweep():
+    """No sweep=NAME: exactly the product of the axes given, over the base config (the default
+    sweep's cg axis does not come along)."""
+    plan = plan_sweep(["seed=range(0,3)", "policy=budget,megatron", "model=hybrid", *SMALL])
+    expected = [(f"seed={s}", f"policy={p}", "model=hybrid", "workload=small")
+                for s, p in itertools.product(range(3), ["budget", "megatron"])]
+    assert [p.overrides for p in plan.points] == expected
+    assert plan.varying == ["seed", "policy"] and plan.name == "seed-policy"
+    assert set(plan.axis_sources.values()) == {"command line"}
+    assert all(p.cfg.cg.kind == load_config([]).cg.kind for p in plan.points), "the base config's grid"
+
+
+def test_command_line_replaces_an_axis_of_a_named_sweep_in_place_and_adds_fixed_values():
+    plan = plan_sweep(["sweep=default", "cg=dense", "model=hybrid", *SMALL, "policy=budget,defer"])
     # config order (model, policy, cg) is kept; the new key is appended
     assert [p.overrides for p in plan.points] == [
         ("model=hybrid", "policy=budget", "cg=dense", "workload=small"),
@@ -77,6 +91,9 @@ def test_command_line_replaces_an_axis_in_place_and_adds_fixed_values():
     ]
     assert plan.varying == ["policy"]
     assert [p.params for p in plan.points] == [{"policy": "budget"}, {"policy": "defer"}]
+    assert plan.axis_sources["cg"] == "command line (replaces sweep default's megatron,sparse,dense)"
+    assert plan.axis_sources["workload"] == "command line"
+    assert plan.name == "default"
 
 
 def test_repeat_adds_trailing_seeds_from_the_configured_seed():
@@ -96,7 +113,8 @@ def test_sweep_option_picks_another_sweep_file(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
     plan = plan_sweep(["sweep=tiny"])
     assert plan.name == "tiny" and plan.repeat == 2 and len(plan.points) == 4
-    assert plan.out_dir == Path("results/sweeps/tiny")
+    assert plan.out_dir.parent == Path("results/sweeps") and plan.out_dir.name.endswith("_tiny")
+    assert plan.axis_sources["seed"] == "--repeat"
     assert all("sweep=tiny" not in p.overrides for p in plan.points)
 
 
@@ -134,6 +152,25 @@ def test_bad_sweeps_exit_2_with_one_line(args, needle):
     assert needle in r.stderr and "Traceback" not in r.output
 
 
+def test_dry_run_shows_exactly_the_command_line_product_and_where_each_axis_came_from(tmp_path):
+    r = sweep("seed=range(0,3)", "policy=budget,megatron", "model=hybrid", *SMALL, "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert "axes: 3 x 2 = 6 points" in r.stdout
+    lines = [" ".join(line.split()) for line in r.stdout.splitlines()]
+    assert "seed 0,1,2 command line" in lines and "policy budget,megatron command line" in lines
+    assert "model hybrid command line" in lines
+    assert not any(line.startswith("cg ") for line in lines), "no axis of the default sweep comes along"
+    planned = [line.split()[1:4] for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert planned == [[f"seed={s}", f"policy={p}", "model=hybrid"]
+                       for s, p in itertools.product(range(3), ["budget", "megatron"])]
+    r = sweep("sweep=ci", "policy=megatron", "--dry-run")
+    assert r.exit_code == 0, r.output
+    lines = [" ".join(line.split()) for line in r.stdout.splitlines()]
+    assert "policy megatron command line (replaces sweep ci's budget,megatron,defer)" in lines
+    assert "model transformer,hybrid sweep ci" in lines
+    assert "axes: 2 x 2 x 2 x 2 = 16 points" in r.stdout
+
+
 def test_dry_run_lists_points_and_writes_nothing(tmp_path):
     r = sweep("model=transformer,hybrid", "policy=budget,megatron,defer", "cg=sparse", *SMALL, "--dry-run",
               "--out", str(tmp_path / "s"))
@@ -142,6 +179,80 @@ def test_dry_run_lists_points_and_writes_nothing(tmp_path):
     for m, p in itertools.product(["transformer", "hybrid"], ["budget", "megatron", "defer"]):
         assert point_file_name([f"model={m}", f"policy={p}", "cg=sparse", *SMALL]) in r.stdout
     assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------------------------------------- folders
+
+
+def test_two_sweeps_without_out_land_in_different_folders(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # out_dir=results is relative: both sweeps go under tmp_path/results
+    args = ["model=hybrid", "policy=budget,megatron", "cg=sparse", *SMALL]
+    first, second, third = sweep(*args), sweep(*args), sweep("model=hybrid", "policy=defer", "cg=sparse", *SMALL)
+    assert first.exit_code == second.exit_code == third.exit_code == 0, first.output + second.output
+    dirs = [tmp_path / "results/sweeps" / Path(r.stderr.splitlines()[-1].split("index: ")[1]).parent.name
+            for r in (first, second, third)]
+    assert len(set(dirs)) == 3
+    assert sorted(dirs) == sorted((tmp_path / "results/sweeps").iterdir())
+    assert all(d.name.endswith(("_policy", "_policy-2", "_point")) for d in dirs), dirs
+    # each index lists exactly its own sweep's points, each folder holds exactly those files
+    for d, n in zip(dirs, (2, 2, 1), strict=True):
+        index = _index(d)
+        assert len(index["points"]) == n
+        assert sorted(f.name for f in d.glob("*.json")) == sorted([INDEX_NAME] + [p["file"] for p in index["points"]])
+        assert (d / "summary.csv").read_text().count("\n") == n + 1
+
+
+def test_same_second_default_folders_get_a_suffix(tmp_path):
+    from cgbench.analysis.sweep import claim_out_dir
+
+    plans = [plan_sweep(["model=hybrid", "policy=budget", *SMALL, f"out_dir={tmp_path}"]) for _ in range(2)]
+    plans[1].out_dir = plans[0].out_dir  # as if both started in the same second
+    a, b = claim_out_dir(plans[0]), claim_out_dir(plans[1])
+    assert a != b and b.name == a.name + "-2" and a.is_dir() and b.is_dir()
+
+
+def test_out_into_an_existing_sweep_is_refused_unless_resume(serial_sweep, tmp_path):
+    src, _ = serial_sweep
+    out = tmp_path / "s"
+    shutil.copytree(src, out)
+    before = sorted(f.name for f in out.iterdir())
+    r = sweep("model=hybrid", "policy=defer", "cg=sparse", *SMALL, "--out", str(out))
+    assert r.exit_code == 2 and "--resume" in r.stderr and "Traceback" not in r.output
+    assert sorted(f.name for f in out.iterdir()) == before
+    # --resume of another sweep would mix two sweeps in one index: refused too
+    r = sweep("model=hybrid", "policy=defer", "cg=sparse", *SMALL, "--out", str(out), "--resume")
+    assert r.exit_code == 2 and "another sweep" in r.stderr
+    r = sweep(*AXES, "--out", str(out), "--resume")
+    assert r.exit_code == 0, r.output
+    assert [p["reused"] for p in _index(out)["points"]] == [True] * 4
+
+
+def test_resume_needs_the_folder(tmp_path):
+    r = sweep(*AXES, "--resume")
+    assert r.exit_code == 2 and "--out" in r.stderr
+
+
+def test_summary_formats_and_csv(serial_sweep):
+    import csv
+    import io
+
+    out, _ = serial_sweep
+    index = _index(out)
+    rows = list(csv.DictReader(io.StringIO((out / "summary.csv").read_text())))
+    assert [(r["model"], r["policy"], r["status"]) for r in rows] == \
+        [(p["params"]["model"], p["params"]["policy"], "done") for p in index["points"]]
+    for r, p in zip(rows, index["points"], strict=True):
+        assert float(r["eager_step_fraction"]) == p["metrics"]["eager_step_fraction"]
+        assert r["file"] == p["file"]
+    r = sweep(*AXES, "--out", str(out), "--resume", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [p["file"] for p in doc["points"]] == [p["file"] for p in index["points"]]
+    r = sweep(*AXES, "--out", str(out), "--resume", "--format", "csv")
+    assert r.stdout.splitlines()[0].startswith("model,policy,status,file,outcome,steps")
+    r = sweep(*AXES, "--out", str(out), "--resume", "--format", "markdown")
+    assert r.stdout.count("\n| ") == 4 + 1 and "| model | policy | status |" in r.stdout
+    assert sweep(*AXES, "--format", "yaml", "--dry-run").exit_code == 2
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -169,6 +280,7 @@ def test_sweep_writes_one_json_per_point_and_an_index(serial_sweep):
         assert doc["overrides"] == list(p.overrides)
         assert entry["metrics"] == headline(doc["metrics"])
     assert sorted(f.name for f in out.glob("*.json")) == sorted([INDEX_NAME] + [p.file for p in plan.points])
+    assert (out / "summary.csv").is_file()
     # the summary table has one row per point
     assert sum(line.lstrip().startswith(("transformer", "hybrid")) for line in r.stdout.splitlines()) == 4
 

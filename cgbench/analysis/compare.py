@@ -1,38 +1,64 @@
-"""Compare two results (files or sweep directories) metric by metric under per-metric rules.
+"""Compare two results (files or sweep directories) metric by metric under per-metric rules: a gate.
 
-A rule says which way is better (``lower``, ``higher``, or ``exact``) and how much change is
-tolerated: ``max(abs_tol, rel_tol * |base|)``. ``deterministic: true`` rules apply only when both
-runs are on the sim backend with equal configs (then the step metrics must agree exactly).
+A rule names a metric (or a pattern) and how much change is tolerated: ``max(abs_tol, rel_tol *
+|base|)``. Which way is better comes from the metric registry (a rule may restate it, never
+contradict it). ``exact: true`` rules allow no change at all: a difference is ``changed``, whatever
+its direction. ``deterministic: true`` rules apply only when both runs are on the sim backend with
+equal configs (then the simulator reproduces every step metric byte for byte).
+
+Every metric check gets one class, and every point the worst class of its checks:
+
+  failed      the point failed (or never ran) in NEW
+  missing     the point is in BASE and not in NEW
+  regressed   a metric moved the wrong way beyond its tolerance
+  changed     an exact metric differs (or a metric exists on one side only)
+  improved    a metric moved the right way beyond its tolerance
+  within      a metric moved, within its tolerance
+  same        nothing changed
+
+``--fail-on`` picks the classes that fail the gate (default: regressed, missing, failed, changed).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cgbench.config.overrides import split_override
 from cgbench.config.schema import ConfigError
 from cgbench.results.formatting import significant
+from cgbench.results.names import HIGHER, LOWER, metric
 from cgbench.results.names import flatten as flatten_names
 
-BETTER = ("lower", "higher", "exact")
-RULE_FIELDS = {"better", "abs_tol", "rel_tol", "deterministic", "missing_as_zero"}
-OK, IMPROVED, REGRESSED, MISSING, SKIPPED = "ok", "improved", "regressed", "missing", "skipped"
+RULE_FIELDS = {"better", "exact", "abs_tol", "rel_tol", "deterministic", "missing_as_zero"}
+FAILED, MISSING, REGRESSED, CHANGED, IMPROVED, WITHIN, SAME, SKIPPED = (
+    "failed", "missing", "regressed", "changed", "improved", "within", "same", "skipped")
+# Worst first: a point's class is its worst check's, and every list is sorted this way.
+SEVERITY = (FAILED, MISSING, REGRESSED, CHANGED, IMPROVED, WITHIN, SAME, SKIPPED)
+CLASSES = (REGRESSED, MISSING, FAILED, CHANGED, IMPROVED, WITHIN)  # what --fail-on can name
+DEFAULT_FAIL_ON = (REGRESSED, MISSING, FAILED, CHANGED)
+CLASS_TEXT = {WITHIN: "within tolerance"}
 # Config keys that never change what a run measures.
 CONFIG_IGNORED = ("out_dir", "sweep")
+WORST_SHOWN = 3  # metrics named on a point's summary line
+
+
+def severity(status: str) -> int:
+    return SEVERITY.index(status)
 
 
 @dataclass(frozen=True)
 class Rule:
     pattern: str  # a metric name, dotted for nested values (ttft_ms.p99); fnmatch wildcards allowed
-    better: str
+    better: str | None = None  # lower | higher (from the registry); None for exact rules
     abs_tol: float = 0.0
     rel_tol: float = 0.0
     deterministic: bool = False
     missing_as_zero: bool = False  # counters keyed by name (eager_steps_by_reason.*): absent = 0
+    exact: bool = False  # any difference is `changed`
 
     def describe(self) -> str:
         tol = []
@@ -40,7 +66,7 @@ class Rule:
             tol.append(f"±{100 * self.rel_tol:g}%")
         if self.abs_tol:
             tol.append(f"±{self.abs_tol:g}")
-        return " ".join([self.better, *tol])
+        return " ".join(["exact" if self.exact else f"{self.better} is better", *tol])
 
 
 @dataclass
@@ -61,6 +87,7 @@ class Delta:
     status: str
     rule: str = ""
     note: str = ""
+    trend: str = ""  # better | worse | "" (no numeric change, or the registry gives no direction)
 
     @property
     def changed(self) -> bool:
@@ -68,21 +95,55 @@ class Delta:
 
 
 @dataclass
+class PointResult:
+    """One BASE point and what became of it in NEW."""
+
+    label: str  # short: the keys that vary between points (model=hybrid policy=megatron)
+    overrides: list[str]
+    status: str  # the worst class of its checks (or failed / missing)
+    deltas: list[Delta] = field(default_factory=list)
+    error: str = ""
+
+    def classes(self) -> set[str]:
+        return {self.status} | {d.status for d in self.deltas}
+
+    def worst(self, n: int = WORST_SHOWN) -> list[Delta]:
+        """The few checks that explain the point's class: worst class first, then the largest change."""
+        moved = [d for d in self.deltas if d.status not in (SAME, SKIPPED)]
+        return sorted(moved, key=lambda d: (severity(d.status), -_size(d)))[:n]
+
+
+@dataclass
 class Comparison:
     base: Path
     new: Path
-    deltas: list[Delta] = field(default_factory=list)
-    points: int = 0
-    only_base: list[str] = field(default_factory=list)
+    points: list[PointResult] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def deltas(self) -> list[Delta]:
+        return [d for p in self.points for d in p.deltas]
 
     @property
     def regressions(self) -> list[Delta]:
         return [d for d in self.deltas if d.status == REGRESSED]
 
     def count(self, status: str) -> int:
+        """Metric checks of this class."""
         return sum(d.status == status for d in self.deltas)
+
+    def points_in(self, status: str) -> list[PointResult]:
+        return [p for p in self.points if p.status == status]
+
+    def failing(self, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON) -> list[PointResult]:
+        """Points with a check (or a point status) in one of the ``fail_on`` classes."""
+        chosen = set(fail_on)
+        return [p for p in self.points if p.classes() & chosen]
+
+    def sorted_points(self) -> list[PointResult]:
+        return sorted(self.points, key=lambda p: severity(p.status))
 
 
 # ---------------------------------------------------------------------------------------------- rules
@@ -100,8 +161,29 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+def _direction(name: str, spec: dict[str, Any], where: str) -> str | None:
+    """The rule's direction: the registry's, restated or not by ``better``; None for exact rules."""
+    given = spec.get("better")
+    if given == "exact":
+        raise ConfigError(f"{where}.better: write 'exact: true' for a metric that must not change")
+    if given is not None and given not in (LOWER, HIGHER):
+        raise ConfigError(f"{where}.better: {given!r} is not one of {LOWER}, {HIGHER}")
+    known = metric(name)
+    registry = known.better if known is not None and known.better in (LOWER, HIGHER) else None
+    if given is not None and registry is not None and given != registry:
+        raise ConfigError(f"{where}.better: {given} contradicts the metric registry ({registry} is better)")
+    if spec.get("exact", False):
+        if given is not None:
+            raise ConfigError(f"{where}: 'better' and 'exact: true' exclude each other")
+        return None
+    if given is None and registry is None:
+        raise ConfigError(f"{where}: the metric registry gives no direction for {name}; "
+                          "set better: lower|higher or exact: true")
+    return given or registry
+
+
 def load_rules(path: Path | None = None) -> list[Rule]:
-    """Read a rules YAML: ``rules: {metric: {better: lower|higher|exact, abs_tol, rel_tol, ...}}``."""
+    """Read a rules YAML: ``rules: {metric: {exact, abs_tol, rel_tol, deterministic, ...}}``."""
     import yaml
 
     path = Path(path) if path is not None else default_rules_path()
@@ -119,20 +201,19 @@ def load_rules(path: Path | None = None) -> list[Rule]:
     for name, spec in data["rules"].items():
         where = f"{path}: rules.{name}"
         if not isinstance(spec, dict):
-            raise ConfigError(f"{where}: must be a mapping like {{better: lower, rel_tol: 0.05}}")
+            raise ConfigError(f"{where}: must be a mapping like {{rel_tol: 0.05}} or {{exact: true}}")
         unknown = set(spec) - RULE_FIELDS
         if unknown:
             raise ConfigError(f"{where}: unknown field {sorted(unknown)[0]!r} "
                               f"(known: {', '.join(sorted(RULE_FIELDS))})")
-        better = spec.get("better")
-        if better not in BETTER:
-            raise ConfigError(f"{where}.better: {better!r} is not one of {', '.join(BETTER)}")
-        for flag in ("deterministic", "missing_as_zero"):
+        for flag in ("exact", "deterministic", "missing_as_zero"):
             if not isinstance(spec.get(flag, False), bool):
                 raise ConfigError(f"{where}.{flag}: must be true or false")
+        better = _direction(str(name), spec, where)
         rules.append(Rule(str(name), better, _number(spec.get("abs_tol", 0.0), f"{where}.abs_tol"),
                           _number(spec.get("rel_tol", 0.0), f"{where}.rel_tol"),
-                          bool(spec.get("deterministic", False)), bool(spec.get("missing_as_zero", False))))
+                          bool(spec.get("deterministic", False)), bool(spec.get("missing_as_zero", False)),
+                          exact=bool(spec.get("exact", False))))
     return rules
 
 
@@ -144,21 +225,37 @@ def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return {k: v for k, v in flatten_names(metrics, prefix) if not isinstance(v, list)}
 
 
-def judge(rule: Rule, base: Any, new: Any) -> str:
-    """ok / improved / regressed for one metric under one rule."""
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, new))
-    if not numeric:
-        if base == new:
-            return OK
-        return REGRESSED if rule.better == "exact" else OK
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def trend(name: str, base: Any, new: Any) -> str:
+    """``better`` / ``worse`` by the registry's direction for a numeric change, else ""."""
+    m = metric(name)
+    if m is None or m.better not in (LOWER, HIGHER) or not (_is_number(base) and _is_number(new)) or base == new:
+        return ""
     if math.isnan(base) or math.isnan(new):
-        return OK if math.isnan(base) and math.isnan(new) else REGRESSED
+        return ""
+    up = new > base
+    return "better" if up == (m.better == HIGHER) else "worse"
+
+
+def judge(rule: Rule, base: Any, new: Any) -> str:
+    """same / within / improved / regressed / changed for one metric under one rule."""
+    if not (_is_number(base) and _is_number(new)):
+        return SAME if base == new else CHANGED
+    if math.isnan(base) or math.isnan(new):
+        if math.isnan(base) and math.isnan(new):
+            return SAME
+        return CHANGED if rule.exact or rule.better is None else REGRESSED
+    if base == new:
+        return SAME
+    if rule.exact or rule.better is None:
+        return CHANGED
     tol = max(rule.abs_tol, rule.rel_tol * abs(base))
     above, below = new > base + tol, new < base - tol
-    if rule.better == "exact":
-        return REGRESSED if above or below else OK
-    worse, better = (above, below) if rule.better == "lower" else (below, above)
-    return REGRESSED if worse else IMPROVED if better else OK
+    worse, better = (above, below) if rule.better == LOWER else (below, above)
+    return REGRESSED if worse else IMPROVED if better else WITHIN
 
 
 def _plain_config(doc: dict[str, Any]) -> dict[str, Any]:
@@ -198,9 +295,9 @@ def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], l
         if rule.deterministic and not exact_ok:
             out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), "not sim with equal configs"))
         elif b is None or n is None:
-            out.append(Delta(label, name, b, n, MISSING, rule.describe(), f"only in {'new' if b is None else 'base'}"))
+            out.append(Delta(label, name, b, n, CHANGED, rule.describe(), f"only in {'new' if b is None else 'base'}"))
         else:
-            out.append(Delta(label, name, b, n, judge(rule, b, n), rule.describe()))
+            out.append(Delta(label, name, b, n, judge(rule, b, n), rule.describe(), trend=trend(name, b, n)))
     return out
 
 
@@ -227,7 +324,7 @@ def load_side(path: Path) -> tuple[list[Point], bool]:
                 points.append(Point(label, list(p["overrides"]), path / p["file"], load_result(path / p["file"])))
             else:
                 points.append(Point(label, list(p["overrides"]), path / p["file"], None,
-                                    p.get("error") or str(p.get("status"))))
+                                    p.get("error") or f"not run (status {p.get('status')})"))
         return points, True
     files = sorted(f for f in path.glob("*.json") if f.name != INDEX_NAME)
     if not files:
@@ -270,39 +367,102 @@ def _keyed(points: list[Point], with_seed: bool, side: Path) -> dict[tuple, Poin
     return out
 
 
+def short_labels(points: list[Point]) -> dict[int, str]:
+    """Each point's overrides cut to the keys whose values differ between points (``model=hybrid
+    policy=megatron``), keys shortened to their last part where that stays unambiguous."""
+    given = [dict(split_override(o) for o in p.overrides) for p in points]
+    keys = list(dict.fromkeys(k for g in given for k in g))
+    varying = [k for k in keys if len({g.get(k) for g in given}) > 1] if len(points) > 1 else keys
+    tails = [k.rsplit(".", 1)[-1] for k in varying]
+    names = {k: (t if tails.count(t) == 1 else k) for k, t in zip(varying, tails, strict=True)}
+    out = {}
+    for i, (p, g) in enumerate(zip(points, given, strict=True)):
+        text = " ".join(f"{names[k]}={g[k]}" for k in varying if k in g)
+        out[i] = text or p.label
+    return out
+
+
+def _provenance(docs: list[dict[str, Any]]) -> set[tuple[Any, Any, Any]]:
+    return {(d.get("git_sha"), d.get("git_dirty"), d.get("git_diff_hash")) for d in docs}
+
+
+def uncommitted_warning(base: list[Point], new: list[Point]) -> str | None:
+    """A warning when BASE and NEW ran from the same commit but not the same working tree: then any
+    difference comes from an uncommitted change (which the commit id alone does not show)."""
+    b = _provenance([p.doc for p in base if p.doc is not None])
+    n = _provenance([p.doc for p in new if p.doc is not None])
+    if len(b) != 1 or len(n) != 1:
+        return None
+    (bsha, bdirty, bhash), (nsha, ndirty, nhash) = b.pop(), n.pop()
+    if bsha is None or bsha != nsha or (bdirty, bhash) == (ndirty, nhash):
+        return None
+    if bdirty is None or ndirty is None:
+        return None  # a result written before git_dirty was recorded: nothing to say
+
+    def state(dirty: bool, h: str | None) -> str:
+        return f"uncommitted changes (diff {h})" if dirty else "a clean tree"
+
+    return (f"BASE and NEW ran from the same commit {bsha[:10]} and differ only by uncommitted changes: "
+            f"BASE from {state(bdirty, bhash)}, NEW from {state(ndirty, nhash)}")
+
+
 def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
     """Load both sides, match their points and compare each pair. ConfigError on bad input."""
     bpts, bsweep = load_side(base)
     npts, nsweep = load_side(new)
     comp = Comparison(Path(base), Path(new))
     if not bsweep and not nsweep:
-        pairs = [(npts[0].label, bpts[0], npts[0])]
+        pairs: list[tuple[Point, Point | None]] = [(bpts[0], npts[0])]
+        labels = {0: npts[0].label}
     else:
         with_seed = _has_seed(bpts) or _has_seed(npts)
         bk, nk = _keyed(bpts, with_seed, base), _keyed(npts, with_seed, new)
-        common = [k for k in bk if k in nk]
-        if not common:
+        if not any(k in nk for k in bk):
             raise ConfigError(f"no common points between {base} and {new} (points are matched by their overrides)")
-        pairs = [(nk[k].label, bk[k], nk[k]) for k in common]
-        # Unmatched points are reported, not failed: a changed sweep definition (more seeds, another
-        # axis) is not a performance regression. A point that ran and failed is (below).
-        comp.only_base = [bk[k].label for k in bk if k not in nk]
+        if not nsweep:  # one NEW file against a BASE sweep: compare that point only
+            bk = {k: v for k, v in bk.items() if k in nk}
+        pairs = [(b, nk.get(k)) for k, b in bk.items()]
+        labels = short_labels([b for b, _ in pairs])
         comp.only_new = [nk[k].label for k in nk if k not in bk]
-        if bsweep and nsweep and comp.only_base:
-            comp.notes.append(f"{len(comp.only_base)} base points have no match in new: "
-                              + "; ".join(comp.only_base[:5]) + (" ..." if len(comp.only_base) > 5 else ""))
-    for label, b, n in pairs:
-        comp.points += 1
-        if b.doc is None:
+        if comp.only_new:
+            comp.notes.append(f"{len(comp.only_new)} points only in new (not compared): "
+                              + "; ".join(comp.only_new[:5]) + (" ..." if len(comp.only_new) > 5 else ""))
+    for i, (b, n) in enumerate(pairs):
+        label = labels[i]
+        if n is None:
+            comp.points.append(PointResult(label, b.overrides, MISSING, error=f"no point in {new}"))
+        elif b.doc is None:
             comp.notes.append(f"{label}: not compared, the base run failed ({b.error})")
         elif n.doc is None:
-            comp.deltas.append(Delta(label, "(point)", "done", "failed", REGRESSED, note=n.error or ""))
+            comp.points.append(PointResult(label, b.overrides, FAILED, error=n.error or "failed"))
         else:
-            comp.deltas += compare_docs(b.doc, n.doc, rules, label)
+            deltas = compare_docs(b.doc, n.doc, rules, label)
+            status = min((d.status for d in deltas), key=severity, default=SAME)
+            comp.points.append(PointResult(label, b.overrides, status, deltas))
     skipped = comp.count(SKIPPED)
     if skipped:
         comp.notes.append(f"{skipped} exact checks skipped: the runs are not both sim with equal configs")
+    warning = uncommitted_warning(bpts, npts)
+    if warning:
+        comp.warnings.append(warning)
     return comp
+
+
+def parse_fail_on(text: str) -> tuple[str, ...]:
+    """``regressed,missing`` -> the classes; ``none`` -> no class fails. ConfigError on a typo."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if items == ["none"]:
+        return ()
+    aliases = {"within_tolerance": WITHIN, "within-tolerance": WITHIN}
+    out = []
+    for t in items:
+        t = aliases.get(t, t)
+        if t not in CLASSES:
+            raise ConfigError(f"--fail-on: {t!r} is not one of {', '.join(CLASSES)} (or none)")
+        out.append(t)
+    if not out:
+        raise ConfigError("--fail-on: name at least one class (or none)")
+    return tuple(dict.fromkeys(out))
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -312,37 +472,68 @@ def fmt(value: Any) -> str:
     return significant(value)
 
 
+def _size(d: Delta) -> float:
+    """How large a change is, for ordering: relative where the base is non-zero."""
+    if not (_is_number(d.base) and _is_number(d.new)) or d.base == d.new:
+        return 0.0 if d.base == d.new else math.inf
+    if math.isnan(d.base) or math.isnan(d.new):
+        return math.inf
+    return abs(d.new - d.base) / abs(d.base) if d.base else math.inf
+
+
 def fmt_delta(d: Delta) -> tuple[str, str]:
-    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (d.base, d.new))
-    if not numeric or d.base == d.new:
+    if not (_is_number(d.base) and _is_number(d.new)) or d.base == d.new:
         return "", ""
     diff = d.new - d.base
     pct = f"{100.0 * diff / abs(d.base):+.2f}%" if d.base else ""
     return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+.6g}"), pct
 
 
+def class_text(status: str) -> str:
+    return CLASS_TEXT.get(status, status)
+
+
+def describe_delta(d: Delta) -> str:
+    """``eager_step_fraction 0.0171 -> 0.02 (+16.96%, regressed)``; a changed exact metric also says
+    which way the registry calls its move (``eager_steps 15 -> 12 (-20.00%, changed, better)``)."""
+    diff, pct = fmt_delta(d)
+    extra = ", ".join(x for x in (pct or diff, class_text(d.status), d.trend if d.status == CHANGED else "", d.note)
+                      if x)
+    return f"{d.metric} {fmt(d.base)} -> {fmt(d.new)}" + (f" ({extra})" if extra else "")
+
+
+def point_line(p: PointResult) -> str:
+    """One line per point: its class, its label and the few metrics that explain the class."""
+    head = f"{class_text(p.status).upper() if p.status in (FAILED, MISSING, REGRESSED) else class_text(p.status)}"
+    if p.status in (FAILED, MISSING):
+        return f"{head}: {p.label}: {p.error}"
+    worst = p.worst()
+    more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(worst)
+    detail = "; ".join(describe_delta(d) for d in worst) + (f"; +{more} more" if more > 0 else "")
+    return f"{head}: {p.label}" + (f": {detail}" if detail else "")
+
+
+def verdict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON) -> str:
+    """``FAIL: 2 of 48 points (1 missing, 1 regressed); 46 same`` or ``OK: ...``."""
+    failing = comp.failing(fail_on)
+    counts = [f"{len(comp.points_in(s))} {class_text(s)}" for s in SEVERITY if comp.points_in(s)]
+    n = len(comp.points)
+    rule = f"fail on: {', '.join(fail_on) or 'none'}"
+    checks = sum(d.status != SKIPPED for d in comp.deltas)
+    tail = f"{checks} metric checks; {rule}"
+    if failing:
+        return f"FAIL: {len(failing)} of {n} points ({', '.join(counts)}; {tail})"
+    return f"OK: {n} point{'s' if n != 1 else ''} ({', '.join(counts) or 'nothing compared'}; {tail})"
+
+
 def shown(comp: Comparison, show_all: bool = False) -> list[Delta]:
-    """Rows worth a look: regressions first, then other changes (everything with ``show_all``)."""
-    rows = [d for d in comp.deltas if show_all or d.status in (REGRESSED, MISSING, IMPROVED) or
-            (d.changed and d.status != SKIPPED)]
-    rank = {REGRESSED: 0, MISSING: 1, IMPROVED: 2, OK: 3, SKIPPED: 4}
-    return sorted(rows, key=lambda d: rank[d.status])
-
-
-def summary_line(comp: Comparison) -> str:
-    regs = comp.regressions
-    pts = len({d.point for d in regs})
-    compared = sum(d.status != SKIPPED for d in comp.deltas)
-    head = f"{len(regs)} regression{'s' if len(regs) != 1 else ''} in {pts} of {comp.points} points" if regs \
-        else f"no regression in {comp.points} point{'s' if comp.points != 1 else ''}"
-    tail = f"{compared} metric checks, {comp.count(IMPROVED)} improved"
-    if comp.only_base or comp.only_new:
-        tail += f"; unmatched: {len(comp.only_base)} only in base, {len(comp.only_new)} only in new"
-    return f"{head} ({tail})"
+    """Detail rows worth a look, worst first (every check with ``show_all``)."""
+    rows = [d for d in comp.deltas if show_all or d.status not in (SAME, SKIPPED)]
+    return sorted(rows, key=lambda d: severity(d.status))
 
 
 def comparison_table(comp: Comparison, show_all: bool = False):
-    """Rows grouped by point (a bold label row, then its metrics); fits an 80-column CI log."""
+    """Details grouped by point (a bold label row, then its metrics), worst point first."""
     from rich import box
     from rich.table import Table
 
@@ -353,18 +544,22 @@ def comparison_table(comp: Comparison, show_all: bool = False):
     for col in ("base", "new", "change"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("rule", no_wrap=True)
-    t.add_column("status")
-    style = {REGRESSED: "bold red", IMPROVED: "green", MISSING: "yellow", SKIPPED: "dim", OK: ""}
-    points = list(dict.fromkeys(d.point for d in rows))
-    for k, point in enumerate(points):
-        if k:
+    t.add_column("class")
+    style = {REGRESSED: "bold red", CHANGED: "red", IMPROVED: "green", WITHIN: "", SAME: "", SKIPPED: "dim"}
+    first = True
+    for p in comp.sorted_points():
+        mine = [d for d in rows if d.point == p.label]
+        if not mine and p.status not in (FAILED, MISSING):
+            continue
+        if not first:
             t.add_section()
-        t.add_row(f"[bold]{point}[/bold]")
-        for d in (d for d in rows if d.point == point):
+        first = False
+        t.add_row(f"[bold]{p.label}[/bold]", "", "", "", "", p.status if p.status in (FAILED, MISSING) else "",
+                  style="bold red" if p.status in (FAILED, MISSING) else "")
+        for d in mine:
             diff, pct = fmt_delta(d)
-            status = d.status.upper() if d.status == REGRESSED else d.status
-            if d.note:
-                status += f" ({d.note})"
+            trend_text = d.trend if d.status == CHANGED else ""
+            status = class_text(d.status) + "".join(f" ({x})" for x in (trend_text, d.note) if x)
             t.add_row(d.metric, fmt(d.base), fmt(d.new), pct or diff, d.rule, status, style=style[d.status])
     return t
 
@@ -373,25 +568,77 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(comp: Comparison, limit: int = 200) -> str:
-    """A Markdown summary for a CI job summary (``$GITHUB_STEP_SUMMARY``)."""
-    verdict = "**REGRESSION**" if comp.regressions else "**OK**"
-    lines = ["## cgbench compare", "", f"{verdict}: {summary_line(comp)}", "",
+MARKDOWN_POINTS = 40  # point rows in the Markdown summary; the rest are counted
+MARKDOWN_CELL = 300  # characters of one row's metric text
+
+
+def markdown(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON,
+             limit: int = MARKDOWN_POINTS) -> str:
+    """A bounded Markdown summary for a CI job summary (``$GITHUB_STEP_SUMMARY``): the verdict, the
+    points by class, then one row per point that moved, worst first, with its few worst metrics.
+
+    Its size is bounded whatever the comparison: at most ``limit`` point rows of at most
+    ``MARKDOWN_CELL`` characters of metrics each (about 20 KB); ``--format json`` has everything."""
+    failing = comp.failing(fail_on)
+    head, _, rest = verdict(comp, fail_on).partition(": ")
+    lines = ["## cgbench compare", "", f"**{head}**: {rest}", "",
              f"base `{comp.base}`, new `{comp.new}`", ""]
-    rows = shown(comp)
-    if rows:
-        lines += ["| point | metric | base | new | delta | delta % | rule | status |",
-                  "|---|---|---:|---:|---:|---:|---|---|"]
-        for d in rows[:limit]:
-            diff, pct = fmt_delta(d)
-            status = d.status.upper() if d.status == REGRESSED else d.status
-            cells = [d.point, d.metric, fmt(d.base), fmt(d.new), diff, pct, d.rule,
-                     status + (f" ({d.note})" if d.note else "")]
-            lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
-        if len(rows) > limit:
-            lines.append(f"\n{len(rows) - limit} more rows not shown.")
+    for w in comp.warnings:
+        lines += [f"> **warning:** {_md_cell(w)}", ""]
+    moved = [p for p in comp.sorted_points() if p.status not in (SAME, SKIPPED)]
+    if moved:
+        lines += ["| class | point | worst metrics |", "|---|---|---|"]
+        for p in moved[:limit]:
+            text = p.error if p.status in (FAILED, MISSING) else "; ".join(describe_delta(d) for d in p.worst())
+            more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(p.worst())
+            if more > 0:
+                text += f"; +{more} more"
+            if len(text) > MARKDOWN_CELL:
+                text = text[:MARKDOWN_CELL - 1] + "…"
+            cls = class_text(p.status)
+            lines.append(f"| {'**' + cls + '**' if p in failing else cls} | {_md_cell(p.label[:120])} | "
+                         f"{_md_cell(text)} |")
+        if len(moved) > limit:
+            lines.append(f"\n{len(moved) - limit} more points not shown (`cgbench compare --format json` lists all).")
     else:
         lines.append("No metric changed.")
-    for note in comp.notes:
-        lines.append(f"\n- {note}")
+    for note in comp.notes[:5]:
+        lines.append(f"\n- {_md_cell(note[:400])}")
     return "\n".join(lines) + "\n"
+
+
+def to_dict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON) -> dict[str, Any]:
+    """The whole comparison as plain JSON data (``comparison_from_dict`` reads it back)."""
+    return {"kind": "cgbench-compare", "base": str(comp.base), "new": str(comp.new),
+            "fail_on": list(fail_on), "failed": bool(comp.failing(fail_on)), "verdict": verdict(comp, fail_on),
+            "points": [{"label": p.label, "overrides": p.overrides, "status": p.status, "error": p.error,
+                        "deltas": [asdict(d) for d in p.deltas]} for p in comp.points],
+            "only_new": comp.only_new, "notes": comp.notes, "warnings": comp.warnings}
+
+
+def comparison_from_dict(data: dict[str, Any]) -> Comparison:
+    comp = Comparison(Path(data["base"]), Path(data["new"]), only_new=list(data["only_new"]),
+                      notes=list(data["notes"]), warnings=list(data["warnings"]))
+    for p in data["points"]:
+        comp.points.append(PointResult(p["label"], list(p["overrides"]), p["status"],
+                                       [Delta(**d) for d in p["deltas"]], p["error"]))
+    return comp
+
+
+def to_csv(comp: Comparison) -> str:
+    """One row per metric check (and one per failed or missing point), worst first."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["point", "point_class", "metric", "base", "new", "change", "change_pct", "class", "trend",
+                "rule", "note"])
+    for p in comp.sorted_points():
+        if p.status in (FAILED, MISSING):
+            w.writerow([p.label, p.status, "", "", "", "", "", p.status, "", "", p.error])
+        for d in sorted(p.deltas, key=lambda d: severity(d.status)):
+            diff, pct = fmt_delta(d)
+            w.writerow([p.label, p.status, d.metric, "" if d.base is None else d.base,
+                        "" if d.new is None else d.new, diff, pct, d.status, d.trend, d.rule, d.note])
+    return buf.getvalue()

@@ -1,8 +1,14 @@
 """Sweeps: plan (expand + validate every point), run (in-process or in worker processes), index.
 
 A sweep directory holds one result JSON per point plus ``sweep.json``, the index of the points
-(overrides, file name, status, headline metrics). Every file is written atomically, so a killed
-sweep leaves only complete files and ``--resume`` finishes it.
+(overrides, file name, status, headline metrics), and ``summary.csv``. One directory holds one
+sweep: the default is a new directory per sweep (``<out_dir>/sweeps/<time>_<name>``), and a named
+directory that already holds a sweep is only reused by ``--resume`` of that same sweep. Every file
+is written atomically, so a killed sweep leaves only complete files and ``--resume`` finishes it.
+
+Axes: ``cgbench sweep k=a,b ...`` sweeps exactly the axes given, over the base config. A named
+sweep (``sweep=NAME``, or no axes at all: the default sweep) brings its ``params`` as axes, and a
+command-line axis replaces that sweep's axis of the same key.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ HEADLINE = ("outcome", "steps", "eager_steps", "eager_step_fraction", "deferral_
             "ttft_ms.p99", "tpot_ms.p50", "output_throughput_tok_s", "makespan_s")
 
 DONE, FAILED, PENDING = "done", "failed", "pending"
+SUMMARY_CSV = "summary.csv"
+# Where an axis came from (shown by --dry-run, recorded in sweep.json).
+FROM_CLI, FROM_REPEAT = "command line", "--repeat"
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,9 @@ class SweepPlan:
     jobs: int = 1  # sweep.jobs: the default for --jobs
     hydra_overrides: list[str] = field(default_factory=list)  # hydra.* / hydra/*: only for a launcher
     sweep_args: list[str] = field(default_factory=list)  # Hydra sweep overrides whose product is `points`
+    axis_sources: dict[str, str] = field(default_factory=dict)  # key -> where the axis came from
+    default_out: bool = False  # out_dir was chosen here (a new folder), not given with --out
+    claimed: bool = False  # claim_out_dir() has checked and created out_dir
 
     @property
     def varying(self) -> list[str]:
@@ -113,22 +125,45 @@ def _sweep_settings(selectors: list[str]):
     return compose_dict(selectors).sweep
 
 
-def _axes_from(config_params: dict[str, Any], cli: list[str]) -> list[str]:
-    """Config axes first (in their order); a CLI override replaces the axis of the same key in place,
-    other CLI overrides are appended in the order given."""
+def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
+               sweep_name: str) -> tuple[list[str], dict[str, str]]:
+    """The sweep's axes and where each came from. Without a named sweep (``config_params`` None)
+    the axes are exactly the command line's. With one, its axes come first (in their order); a
+    command-line axis replaces the sweep's axis of the same key in place, others are appended."""
     from cgbench.config.compose import sweep_overrides_from_config
 
     axes: dict[str, str] = {}
-    for o in sweep_overrides_from_config({str(k): str(v) for k, v in config_params.items()}):
+    sources: dict[str, str] = {}
+    for o in sweep_overrides_from_config({str(k): str(v) for k, v in (config_params or {}).items()}):
         axes[override_key(o)] = o
+        sources[override_key(o)] = f"sweep {sweep_name}"
     given: set[str] = set()
     for o in cli:
         key = override_key(o)
         if key in given:
             raise ConfigError(f"{key}: given more than once on the command line (one value or a comma list)")
         given.add(key)
+        if key in axes:
+            sources[key] = f"{FROM_CLI} (replaces sweep {sweep_name}'s {override_value(axes[key])})"
+        else:
+            sources[key] = FROM_CLI
         axes[key] = o
-    return list(axes.values())
+    return list(axes.values()), sources
+
+
+def _uses_sweep_file(selectors: list[str], cli: list[str]) -> bool:
+    """A named sweep's axes apply when one is named (``sweep=NAME`` or ``sweep.params.*``) or when
+    nothing else is given (the default sweep); ``sweep.name/repeat/jobs`` alone do not name one."""
+    named = any(override_key(o) == "sweep" or override_key(o).startswith("sweep.params") for o in selectors)
+    return named or not cli
+
+
+def _derived_name(sweep_args: list[str]) -> str:
+    """A folder name for a command-line sweep: its swept keys (``policy-cg``), else ``point``."""
+    keys = [override_key(o).rsplit(".", 1)[-1] for o in sweep_args if "," in override_value(o)
+            or override_value(o).startswith(("range(", "glob(", "choice("))]
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", "-".join(keys))[:60].strip("-.")
+    return name or "point"
 
 
 def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[list[str]]:
@@ -144,8 +179,9 @@ def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[
 
 def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None, out_dir: Path | None = None,
                allow_hydra: bool = False) -> SweepPlan:
-    """Expand the sweep (``conf/sweep/<name>.yaml`` axes + command-line overrides) and compose and
-    validate every point before anything runs. Raises ConfigError naming the point."""
+    """Expand the sweep (the command line's axes, or a named sweep's axes with command-line axes
+    replacing those of the same key) and compose and validate every point before anything runs.
+    Raises ConfigError naming the point."""
     from cgbench.config.compose import expand_sweep, load_config
 
     given = list(overrides or [])
@@ -155,14 +191,18 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
     if hydra and not allow_hydra:
         raise ConfigError(f"{override_key(hydra[0])}: hydra.* overrides only apply with --launcher")
     settings = _sweep_settings(selectors)
-    name = str(settings.name)
+    from_file = _uses_sweep_file(selectors, cli)
+    sweep_args, sources = _axes_from(dict(settings.params) if from_file else None, cli, str(settings.name))
+    if from_file or any(override_key(o) == "sweep.name" for o in selectors):
+        name = str(settings.name)
+    else:
+        name = _derived_name(sweep_args)
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
         raise ConfigError(f"sweep.name: {name!r} must be a plain folder name (letters, digits, . _ + -)")
     reps = settings.repeat if repeat is None else repeat
     if reps < 1:
         raise ConfigError(f"--repeat: must be >= 1, got {reps}")
 
-    sweep_args = _axes_from(dict(settings.params), cli)
     expanded = expand_sweep(sweep_args)
     if reps > 1:
         seeds = {o for p in expanded for o in p if override_key(o) == "seed"}
@@ -172,6 +212,7 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         expanded = _with_repeats(expanded, reps, base_seed)
         sweep_args = [o for o in sweep_args if override_key(o) != "seed"]
         sweep_args.append("seed=" + ",".join(str(base_seed + r) for r in range(reps)))
+        sources["seed"] = FROM_REPEAT
 
     axes: dict[str, list[str]] = {}
     for p in expanded:
@@ -191,9 +232,14 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         params = {k: override_value(o) for o in p if (k := override_key(o)) in varying}
         points.append(SweepPoint(i, key, point_file_name(p), params, cfg))
 
-    where = Path(out_dir) if out_dir is not None else Path(points[0].cfg.out_dir) / "sweeps" / name
+    if out_dir is not None:
+        where = Path(out_dir)
+    else:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        where = Path(points[0].cfg.out_dir) / "sweeps" / f"{stamp}_{name}"
     return SweepPlan(name=name, out_dir=where, points=points, axes=axes, repeat=reps,
-                     jobs=int(settings.jobs), hydra_overrides=hydra, sweep_args=sweep_args)
+                     jobs=int(settings.jobs), hydra_overrides=hydra, sweep_args=sweep_args,
+                     axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None)
 
 
 def _compose_point(load: Callable[[list[str]], BenchConfig], overrides: list[str], i: int, n: int) -> BenchConfig:
@@ -254,7 +300,7 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
     doc.update({
         "kind": INDEX_KIND, "name": plan.name, "created_at": created_at,
         "updated_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": status,
-        "axes": plan.axes, "repeat": plan.repeat, "jobs": jobs, "launcher": launcher,
+        "axes": plan.axes, "axis_sources": plan.axis_sources, "repeat": plan.repeat, "jobs": jobs, "launcher": launcher,
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [{
             "index": r.point.index, "overrides": list(r.point.overrides), "params": r.point.params,
@@ -283,6 +329,106 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
         if not isinstance(p, dict) or not isinstance(p.get("file"), str) or not isinstance(p.get("overrides"), list):
             raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
     return doc
+
+
+# ---------------------------------------------------------------------------------------------- folder
+
+
+def _holds_results(d: Path) -> bool:
+    return d.is_dir() and (any(d.glob("*.json")) or (d / INDEX_NAME).exists())
+
+
+def check_resume_target(plan: SweepPlan) -> None:
+    """``--resume`` into a folder that holds another sweep would mix two sweeps in one index: refused."""
+    index_path = plan.out_dir / INDEX_NAME
+    if not index_path.is_file():
+        return
+    try:
+        index = load_index(plan.out_dir)
+    except ConfigError:
+        return  # a half-written folder of a killed sweep: the points' own files decide what is kept
+    theirs = {tuple(p["overrides"]) for p in index["points"]}
+    ours = {p.overrides for p in plan.points}
+    if theirs != ours:
+        common = len(theirs & ours)
+        raise ConfigError(f"--resume: {plan.out_dir} holds another sweep ({len(theirs)} points, {common} in "
+                          f"common with this one's {len(ours)}); resume with the arguments that started it, "
+                          "or sweep into a new folder")
+
+
+def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
+    """Create the sweep's folder, never sharing one with another sweep.
+
+    A default folder (``<out_dir>/sweeps/<time>_<name>``) that exists already (two sweeps started in
+    the same second) gets a ``-2``, ``-3``... suffix. A folder given with ``--out`` that already
+    holds results is refused unless ``resume`` (and then only for the same sweep)."""
+    if plan.claimed:
+        return plan.out_dir
+    if plan.default_out and not resume:
+        base, n = plan.out_dir, 1
+        while True:
+            try:
+                plan.out_dir.mkdir(parents=True, exist_ok=False)
+                break
+            except FileExistsError:
+                n += 1
+                plan.out_dir = base.with_name(f"{base.name}-{n}")
+            except OSError as e:
+                raise ConfigError(f"cannot create {plan.out_dir}: {e.strerror or e}") from e
+    else:
+        if resume:
+            check_resume_target(plan)
+        elif _holds_results(plan.out_dir):
+            raise ConfigError(f"--out {plan.out_dir}: already holds a sweep or results; pass --resume to finish "
+                              "that sweep, or choose a new folder (without --out each sweep gets its own)")
+        try:
+            plan.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--out {plan.out_dir}: {e.strerror or e}") from e
+    plan.claimed = True
+    return plan.out_dir
+
+
+# ---------------------------------------------------------------------------------------------- summary
+
+
+def summary_columns(plan: SweepPlan) -> list[str]:
+    """The summary's columns: the varying axes (or ``overrides``), status, file, headline metrics."""
+    return [*(plan.varying or ["overrides"]), "status", "file", *HEADLINE]
+
+
+def summary_records(plan: SweepPlan, results: list[PointResult]) -> list[dict[str, Any]]:
+    """One record per point in sweep order: the summary's columns with raw values (fractions 0..1)."""
+    keys = plan.varying
+    out = []
+    for r in results:
+        rec: dict[str, Any] = {k: r.point.params.get(k, "") for k in keys} if keys else \
+            {"overrides": " ".join(r.point.overrides)}
+        rec["status"] = "kept" if r.reused else r.status
+        rec["file"] = r.point.file
+        for name in HEADLINE:
+            rec[name] = r.metrics.get(name)
+        out.append(rec)
+    return out
+
+
+def summary_csv(plan: SweepPlan, results: list[PointResult]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=summary_columns(plan), lineterminator="\n")
+    w.writeheader()
+    for rec in summary_records(plan, results):
+        w.writerow({k: "" if v is None else v for k, v in rec.items()})
+    return buf.getvalue()
+
+
+def write_summary_csv(outcome: SweepOutcome) -> Path:
+    """``summary.csv`` next to ``sweep.json``: every point's axes, status and headline metrics."""
+    from cgbench.results.document import write_text_atomic
+
+    return write_text_atomic(outcome.plan.out_dir / SUMMARY_CSV, summary_csv(outcome.plan, outcome.results))
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -322,6 +468,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
     and the outcome says ``interrupted`` (KeyboardInterrupt is not re-raised)."""
     if jobs < 1:
         raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+    claim_out_dir(plan, resume=resume)
     results = [PointResult(p, PENDING) for p in plan.points]
     index = _Index(plan, results, jobs, None)
     todo: list[int] = []
@@ -350,7 +497,9 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
     except KeyboardInterrupt:
         interrupted = True
     path = index.write(final_status(results, interrupted))
-    return SweepOutcome(plan, results, interrupted, path)
+    outcome = SweepOutcome(plan, results, interrupted, path)
+    write_summary_csv(outcome)
+    return outcome
 
 
 def _run_serial(plan: SweepPlan, todo: list[int], finish: Callable[[int, PointResult], None]) -> None:

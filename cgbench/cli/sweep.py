@@ -6,13 +6,14 @@ Imports stay light at module level so ``cgbench --help`` is fast; the work happe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from cgbench.config.overrides import split_override
-from cgbench.results.formatting import number as _num
+from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import percent as _pct
 
 if TYPE_CHECKING:
@@ -22,9 +23,17 @@ if TYPE_CHECKING:
 
 SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
-    "value is fixed for every point (workload.num_requests=64). sweep=NAME picks conf/sweep/NAME.yaml, "
-    "whose sweep.params are the default axes; a key given here replaces that axis. hydra.* overrides "
+    "value is fixed for every point (workload.num_requests=64). The sweep is exactly these axes over the "
+    "base config. sweep=NAME brings the axes of conf/sweep/NAME.yaml, and an axis given here replaces "
+    "that sweep's axis of the same key; with no overrides at all, sweep=default runs. hydra.* overrides "
     "go to the launcher (with --launcher).", show_default=False)]
+FORMATS = ("table", "markdown", "json", "csv")
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
 
 
 def _ui():
@@ -47,6 +56,22 @@ def _point_line(r: PointResult, done: int, total: int) -> str:
     ttft = f", p99 TTFT {m['ttft_ms.p99']:.1f} ms" if "ttft_ms.p99" in m else ""
     return (f"[{done}/{total}] {label}: eager {_pct(m.get('eager_step_fraction'))}, "
             f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft} ({r.wall_s:.2f} s)")
+
+
+def _axes_table(plan: SweepPlan) -> Table:
+    """Each axis, its values and where it came from (the sweep file or the command line)."""
+    from rich import box
+    from rich.table import Table
+
+    n = len(plan.points)
+    t = Table(title=f"axes: {' x '.join(str(len(v)) for v in plan.axes.values() if len(v) > 1) or '1'} = "
+              f"{n} point{'s' if n != 1 else ''}", box=box.SIMPLE_HEAVY, title_justify="left")
+    t.add_column("axis")
+    t.add_column("values", overflow="fold")
+    t.add_column("from")
+    for key, values in plan.axes.items():
+        t.add_row(key, ",".join(values), plan.axis_sources.get(key, ""))
+    return t
 
 
 def _plan_table(plan: SweepPlan, resume: bool) -> Table:
@@ -87,20 +112,69 @@ def summary_table(outcome: SweepOutcome) -> Table:
         # the point's identity stays readable; the numeric headers wrap instead
         t.add_column(k.rsplit(".", 1)[-1], no_wrap=True, min_width=max(len(row[i]) for row in labels))
     t.add_column("status", no_wrap=True)
-    rows = []
-    for r in outcome.results:
+    for name in TABLE_METRICS:
+        t.add_column(_header(name), justify="right")
+    for r, label in zip(outcome.results, labels, strict=True):
         m = r.metrics
         status = "kept" if r.reused else r.status
         if m.get("outcome") not in (None, "completed"):
             status = str(m["outcome"])
-        rows.append((r.status, status, [_pct(m.get("eager_step_fraction")), _num(m.get("deferral_events")),
-                                        _num(m.get("max_cg_wait_iters")), _num(m.get("max_queue_wait_iters")),
-                                        _num(m.get("ttft_ms.p99"), 0), _num(m.get("output_throughput_tok_s"), 0)]))
-    for col in ("eager\n%", "defer\nevents", "max\nwait", "max\nqueue", "TTFT\np99 ms", "out\ntok/s"):
-        t.add_column(col, justify="right")
-    for (kind, status, cells), label in zip(rows, labels, strict=True):
-        t.add_row(*label, status, *cells, style={"failed": "red", "pending": "yellow"}.get(kind, ""))
+        cells = [metric_value(name, m.get(name), 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
+                 for name in TABLE_METRICS]
+        t.add_row(*label, status, *cells, style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
     return t
+
+
+# the summary table's metric columns (sweep.json and summary.csv hold every headline metric)
+TABLE_METRICS = ("eager_step_fraction", "deferral_events", "max_cg_wait_iters", "max_queue_wait_iters",
+                 "ttft_ms.p99", "output_throughput_tok_s")
+
+
+def _header(name: str) -> str:
+    """A two-line column header from the registry: label, then unit."""
+    from cgbench.results.names import label
+
+    text = label(name)
+    head, _, unit = text.partition(" (")
+    return f"{head}\n{unit.rstrip(')')}" if unit else head
+
+
+def summary_markdown(outcome: SweepOutcome) -> str:
+    """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
+    from cgbench.analysis.sweep import summary_records
+
+    plan = outcome.plan
+    keys = plan.varying or ["overrides"]
+    heads = [*keys, "status", *(_header(n).replace("\n", " ") for n in TABLE_METRICS)]
+    lines = [f"### sweep {plan.name}: {len(plan.points)} points", "",
+             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|" + "---:|" * len(TABLE_METRICS)]
+    for rec in summary_records(plan, outcome.results):
+        cells = [str(rec[k]) for k in keys] + [str(rec["status"])]
+        cells += [metric_value(n, rec.get(n), 0 if n.endswith(("_ms.p99", "_tok_s")) else 2) for n in TABLE_METRICS]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_json(outcome: SweepOutcome) -> str:
+    import json
+
+    from cgbench.analysis.sweep import summary_records
+
+    plan = outcome.plan
+    return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
+                       "points": summary_records(plan, outcome.results)}, indent=1) + "\n"
+
+
+def print_summary(outcome: SweepOutcome, fmt: str) -> None:
+    ui = _ui()
+    if fmt == "table":
+        ui.out.print(summary_table(outcome))
+        return
+    from cgbench.analysis.sweep import summary_csv
+
+    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results), "markdown": lambda: summary_markdown(outcome),
+            "json": lambda: summary_json(outcome)}[fmt]()
+    ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
@@ -139,7 +213,8 @@ def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
 def sweep_cmd(
     overrides: SweepOverrides = None,
     out_dir: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Sweep folder (default: <out_dir>/sweeps/<sweep.name>/).")] = None,
+        "--out", "-o", help="Sweep folder (default: a new <out_dir>/sweeps/<time>_<name>/). A folder that "
+        "already holds results is refused unless --resume.")] = None,
     jobs: Annotated[Optional[int], typer.Option(
         "--jobs", "-j", min=1, help="Points run in parallel worker processes (default: sweep.jobs). "
         "With --launcher joblib: its n_jobs.")] = None,
@@ -147,18 +222,25 @@ def sweep_cmd(
         "--repeat", "-r", min=1, help="Run each point N times with seeds seed, seed+1, ... "
         "(default: sweep.repeat).")] = None,
     resume: Annotated[bool, typer.Option(
-        "--resume", help="Run only the points whose JSON is missing or unreadable.")] = False,
+        "--resume", help="Finish the sweep in --out DIR (same arguments): run only the points whose JSON "
+        "is missing or unreadable.")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Compose and check every point, list them, run nothing.")] = False,
+        "--dry-run", help="Compose and check every point; show the axes (and where each came from) and "
+        "the points; run nothing.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", callback=_check_format, help="The summary on stdout: table, markdown, json or csv "
+        "(summary.csv in the sweep folder is always written).")] = "table",
     launcher: Annotated[Optional[str], typer.Option(
         "--launcher", help="Hand the sweep to a Hydra launcher plugin: joblib, submitit_local, "
         "submitit_slurm (configure it with hydra.launcher.* overrides; see docs/sweeps.md).",
         show_default=False)] = None,
 ) -> None:
-    """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json.
+    """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
+    and summary.csv, in a new folder per sweep.
 
-    Without overrides it runs [bold]conf/sweep/default.yaml[/bold] (2 models x 3 policies x 3 grids). \
-Every point is composed and checked before anything runs.
+    Axes given here are the whole sweep. Without overrides it runs [bold]conf/sweep/default.yaml[/bold] \
+(2 models x 3 policies x 3 grids); [bold]sweep=NAME[/bold] runs conf/sweep/NAME.yaml, with axes given \
+here replacing its axes of the same key. Every point is composed and checked before anything runs.
 
     Exit 0 when every point finished, 1 when a point failed, 2 on a config error, 130 when \
 interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
@@ -171,9 +253,15 @@ interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
             from cgbench.config.launcher_app import check_launcher
 
             check_launcher(launcher)
+        from cgbench.config.schema import ConfigError
+
+        if resume and out_dir is None:
+            raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
+                              "(without --out every sweep gets a new folder)")
         plan = plan_sweep(list(overrides or []), repeat=repeat, out_dir=out_dir, allow_hydra=launcher is not None)
         n_jobs = jobs if jobs is not None else plan.jobs
         if dry_run:
+            ui.out.print(_axes_table(plan))
             ui.out.print(_plan_table(plan, resume))
             if launcher:
                 from cgbench.config.launcher_app import JOBS_FOLDER, hydra_argv
@@ -182,21 +270,27 @@ interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
                 ui.out.print("hydra command line: " + " ".join(argv[1:]), highlight=False, soft_wrap=True,
                              markup=False)
             return
+        from cgbench.analysis.sweep import claim_out_dir
+
+        claim_out_dir(plan, resume=resume)
         where = f"launcher {launcher}" if launcher else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
         ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}", highlight=False,
                      soft_wrap=True)
         if launcher:
+            from cgbench.analysis.sweep import write_summary_csv
             from cgbench.config.launcher_app import launch
 
             outcome = launch(plan, launcher, jobs=n_jobs, resume=resume)
+            write_summary_csv(outcome)
         else:
             outcome = _run_in_process(plan, n_jobs, resume)
-    ui.out.print(summary_table(outcome))
+    print_summary(outcome, fmt)
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)
     if outcome.interrupted:
         ui.err.print(f"[yellow]interrupted:[/yellow] {done} of {total} points finished and kept; "
-                     f"`cgbench sweep --resume` with the same arguments runs the other {total - done}",
+                     f"`cgbench sweep --resume --out {outcome.plan.out_dir}` with the same arguments runs the "
+                     f"other {total - done}",
                      highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     failed = outcome.count("failed")
@@ -211,43 +305,75 @@ def compare_cmd(
     new: Annotated[Path, typer.Argument(help="New: a result JSON or a sweep folder.", show_default=False)],
     rules: Annotated[Optional[Path], typer.Option(
         "--rules", help="Metric rules YAML (default: conf/compare/default.yaml).", show_default=False)] = None,
+    fail_on: Annotated[str, typer.Option(
+        "--fail-on", help="Classes that fail the gate (exit 1), comma-separated: regressed, missing, failed, "
+        "changed, improved, within; or none.")] = "regressed,missing,failed,changed",
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", callback=_check_format, help="stdout: table (a line per point that moved; details "
+        "with -v), markdown (bounded, for a CI job summary), json (the whole comparison) or csv (one row "
+        "per check).")] = "table",
     markdown: Annotated[Optional[Path], typer.Option(
-        "--markdown", help="Also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).",
+        "--markdown", help="Also write the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).",
         show_default=False)] = None,
-    show_all: Annotated[bool, typer.Option("--all", help="List every checked metric, not only changes.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Table: also every changed metric.")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="Table: every checked metric (implies -v).")] = False,
 ) -> None:
     """Compare two results metric by metric: a CI gate.
 
     BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides. \
-Rules (direction, tolerance) come from [bold]--rules[/bold].
+Each metric check is regressed, improved (beyond the tolerance, in the registry's direction), \
+within tolerance, or changed (an exact metric differs); a point is missing (not in NEW) or failed \
+(failed in NEW). Rules come from [bold]--rules[/bold].
 
-    Exit 0: no regression; 1: a regression (a metric moved the wrong way beyond its tolerance, an \
-exact sim metric changed, a point failed or is missing); 2: bad input (missing file, unreadable \
-JSON, schema mismatch, no common points).
+    Exit 0: no point or check in a --fail-on class; 1: one in a --fail-on class (default: regressed, \
+missing, failed, changed, so a missing or failed point fails the gate); 2: bad input (missing file, \
+unreadable JSON, schema mismatch, no common points, bad rules).
     """
     ui = _ui()
     with ui.user_errors():
-        from cgbench.analysis.compare import compare_paths, comparison_table, load_rules, shown, summary_line
-        from cgbench.analysis.compare import markdown as to_markdown
+        from cgbench.analysis import compare as cmp
 
-        comp = compare_paths(base, new, load_rules(rules))
-        if shown(comp, show_all):
-            ui.out.print(comparison_table(comp, show_all))
+        classes = cmp.parse_fail_on(fail_on)
+        comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
+        failing = comp.failing(classes)
+        for w in comp.warnings:
+            ui.err.print("[yellow]warning:[/yellow] ", end="", soft_wrap=True)
+            ui.err.print(w, markup=False, highlight=False, soft_wrap=True)
+        if fmt == "table":
+            _print_comparison(comp, classes, verbose or show_all, show_all)
         else:
-            ui.out.print(f"compare: {base} -> {new}: no metric changed", highlight=False, soft_wrap=True)
-        for note in comp.notes:
-            ui.err.print(f"note: {note}", highlight=False, soft_wrap=True)
-        colour = "red" if comp.regressions else "green"
-        ui.out.print(f"[bold {colour}]{summary_line(comp)}[/bold {colour}]", highlight=False, soft_wrap=True)
+            text = {"markdown": lambda: cmp.markdown(comp, classes),
+                    "json": lambda: json.dumps(cmp.to_dict(comp, classes), indent=1) + "\n",
+                    "csv": lambda: cmp.to_csv(comp)}[fmt]()
+            ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         if markdown is not None:
             from cgbench.config.schema import ConfigError
 
             try:
-                markdown.write_text(to_markdown(comp))
+                markdown.write_text(cmp.markdown(comp, classes))
             except OSError as e:
                 raise ConfigError(f"--markdown: cannot write {markdown}: {e.strerror or e}") from e
-    if comp.regressions:
+    if failing:
         raise typer.Exit(1)
+
+
+def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: bool) -> None:
+    from cgbench.analysis import compare as cmp
+
+    ui = _ui()
+    failing = comp.failing(classes)
+    moved = [p for p in comp.sorted_points() if p.status not in (cmp.SAME, cmp.SKIPPED)]
+    ui.out.print(f"compare: {comp.base} -> {comp.new}", markup=False, highlight=False, soft_wrap=True)
+    for p in moved:
+        colour = "red" if p in failing else "green" if p.status == cmp.IMPROVED else ""
+        line = cmp.point_line(p)
+        ui.out.print(line, markup=False, highlight=False, soft_wrap=True, style=colour or None)
+    if details and cmp.shown(comp, show_all):
+        ui.out.print(cmp.comparison_table(comp, show_all))
+    for note in comp.notes:
+        ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    colour = "red" if failing else "green"
+    ui.out.print(cmp.verdict(comp, classes), style=f"bold {colour}", markup=False, highlight=False, soft_wrap=True)
 
 
 def plot_cmd(
@@ -255,19 +381,42 @@ def plot_cmd(
     out_dir: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Folder for the PNG files (default: <sweep>/plots or <result folder>/plots).",
         show_default=False)] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="Sweep key on the x axis (default: cg, or the "
+                                             "arrival rate).", show_default=False)] = None,
+    y: Annotated[Optional[list[str]], typer.Option("--y", help="Metric to draw (repeatable; dotted: "
+                                                   "ttft_ms.p99). Default: eager_step_fraction and "
+                                                   "max_cg_wait_iters (bars), TTFT/TPOT p99 and output "
+                                                   "throughput (load).", show_default=False)] = None,
+    hue: Annotated[Optional[str], typer.Option("--hue", help="Sweep key for colours (default: policy).",
+                                               show_default=False)] = None,
+    row: Annotated[Optional[str], typer.Option("--row", help="Sweep key for rows of panels (default: model).",
+                                               show_default=False)] = None,
+    col: Annotated[Optional[str], typer.Option("--col", help="Sweep key for columns of panels (default: the "
+                                               "other varying keys).", show_default=False)] = None,
+    filters: Annotated[Optional[list[str]], typer.Option(
+        "--filter", help="Only points with key=value (repeatable): --filter model=hybrid.",
+        show_default=False)] = None,
+    slo: Annotated[Optional[list[str]], typer.Option(
+        "--slo", help="A bound drawn on the load curves, metric=value (repeatable): --slo ttft_ms.p99=1000. "
+        "Default: the runs' slo.ttft_ms / tpot_ms / e2e_ms on the p99 panels.", show_default=False)] = None,
 ) -> None:
     """Draw PNG figures of a sweep or of one run, and print their paths.
 
-    A sweep: eager-step fraction and longest wait per policy x grid for each model, and a Pareto \
-view. One run: a summary, a per-step timeline (needs [bold]run --trace[/bold]) and a queue-wait \
-histogram (needs [bold]run --requests[/bold]).
+    A sweep: grouped bars per [bold]--y[/bold] metric (hue = policy, x = grid, rows = model, the other \
+varying keys as columns, unless --x/--hue/--row/--col say otherwise), a Pareto view per facet, and, \
+when the arrival rate is swept (sweep=rate), load curves with the SLO and each curve's maximum \
+sustainable rate. One run: a summary, a per-iteration timeline (needs [bold]run --trace[/bold]) and \
+queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     ui = _ui()
     with ui.user_errors():
         from cgbench.analysis.plots import plot
+        from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
 
-        files, notes = plot(target, out_dir)
+        spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
+                        parse_slo(list(slo or [])))
+        files, notes = plot(target, out_dir, spec)
     for note in notes:
-        ui.err.print(f"note: {note}", highlight=False, soft_wrap=True)
+        ui.err.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for f in files:
         ui.out.print(str(f), highlight=False, soft_wrap=True, markup=False)

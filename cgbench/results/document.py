@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -19,18 +20,57 @@ from cgbench.config.schema import ConfigError
 SCHEMA_VERSION = 1
 
 
-@lru_cache(maxsize=1)
-def git_sha() -> str | None:
+HASHED_FILE_BYTES = 1 << 20  # an untracked file larger than this enters the diff hash by name and size
+
+
+def _git(*args: str, cwd: Path | None = None) -> bytes | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=2,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(["git", *args], capture_output=True, timeout=5,
+                             cwd=cwd or Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    out = _git("rev-parse", "HEAD")
+    return (out.decode().strip() or None) if out is not None else None
+
+
+@lru_cache(maxsize=4)
+def git_tree_state(checkout: Path | None = None) -> tuple[bool | None, str | None]:
+    """(dirty, diff hash) of the checkout cgbench runs from (or ``checkout``); (None, None) outside
+    a git checkout.
+
+    Dirty means tracked files differ from HEAD or untracked files exist (ignored files do not
+    count). The hash (sha256, 16 hex digits) covers ``git diff HEAD`` and the untracked files' names
+    and contents, so two runs with the same uncommitted change get the same hash."""
+    status = _git("status", "--porcelain", "--untracked-files=all", cwd=checkout)
+    if status is None:
+        return None, None
+    if not status.strip():
+        return False, None
+    h = hashlib.sha256(_git("diff", "HEAD", "--binary", cwd=checkout) or b"")
+    root = _git("rev-parse", "--show-toplevel", cwd=checkout)
+    untracked = _git("ls-files", "--others", "--exclude-standard", "-z", cwd=checkout) or b""
+    for name in sorted(n for n in untracked.split(b"\0") if n):
+        h.update(b"\0" + name + b"\0")
+        if root is None:
+            continue
+        try:
+            path = Path(root.decode().strip()) / name.decode()
+            size = path.stat().st_size
+            h.update(path.read_bytes() if size <= HASHED_FILE_BYTES else str(size).encode())
+        except (OSError, UnicodeDecodeError):
+            pass
+    return True, h.hexdigest()[:16]
 
 
 def provenance() -> dict[str, Any]:
+    dirty, diff_hash = git_tree_state()
     return {"schema_version": SCHEMA_VERSION, "cgbench_version": __version__, "git_sha": git_sha(),
+            "git_dirty": dirty, "git_diff_hash": diff_hash,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
@@ -45,6 +85,11 @@ def dumps(doc: dict) -> str:
 
 def write_json_atomic(path: Path, doc: dict) -> Path:
     """Write via a temporary file in the same folder and rename: never a partial file."""
+    return write_text_atomic(path, dumps(doc))
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write text via a temporary file in the same folder and rename: never a partial file."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +98,7 @@ def write_json_atomic(path: Path, doc: dict) -> Path:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(dumps(doc))
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:

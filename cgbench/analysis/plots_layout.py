@@ -1,0 +1,120 @@
+"""Keeping a figure's text legible: tick labels that would run together are rotated (then thinned),
+bar labels that would overprint a neighbour are dropped, and ``overlaps`` finds any pair of visible
+labels whose boxes intersect (the tests hold every figure to none)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+DPI = 110
+PAD_PX = 1.0  # labels closer than this count as touching
+
+
+def _renderer(fig):
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _box(text, renderer):
+    return text.get_window_extent(renderer).padded(PAD_PX / 2)
+
+
+def _hit(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def _visible(texts: Iterable) -> list:
+    return [t for t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def _drawn_ticks(axis) -> list:
+    """Tick labels matplotlib actually draws: those whose tick lies inside the view limits."""
+    lo, hi = sorted(axis.get_view_interval())
+    span = (hi - lo) * 1e-9
+    labels = axis.get_ticklabels()
+    locs = axis.get_ticklocs()
+    return [t for t, loc in zip(labels, locs, strict=False) if lo - span <= loc <= hi + span]
+
+
+def tick_labels(ax) -> list:
+    if not ax.get_visible():
+        return []
+    return _visible([*_drawn_ticks(ax.xaxis), *_drawn_ticks(ax.yaxis)])
+
+
+def bar_labels(ax) -> list:
+    """Value labels drawn by ``label_bars`` (tagged with a gid)."""
+    return _visible(t for t in ax.texts if t.get_gid() == "bar-label")
+
+
+def labels_of(fig) -> list:
+    out = []
+    for ax in fig.axes:
+        if ax.get_visible():
+            out += tick_labels(ax) + bar_labels(ax) + _visible(t for t in ax.texts if t.get_gid() == "point-label")
+    return out
+
+
+def overlaps(fig) -> list[tuple[str, str]]:
+    """Pairs of visible tick / bar / point labels anywhere in the figure whose boxes intersect."""
+    renderer = _renderer(fig)
+    texts = labels_of(fig)
+    boxes = [_box(t, renderer) for t in texts]
+    out = []
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            if _hit(boxes[i], boxes[j]):
+                out.append((texts[i].get_text(), texts[j].get_text()))
+    return out
+
+
+def _crowded(texts: list, renderer) -> bool:
+    boxes = [_box(t, renderer) for t in texts]
+    return any(_hit(boxes[i], boxes[j]) for i in range(len(boxes)) for j in range(i + 1, len(boxes)))
+
+
+def fit_x_ticks(fig, axes) -> None:
+    """Rotate x tick labels that run together (30°, then 90°), then show every k-th."""
+    renderer = _renderer(fig)
+    for ax in axes:
+        labels = _visible(_drawn_ticks(ax.xaxis))
+        if not _crowded(labels, renderer):
+            continue
+        for angle, ha in ((30, "right"), (90, "center")):
+            for t in labels:
+                t.set_rotation(angle)
+                t.set_ha(ha)
+            if not _crowded(labels, renderer):
+                break
+        step = 2
+        while _crowded(_visible(_drawn_ticks(ax.xaxis)), renderer) and step < len(labels):
+            for i, t in enumerate(labels):
+                t.set_visible(i % step == 0)
+            step += 1
+
+
+def label_bars(ax, bars, texts: list[str], fontsize: float = 6.5) -> None:
+    """A value label above each bar, vertical when the bar is narrow; tagged for ``declutter``."""
+    for rect, text in zip(bars, texts, strict=True):
+        x = rect.get_x() + rect.get_width() / 2
+        y = rect.get_height() if rect.get_height() >= 0 else 0
+        ax.annotate(text, (x, y), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=fontsize, rotation=90, gid="bar-label", annotation_clip=False)
+
+
+def declutter(fig) -> int:
+    """Hide bar and point labels that would overprint a label already kept (tick labels first, then
+    left to right); returns how many were hidden."""
+    renderer = _renderer(fig)
+    kept = [_box(t, renderer) for ax in fig.axes for t in tick_labels(ax)]
+    hidden = 0
+    for ax in fig.axes:
+        candidates = [t for t in ax.texts if t.get_gid() in ("bar-label", "point-label") and t.get_visible()]
+        boxes = [(t, _box(t, renderer)) for t in candidates]
+        for t, b in sorted(boxes, key=lambda tb: (tb[1].x0, tb[1].y0)):
+            if any(_hit(b, k) for k in kept):
+                t.set_visible(False)
+                hidden += 1
+            else:
+                kept.append(b)
+    return hidden
