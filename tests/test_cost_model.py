@@ -18,6 +18,7 @@ from cgbench.backends.sim.calibrated import (
     CalibratedCostModel,
     CalibrationPoint,
     CalibrationTable,
+    HostCalibration,
     fit_nonneg_linear,
 )
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs
@@ -554,7 +555,10 @@ def test_roofline_rejects_bad_inputs() -> None:
 
 def test_documented_example_table_is_valid() -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / "cost-model.md").read_text()
-    block = text.split("```json\n", 1)[1].split("```", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in text.split("```json\n")[1:]]
+    host = [json.loads(b) for b in blocks if "host_calibration/1" in b]
+    assert len(host) == 1 and HostCalibration.from_dict(host[0]).host_op_us == 4.08
+    block = next(b for b in blocks if CALIBRATION_SCHEMA in b)
     table = CalibrationTable.from_dict(json.loads(block), source="docs/cost-model.md")
     cost = CalibratedCostModel(table)
     assert cost.step_time(StepWork(64, 0, 64, 65536, (64, 0, 64))) == pytest.approx(6.41e-3)
