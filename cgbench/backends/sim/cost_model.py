@@ -280,7 +280,8 @@ class RooflineCostModel:
         self._graph_launch = hardware.graph_launch_us * 1e-6
         self._input_copies = GRAPH_INPUT_COPIES * (self._host_op + self._kernel_launch)
         self._sync = hardware.sync_us * 1e-6
-        self._cache: dict[tuple[int, int, int, bool], StepPrice] = {}
+        self._graphed: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
+        self._eager: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
 
     # ------------------------------------------------------------------ shape part
 
@@ -332,16 +333,22 @@ class RooflineCostModel:
             return self.eager_padding.pad(work.tokens, work.prefills, work.decodes)
         return work.tokens, work.prefills, work.decodes
 
-    def _shape_part(self, work: StepWork) -> tuple[StepPrice, int]:
-        graphed = work.graph is not None
-        tc, pc, dc = self.computed_shape(work)
-        key = (tc, pc, dc, graphed)
-        price = self._cache.get(key)
-        if price is None:
-            if len(self._cache) > 1 << 16:
-                self._cache.clear()
-            price = self._cache[key] = self._price(tc, pc, dc, graphed)
-        return price, tc
+    def _shape_part(self, work: StepWork) -> tuple[float, float, float, int, float]:
+        """``(gpu, host, sync, Tc, attention Q/O bytes time)`` of the step's shape, cached: graphed steps by
+        their graph, eager ones by their real shape."""
+        graph = work.graph
+        if graph is not None:
+            cache, key = self._graphed, graph
+        else:
+            cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
+        part = cache.get(key)
+        if part is None:
+            if len(cache) > 1 << 16:
+                cache.clear()
+            tc, pc, dc = self.computed_shape(work)
+            price = self._price(tc, pc, dc, graph is not None)
+            part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
+        return part
 
     # ------------------------------------------------------------------ pricing protocol
 
@@ -355,18 +362,25 @@ class RooflineCostModel:
                    self._attn_floor)
 
     def step_time(self, work: StepWork) -> float:
-        price, tc = self._shape_part(work)
-        return max(price.gpu + self.attention_seconds(work, tc), price.host) + price.sync
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
+        if self.n_attention:
+            pairs = work.attention_pairs
+            if pairs is None:
+                pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+            gpu = gpu + max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + aq_tc,
+                            self._attn_floor)
+        else:
+            gpu = gpu + 0.0
+        return max(gpu, host) + sync
 
     def stepper(self, work: StepWork) -> Callable[[int, int], float]:
         """``f(context_tokens, attention_pairs)``: ``step_time`` for steps of ``work``'s shape (a decode
         stretch), with the shape's part computed once; the same floats as ``step_time``."""
-        price, tc = self._shape_part(work)
-        gpu, host, sync = price.gpu, price.host, price.sync
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if not self.n_attention:
             const = max(gpu + 0.0, host) + sync
             return lambda ctx, pairs: const
-        af, akv, aq_tc, floor = self._attn_flop, self._attn_kv, self._attn_q * tc, self._attn_floor
+        af, akv, floor = self._attn_flop, self._attn_kv, self._attn_floor
         return lambda ctx, pairs: max(gpu + max(af * pairs, akv * (ctx + tc) + aq_tc, floor), host) + sync
 
     def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
@@ -375,9 +389,9 @@ class RooflineCostModel:
         as ``step_time`` on each step (the same operations in the same order, elementwise)."""
         import numpy as np
 
-        price, tc = self._shape_part(work)
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if not self.n_attention:
-            return np.full(k, max(price.gpu + 0.0, price.host) + price.sync)
+            return np.full(k, max(gpu + 0.0, host) + sync)
         if work.attention_pairs is None:  # estimated per step from the growing context
             return np.array([self.step_time(StepWork(work.tokens, work.prefills, work.decodes,
                                                      work.context_tokens + i * ctx_step, work.graph))
@@ -385,9 +399,8 @@ class RooflineCostModel:
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
-        attn = np.maximum(np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + self._attn_q * tc),
-                          self._attn_floor)
-        return np.maximum(price.gpu + attn, price.host) + price.sync
+        attn = np.maximum(np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + aq_tc), self._attn_floor)
+        return np.maximum(gpu + attn, host) + sync
 
     # ------------------------------------------------------------------ explanation
 
