@@ -313,3 +313,23 @@ def test_grid_shows_capture_cost() -> None:
     assert doc["capture"]["graphs"] == 101 and doc["capture"]["capture_s"] > 0
     r = runner.invoke(app, ["grid", "model=hybrid", "cg=sparse"])
     assert r.exit_code == 0 and "Capture cost" in r.stdout
+
+
+# --------------------------------------------------------------------------- hardware keys
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("floor_gemm_us", -1.0), ("floor_attention_us", -0.5), ("host_op_us", -2.0), ("sync_us", -1.0),
+    ("interconnect_bandwidth", 0.0), ("interconnect_latency_us", -3.0), ("memory_gb", 0.0),
+    ("flops_efficiency", 1.5), ("bandwidth_efficiency", 0.0), ("host_calibration", ""),
+])
+def test_bad_hardware_keys_are_refused_by_name(key: str, value) -> None:
+    from cgbench.config.schema import BenchConfig, validate
+
+    with pytest.raises(ConfigError, match=f"hardware.{key}"):
+        validate(BenchConfig(hardware=dataclasses.replace(H100, **{key: value})))
+
+
+def test_bad_hardware_key_on_the_command_line_exits_2() -> None:
+    r = runner.invoke(app, ["cost", "hardware.kernel_gap_us=-1", "--shape", "1,0,1"])
+    assert r.exit_code == 2 and "hardware.kernel_gap_us" in r.output
