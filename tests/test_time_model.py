@@ -333,3 +333,15 @@ def test_bad_hardware_keys_are_refused_by_name(key: str, value) -> None:
 def test_bad_hardware_key_on_the_command_line_exits_2() -> None:
     r = runner.invoke(app, ["cost", "hardware.kernel_gap_us=-1", "--shape", "1,0,1"])
     assert r.exit_code == 2 and "hardware.kernel_gap_us" in r.output
+
+
+def test_docs_validation_table_is_the_scripts_output() -> None:
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("validation_table", root / "scripts" / "validation_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    doc = (root / "docs" / "cost-model.md").read_text()
+    block = doc.split(script.BEGIN, 1)[1].split(script.END, 1)[0].strip()
+    assert block == script.table(), "regenerate it: python scripts/validation_table.py --write"
