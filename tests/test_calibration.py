@@ -413,3 +413,52 @@ def test_gpu_check_script_help_and_errors(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "CGBENCH_FORCE_INSTALL": "1", "CGBENCH_WHEELS": str(tmp_path)}
     r = subprocess.run(["bash", script, "--_install"], capture_output=True, text=True, timeout=30, env=env)
     assert r.returncode == 1 and "no wheels in" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- --host
+
+
+def test_calibrate_host_writes_a_file_the_simulator_uses(tmp_path):
+    pytest.importorskip("torch")
+    from cgbench.backends.sim.calibrated import HostCalibration
+    from cgbench.backends.sim.cost_model import RooflineCostModel
+    from cgbench.backends.sim.factory import resolve_hardware
+
+    out = tmp_path / "host.json"
+    r = cli.invoke(app, ["--host", "model=tiny_transformer", "engine=small", "--repeat", "3", "--warmup", "1",
+                         "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    cal = HostCalibration.load(out)
+    assert cal.host_op_us > 0 and len(cal.samples_us) == 3 and cal.ops_measured > 0
+    assert cal.host_op_us == pytest.approx(statistics.median(cal.samples_us))
+    cfg = load_config(["model=transformer", f"hardware.host_calibration={out}"])
+    hw = resolve_hardware(cfg.hardware)
+    assert hw.host_op_us == cal.host_op_us
+    cost = RooflineCostModel(cfg.model, hw)
+    assert cost.host_seconds(0) == pytest.approx((cost.host_ops_decode * cal.host_op_us
+                                                  + cost.kernel_count(0) * hw.kernel_launch_us) * 1e-6)
+
+
+def test_calibrate_host_refuses_a_big_model():
+    r = cli.invoke(app, ["--host", "model=hybrid"])
+    assert r.exit_code == 2 and "model.hidden_size" in r.output
+
+
+def test_host_op_counts_of_the_sim_match_the_torch_model():
+    """The sim's per-step (34) and per-MLP-layer (18) host ops are the aten ops cgbench's torch model
+    dispatches: counted here on models of 1 and 3 MLP layers."""
+    pytest.importorskip("torch")
+    from cgbench.backends.sim.cost_model import HOST_OPS_PER_LAYER, HOST_OPS_PER_STEP
+    from cgbench.backends.torch.calibration import count_ops, stage_case
+    from cgbench.backends.torch.runner import TorchRunner
+
+    def ops(repeat: int) -> int:
+        cfg = load_config(["model=tiny_transformer", "engine=small", "model.layer_pattern=-",
+                           f"model.pattern_repeat={repeat}"])
+        runner = TorchRunner(cfg.model, cfg.engine, seed=0, device="cpu", dtype="float32")
+        staged, _ = stage_case(runner, Case("eager", "decode", (16,), ()), 0)
+        return count_ops(lambda: runner.compute(staged.shape))
+
+    one, three = ops(1), ops(3)
+    assert (three - one) / 2 == HOST_OPS_PER_LAYER["-"]
+    assert one - HOST_OPS_PER_LAYER["-"] == HOST_OPS_PER_STEP

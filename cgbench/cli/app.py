@@ -101,7 +101,8 @@ def grid(
     overrides: Overrides = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:
-    """Show the captured-graph grid (stored order), token sizes and what a hit covers."""
+    """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
+    cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
     with user_errors():
         from cgbench.cli.render_grid import grid_json, grid_table
         from cgbench.config.compose import load_config
@@ -112,19 +113,23 @@ def grid(
             raise ConfigError(f"--format: {fmt!r} is not one of table, json")
         cfg = load_config(list(overrides or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
+        from cgbench.backends.sim.capture import grid_capture_estimate
+
+        capture = grid_capture_estimate(g, cfg.model, cfg.hardware, cfg.engine)
         if fmt == "json":
-            sys.stdout.write(json.dumps(grid_json(g)) + "\n")
+            sys.stdout.write(json.dumps(grid_json(g, capture)) + "\n")
             return
         e = cfg.engine
         cov = coverage(g, max_requests=e.max_requests, max_tokens=e.max_tokens,
                        max_sequence_length=e.max_sequence_length, num_speculative_tokens=e.num_speculative_tokens)
-        for table in grid_table(g, cov):
+        for table in grid_table(g, cov, capture):
             out.print(table)
 
 
 def _register_commands() -> None:
     # thin wrappers live next to what they drive; registering here keeps one app and one help page
     from cgbench.cli.calibrate import calibrate_cmd
+    from cgbench.cli.cost import cost_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
 
@@ -133,6 +138,7 @@ def _register_commands() -> None:
     app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
     app.command("calibrate")(calibrate_cmd)
+    app.command("cost")(cost_cmd)
 
 
 _register_commands()

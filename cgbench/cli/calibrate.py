@@ -75,22 +75,35 @@ def calibrate_cmd(
     out_path: Annotated[Optional[Path], typer.Option(
         "--out", "-o", help="Calibration table path; its report goes beside it as <name>.report.json "
         "(default: <out_dir>/calibration/<model>_<device>.json).")] = None,
-    repeat: Annotated[int, typer.Option("--repeat", "-r", help="Timed runs per step (the median is kept).")
-                      ] = 7,
+    repeat: Annotated[Optional[int], typer.Option(
+        "--repeat", "-r", help="Timed runs per step (the median is kept); default 7, 30 with --host.",
+        show_default=False)] = None,
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed runs before timing each step.")] = 2,
     holdout: Annotated[float, typer.Option(
         "--holdout", help="Fraction of the measured steps (per mode, seeded by `seed`) kept out of the table "
         "to score the calibrated simulator on.")] = 0.25,
     as_json: Annotated[bool, typer.Option("--json", help="Print the error summary as JSON instead of tables.")
                        ] = False,
+    host: Annotated[bool, typer.Option(
+        "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
+        "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
+        "names (default: <out_dir>/calibration/host_<hostname>.json).")] = False,
 ) -> None:
     """Measure graphed and eager step times of the real model and write the sim's calibration table.
 
     Graphed steps replay CUDA graphs of the configured grid (on the CPU: the padded step, run eagerly).
     Eager steps cover decode-only, prefill-only and mixed batches at several context lengths.
-    Prints how well the calibrated simulator predicts held-out measured steps (median, p90 error)."""
+    Prints how well the calibrated simulator predicts held-out measured steps (median, p90 error).
+    With --host: measures the host's per-op dispatch cost instead (see --host)."""
     from cgbench.cli.app import err, out, user_errors  # cgbench.cli.app registers this command: import late
 
+    if host:
+        with user_errors():
+            _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,
+                            out, err)
+        return
+    if repeat is None:
+        repeat = 7
     with user_errors():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -122,6 +135,35 @@ def calibrate_cmd(
             out.print(summary_table(report))
             out.print(error_table(report))
         err.print(f"table: {table_path}\nreport: {sidecar}", highlight=False)
+
+
+def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmup: int, as_json: bool,
+                    out: Any, err: Any) -> None:
+    """``cgbench calibrate --host``: measure, write the host calibration file, print the per-case table."""
+    from rich import box
+    from rich.table import Table
+
+    from cgbench.backends.torch.calibration import calibrate_host, check_host_request, default_host_path
+    from cgbench.config.compose import load_config
+    from cgbench.results.document import ensure_writable, write_json_atomic
+
+    cfg = load_config(ovr)
+    check_host_request(cfg, repeat=repeat, warmup=warmup)
+    path = out_path or default_host_path(cfg)
+    ensure_writable(path)
+    result, report = calibrate_host(cfg, repeat=repeat, warmup=warmup)
+    write_json_atomic(path, result.to_dict())
+    if as_json:
+        out.print_json(json.dumps({**result.to_dict(), "cases": report["cases"], "file": str(path)}))
+    else:
+        table = Table(title=f"Host dispatch: {result.host}", box=box.SIMPLE_HEAD)
+        for col in ("eager step", "aten ops", "step µs", "µs per op"):
+            table.add_column(col, justify="left" if col == "eager step" else "right")
+        for c in report["cases"]:
+            table.add_row(c["case"], str(c["ops"]), f"{c['step_us']:.1f}", f"{c['per_op_us']:.2f}")
+        table.caption = f"host_op_us = {result.host_op_us:.2f} (median); use hardware.host_calibration={path}"
+        out.print(table)
+    err.print(f"host calibration: {path}", highlight=False)
 
 
 def main() -> None:

@@ -10,9 +10,13 @@ from cgbench.grids.shapes import kind_of
 from cgbench.results.formatting import percent as _pct
 
 
-def grid_json(grid: Grid) -> dict:
-    """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order."""
-    return {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
+def grid_json(grid: Grid, capture: dict | None = None) -> dict:
+    """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order, and the capture estimate
+    (``cgbench.backends.sim.capture.grid_capture_estimate``) under ``capture`` when given."""
+    doc = {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
+    if capture is not None:
+        doc["capture"] = capture
+    return doc
 
 
 def _sizes(values: set[int]) -> str:
@@ -75,9 +79,27 @@ def holes_table(cov: Coverage) -> Table:
     return t
 
 
-def grid_table(grid: Grid, cov: Coverage) -> list[Table]:
-    """The graphs in stored order, a summary, the coverage and example holes."""
+def capture_table(capture: dict) -> Table:
+    """Estimated capture time, graph pool and the device-memory check."""
+    mem = capture["memory_gb"]
+    verdict = "fits" if capture["fits"] else "[bold red]does not fit[/bold red]"
+    t = Table(title=f"Capture cost (estimate, tp {capture['tp_size']}): {verdict}", show_header=False)
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_row("capture time", f"{capture['capture_s']:.2f} s for {capture['graphs']} graphs")
+    t.add_row("graph pool (shared)", f"{capture['graph_pool_gb']:.2f} GB")
+    for key, label in (("weights", "weights"), ("kv_cache", "KV cache pool"), ("mamba_state", "Mamba state"),
+                       ("activations", "eager activations (max step)"), ("graph_pool", "graph pool")):
+        t.add_row(f"  {label}", f"{mem[key]:.2f} GB")
+    t.add_row("total / device", f"{mem['total']:.2f} / {mem['device']:.0f} GB")
+    return t
+
+
+def grid_table(grid: Grid, cov: Coverage, capture: dict | None = None) -> list[Table]:
+    """The graphs in stored order, a summary, the coverage, example holes and the capture cost."""
     tables = [graphs_table(grid), summary_table(grid), coverage_table(cov)]
     if cov.holes:
         tables.append(holes_table(cov))
+    if capture is not None:
+        tables.append(capture_table(capture))
     return tables

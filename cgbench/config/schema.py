@@ -172,13 +172,30 @@ class BackendConfig:
 
 @dataclass
 class HardwareConfig:
+    """One GPU and its host, as the roofline cost model prices them (``docs/cost-model.md``)."""
+
     name: str = "h100"
     peak_flops: float = 989e12  # dense bf16 FLOP/s
     hbm_bandwidth: float = 3.35e12  # bytes/s
-    kernel_launch_us: float = 4.0  # per kernel, eager
-    graph_launch_us: float = 10.0  # per graph replay
-    flops_efficiency: float = 0.6
-    bandwidth_efficiency: float = 0.8
+    flops_efficiency: float = 0.66  # fraction of peak large GEMMs reach
+    bandwidth_efficiency: float = 0.7  # fraction of peak bandwidth weight-streaming kernels reach
+    memory_gb: float = 80.0  # device memory, 1e9 bytes
+    # kernel floors: the shortest a kernel of each class runs, in µs
+    floor_gemm_us: float = 6.0
+    floor_attention_us: float = 26.0
+    floor_scan_us: float = 6.0
+    floor_elementwise_us: float = 2.5
+    # host and launch
+    host_op_us: float = 9.5  # host time per framework op of an eager step (dispatch, Python)
+    host_calibration: Optional[str] = None  # `cgbench calibrate --host` file; replaces host_op_us
+    kernel_launch_us: float = 2.5  # host time per CUDA kernel launch call
+    kernel_gap_us: float = 1.0  # GPU idle between two eager kernels
+    graph_node_us: float = 0.5  # GPU idle between two kernels of a graph
+    graph_launch_us: float = 10.0  # one graph replay
+    sync_us: float = 20.0  # end-of-step synchronisation and sampled-token copy
+    # tensor-parallel interconnect
+    interconnect_bandwidth: float = 360e9  # bytes/s a ring collective moves per link
+    interconnect_latency_us: float = 12.0  # per collective
 
 
 @dataclass
@@ -240,6 +257,26 @@ def check_dist(d: DistConfig, key: str) -> None:
                  "must be non-negative with a positive sum")
         _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
                  "must be strictly increasing and start at >= 1")
+
+
+HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency", "memory_gb",
+                     "interconnect_bandwidth")
+HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
+                         "host_op_us", "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
+                         "sync_us", "interconnect_latency_us")
+
+
+def check_hardware(h: HardwareConfig) -> None:
+    for key in HARDWARE_POSITIVE:
+        v = getattr(h, key)
+        _require(isinstance(v, (int, float)) and v > 0, f"hardware.{key}", f"must be > 0, got {v}")
+    for key in ("flops_efficiency", "bandwidth_efficiency"):
+        _require(getattr(h, key) <= 1, f"hardware.{key}", f"must be <= 1, got {getattr(h, key)}")
+    for key in HARDWARE_NON_NEGATIVE:
+        v = getattr(h, key)
+        _require(isinstance(v, (int, float)) and v >= 0, f"hardware.{key}", f"must be >= 0, got {v}")
+    _require(h.host_calibration is None or bool(h.host_calibration), "hardware.host_calibration",
+             "must be a file path or null")
 
 
 def validate(cfg: BenchConfig) -> BenchConfig:
@@ -313,10 +350,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
              f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
     h = cfg.hardware
-    for key in ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency"):
-        _require(getattr(h, key) > 0, f"hardware.{key}", "must be > 0")
-    _require(h.kernel_launch_us >= 0 and h.graph_launch_us >= 0, "hardware.kernel_launch_us",
-             "launch overheads must be >= 0")
+    check_hardware(h)
     for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
         v = getattr(cfg.slo, key)
         _require(v is None or v > 0, f"slo.{key}", f"must be > 0 or null, got {v}")

@@ -315,3 +315,59 @@ class CalibratedCostModel:
             t, p, d = work.graph
             return self._graphed.predict_ms(t, p, d, work.context_tokens) * 1e-3
         return self._eager.predict_ms(work.tokens, work.prefills, work.decodes, work.context_tokens) * 1e-3
+
+
+# --------------------------------------------------------------------------- host calibration
+
+HOST_CALIBRATION_SCHEMA = "cgbench.host_calibration/1"
+
+
+@dataclass(frozen=True)
+class HostCalibration:
+    """The host's measured cost per framework op of an eager step (``cgbench calibrate --host``):
+    ``host_op_us`` replaces the hardware preset's when ``hardware.host_calibration`` names the file."""
+
+    host_op_us: float
+    host: str
+    torch: str | None = None
+    ops_measured: int = 0
+    created_at: str = field(default_factory=_utc_now)
+    notes: str = ""
+    samples_us: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": HOST_CALIBRATION_SCHEMA, "host_op_us": self.host_op_us, "host": self.host,
+                "torch": self.torch, "ops_measured": self.ops_measured, "created_at": self.created_at,
+                "notes": self.notes, "samples_us": list(self.samples_us)}
+
+    @classmethod
+    def load(cls, path: str | Path) -> HostCalibration:
+        from cgbench.config.jsonio import read_json
+
+        return cls.from_dict(read_json(path, "hardware.host_calibration"), source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<host calibration>") -> HostCalibration:
+        def fail(key: str, message: str) -> ConfigError:
+            return ConfigError(f"{source}: {key}: {message}")
+
+        if not isinstance(data, dict):
+            raise fail("(top level)", f"must be a JSON object, got {type(data).__name__}")
+        if data.get("schema") != HOST_CALIBRATION_SCHEMA:
+            raise fail("schema", f"expected {HOST_CALIBRATION_SCHEMA!r}, got {data.get('schema')!r}")
+        op = data.get("host_op_us")
+        if not isinstance(op, (int, float)) or isinstance(op, bool) or not math.isfinite(op) or op <= 0:
+            raise fail("host_op_us", f"must be a positive number, got {op!r}")
+        host = data.get("host")
+        if not isinstance(host, str) or not host:
+            raise fail("host", f"must be a non-empty string, got {host!r}")
+        ops = data.get("ops_measured", 0)
+        if not _is_int(ops) or ops < 0:
+            raise fail("ops_measured", f"must be an integer >= 0, got {ops!r}")
+        samples = data.get("samples_us", [])
+        if not isinstance(samples, list) or not all(isinstance(s, (int, float)) and not isinstance(s, bool)
+                                                    for s in samples):
+            raise fail("samples_us", "must be a list of numbers")
+        return cls(host_op_us=float(op), host=host, torch=data.get("torch"), ops_measured=ops,
+                   created_at=str(data.get("created_at", "")), notes=str(data.get("notes", "")),
+                   samples_us=tuple(float(s) for s in samples))

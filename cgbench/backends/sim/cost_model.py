@@ -1,56 +1,25 @@
-"""Step-time cost models for the ``sim`` backend: a roofline model and a calibrated table.
+"""The roofline cost model of the ``sim`` backend: a step priced kernel by kernel, as it runs.
 
-The engine asks ``CostModel.step_time(StepWork)`` once per simulated step, so both models do their
-work in ``__init__`` and answer with a handful of arithmetic operations (plus a dict lookup).
+The engine asks ``step_time(StepWork)`` once per simulated step, so everything that depends only on
+the model, the device or a step's (padded) shape is computed once and cached; a step then costs a
+dict lookup and a few arithmetic operations. ``docs/cost-model.md`` states the model with its sources;
+in short, per tensor-parallel rank:
 
-Roofline
---------
-Per tensor-parallel rank (``t = tp_size``: heads, FFN width, Mamba heads and the LM head are split
-``t`` ways; KV heads and Mamba groups are split too but never below one per rank), a step costs::
+* every kernel of the step costs ``max(floor, FLOPs / F, bytes / B)`` (``F``, ``B``: the preset's
+  peak rates times its efficiencies; ``floor``: the preset's minimum duration of the kernel's class);
+* the ``t - 1`` other ranks are reached by one all-reduce per layer output and per embedding, and
+  one all-gather of the logits: ``latency + wire bytes / interconnect bandwidth`` each;
+* an **eager** step (Megatron's eager padding applied) costs
+  ``max(GPU, host) + sync`` with ``GPU = Σ kernels + kernels × kernel_gap_us`` and
+  ``host = host ops × host_op_us + kernels × kernel_launch_us``: the host issues every op through
+  the framework while the GPU runs what it has been given;
+* a **graphed** step costs ``GPU(padded shape) + kernels × graph_node_us + graph_launch_us +
+  input copies + sync``, the copies being ``GRAPH_INPUT_COPIES`` host ops that stage the step's
+  inputs in the graph's static buffers.
 
-    gpu = n_attn  [gemm(W_A) + max(4·(n_q/t)·d·pairs / F,  (kv·(ctx + Tc) + 2·(n_q/t)·d·b·Tc) / B)]
-        + n_mamba [gemm(W_M) + max(ssd_flops / F,          (2·Rc·state + act_M·b·Tc) / B)]
-        + n_mlp   [gemm(W_F)]
-        + max(2·Sc·h·V/t / F, (h·V/t·b + Sc·(h + V/t)·b) / B) + 2·Tc·h·b / B
-    gemm(W) = max(2·W·Tc / F, (W·b + act·b·Tc) / B)
-
-with ``F = peak_flops · flops_efficiency``, ``B = hbm_bandwidth · bandwidth_efficiency``, ``b`` the
-dtype bytes and, each for one layer on one rank:
-
-* ``W_A = h·d·(n_q/t + 2·kv_r) + (n_q/t)·d·h`` (QKV and output projections, ``kv_r = ceil(n_kv/t)``),
-  ``kv = 2·kv_r·d·b`` bytes of K and V per token.
-* ``W_F = (g + 1)·h·f/t`` with ``g = 2`` for a gated (SwiGLU) MLP and ``g = 1`` for a plain one
-  (squared ReLU, Nemotron-H); ``ModelConfig`` has no flag, so ``kind=transformer`` ⇒ gated.
-* ``W_M = h·(2·e + 2·G·N + H) + conv·(K + 1) + e·h`` with ``e = mamba heads × head dim / t``,
-  ``H = mamba heads / t``, ``G = ceil(groups / t)``, ``conv = e + 2·G·N``;
-  ``state = (conv·(K - 1) + e·N)·b`` bytes of conv and SSM state per request.
-* Every ``W`` also counts its layer's norm and per-head vectors.
-* ``ssd_flops = 2·conv·K·Tc + decode_tokens·6·e·N + prefill_tokens·(4·e·N + 2·Q·(e + G·N))``: the
-  recurrent update for decode tokens and the chunked scan (chunk ``Q = 128``) for prefill tokens.
-* ``act`` counts the elements each layer's kernels read and write per token (GEMM inputs and
-  outputs, norm, residual) — small next to the weights.
-
-Each kernel class (projections, attention core, SSD scan, LM head) is a separate roofline term, so
-a step can be memory-bound in one (the attention reading the KV cache, the Mamba state traffic) and
-compute-bound in another (the projections of a long prefill). Weights are read once per step.
-
-``pairs`` is the number of (query, key) pairs the attention computes, Σ_i q_i·(cached_i + (q_i+1)/2)
-over the real requests. The engine can pass it exactly (``StepWork.attention_pairs``); otherwise it
-is estimated from ``(T, P, D, ctx)`` with ``cached = ctx - T``: decode-only steps and prefill-only
-steps share ``cached`` evenly between their requests (exact for decode-only steps and for a single
-prefill chunk); in mixed steps the prefills are taken as fresh prompts and the decodes hold the
-cache. Prefill tokens split evenly between the prefill requests for the causal term.
-
-Shapes: a **graphed** step is computed on the replayed graph's padded shape — ``Tc = Tg`` tokens
-through every projection, ``Rc = Pg + Dg`` request slots of Mamba state, ``Sc = Pg + Dg`` rows
-through the LM head (it runs on the sampled last token of each request only) — with the attention
-reading only the real requests' KV (``ctx``, ``pairs``), plus one ``graph_launch_us``. An **eager**
-step is computed on the real shape, or on Megatron's eager padding when an ``EagerPadding`` is given
-(``make_cost_model`` passes the engine's: tokens rounded up to 64, requests to 4, semantics §4.1),
-plus ``kernel_launch_us`` for each kernel it launches: ``KERNELS_PER_LAYER`` per layer (attention 8,
-Mamba 10, MLP 5), ``MAMBA_PREFILL_KERNELS`` more per Mamba layer when the step has prefills (the
-chunked-scan path), and ``KERNELS_PER_STEP`` for embedding, final norm, LM head and sampling.
-Tensor-parallel communication is not modelled.
+The attention core is the only term that depends on the step's context (the KV it reads and the
+(query, key) pairs it computes), so it is added to the cached shape part per step, with the same
+floats on every path (``step_time``, ``stepper``, ``decode_stretch_times``).
 
 The calibrated model (measured step times) lives in ``cgbench.backends.sim.calibrated``.
 """
@@ -71,10 +40,26 @@ from cgbench.config.schema import (
 )
 from cgbench.engine.contract import StepWork
 
-KERNELS_PER_LAYER = {"*": 8, "M": 10, "-": 5}
-MAMBA_PREFILL_KERNELS = 6
-KERNELS_PER_STEP = 6
 SSD_CHUNK = 128
+# Host ops (framework calls, each dispatched by the host) of an unfused eager PyTorch implementation,
+# per layer and per step. The MLP (18) and per-step (34) counts are those of cgbench's own torch model
+# (aten ops, counted by ``cgbench calibrate --host``); attention and Mamba are counted with a fused
+# attention kernel and fused scan kernels (the toy torch model's pure-torch attention and scan issue
+# far more ops).
+HOST_OPS_PER_LAYER = {"*": 50, "-": 18, "M": 40}
+HOST_OPS_MAMBA_PREFILL = 20  # more per Mamba layer when the step has prefills (chunked-scan path)
+HOST_OPS_PER_STEP = 34
+HOST_OPS_PER_COLLECTIVE = 2
+GRAPH_INPUT_COPIES = 6  # token ids, positions, slot mapping, block table, sequence lengths, sample rows
+MAMBA_PREFILL_SCAN_KERNELS = 5  # the chunked scan (cumsum, chunk state, state passing, bmm, scan)
+# The kernel classes a step's time is split into (``RooflineCostModel.breakdown``), in order.
+KERNEL_CLASSES = ("projections", "attention", "mamba_scan", "mlp", "lm_head", "elementwise", "collectives")
+OVERHEAD_CLASSES = ("launch", "dispatch", "sync")
+BREAKDOWN_CLASSES = KERNEL_CLASSES + OVERHEAD_CLASSES
+
+_FLOOR_KEY = {"projections": "floor_gemm_us", "mlp": "floor_gemm_us", "lm_head": "floor_gemm_us",
+              "attention": "floor_attention_us", "mamba_scan": "floor_scan_us",
+              "elementwise": "floor_elementwise_us"}
 
 
 def _round_up(x: int, k: int) -> int:
@@ -129,8 +114,43 @@ def estimate_attention_pairs(tokens: int, prefills: int, decodes: int, context_t
     return cached + decodes + causal
 
 
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One kernel (or one fused group) run ``layers`` times per step: it costs
+    ``layers · max(launches · floor, FLOPs / F, bytes / B)`` with FLOPs and bytes linear in the
+    computed tokens ``T``, request slots ``S``, decode tokens ``Td`` and prefill tokens ``Tp``."""
+
+    cls: str
+    name: str
+    layers: int
+    launches: int = 1
+    flops_tok: float = 0.0
+    flops_slot: float = 0.0
+    flops_decode: float = 0.0
+    flops_prefill: float = 0.0
+    bytes_fixed: float = 0.0
+    bytes_tok: float = 0.0
+    bytes_slot: float = 0.0
+
+    def seconds(self, tokens: int, slots: int, decode_tok: int, prefill_tok: int, floor: float, flops: float,
+                bandwidth: float) -> float:
+        f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
+            + self.flops_prefill * prefill_tok
+        by = self.bytes_fixed + self.bytes_tok * tokens + self.bytes_slot * slots
+        return self.layers * max(self.launches * floor, f / flops, by / bandwidth)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrice:
+    """The cached, context-free part of one (padded) shape: ``time = max(gpu + attention, host) + sync``."""
+
+    gpu: float
+    host: float
+    sync: float
+
+
 class RooflineCostModel:
-    """Roofline step time from the model's dimensions and the device's peak rates (module docstring)."""
+    """Step time from the model's dimensions and the device's preset (module docstring)."""
 
     name = "roofline"
 
@@ -139,7 +159,7 @@ class RooflineCostModel:
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
-        if not layers or set(layers) - set(KERNELS_PER_LAYER):
+        if not layers or set(layers) - set(HOST_OPS_PER_LAYER):
             raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', "
                               f"got {model.layer_pattern!r}")
         if gated_mlp is None:
@@ -149,26 +169,25 @@ class RooflineCostModel:
         t = tp_size
         b = model.dtype_bytes
         h = model.hidden_size
-        flops = hardware.peak_flops * hardware.flops_efficiency
-        bw = hardware.hbm_bandwidth * hardware.bandwidth_efficiency
+        self.hardware = hardware
+        self.flops = hardware.peak_flops * hardware.flops_efficiency
+        self.bandwidth = hardware.hbm_bandwidth * hardware.bandwidth_efficiency
         self.tp_size = t
         self.eager_padding = eager_padding
-        self.n_attention = layers.count("*")
-        self.n_mamba = layers.count("M")
-        self.n_mlp = layers.count("-")
+        self.n_attention = na = layers.count("*")
+        self.n_mamba = nm = layers.count("M")
+        self.n_mlp = nf = layers.count("-")
+        self.floors = {cls: getattr(hardware, key) * 1e-6 for cls, key in _FLOOR_KEY.items()}
 
         # Attention layer (per rank).
         q = model.num_attention_heads / t
         d = model.head_dim
         kv_r = math.ceil(model.num_kv_heads / t)
-        w_attn = h * d * (q + 2 * kv_r) + q * d * h + h
-        act_attn = (h + d * (q + 2 * kv_r)) + (q * d + h) + 4 * h
-        self.kv_bytes_per_token = 2 * kv_r * d * b * self.n_attention  # all attention layers
+        qkv = (q + 2 * kv_r) * d
+        self.kv_bytes_per_token = 2 * kv_r * d * b * na  # all attention layers
         # MLP layer.
         f = model.ffn_hidden_size / t
         g = 2 if gated_mlp else 1
-        w_mlp = (g + 1) * h * f + h
-        act_mlp = (h + g * f) + (g * f + f) + (f + h) + 4 * h
         # Mamba-2 layer.
         e = model.mamba_num_heads * model.mamba_head_dim / t
         nh = model.mamba_num_heads / t
@@ -177,94 +196,192 @@ class RooflineCostModel:
         k = model.mamba_conv_kernel
         conv = e + 2 * gn
         in_dim = 2 * e + 2 * gn + nh
-        w_mamba = h * in_dim + conv * (k + 1) + 3 * nh + e + e * h + h
-        act_mamba = (h + in_dim) + (e + h) + 4 * h
-        self.mamba_state_bytes = (conv * (k - 1) + e * n) * b * self.n_mamba  # per request, all layers
-        # LM head (untied output projection) and final norm.
-        w_head = h * model.vocab_size / t + h
-        self.weight_bytes = b * (self.n_attention * w_attn + self.n_mlp * w_mlp + self.n_mamba * w_mamba
-                                 + w_head)
+        self.mamba_state_bytes = (conv * (k - 1) + e * n) * b * nm  # per request, all layers
+        v = model.vocab_size / t
 
-        # Coefficients of the step-time terms, in seconds per unit.
-        self._gemm = [(count * 2 * w / flops, count * w * b / bw, count * a * b / bw)
-                      for count, w, a in ((self.n_attention, w_attn, act_attn), (self.n_mlp, w_mlp, act_mlp),
-                                          (self.n_mamba, w_mamba, act_mamba)) if count]
-        self._attn_flop = self.n_attention * 4 * q * d / flops
-        self._attn_kv = self.kv_bytes_per_token / bw
-        self._attn_q = self.n_attention * 2 * q * d * b / bw
-        self._ssd_tok = self.n_mamba * 2 * conv * k / flops
-        self._ssd_decode = self.n_mamba * 6 * e * n / flops
-        self._ssd_prefill = self.n_mamba * (4 * e * n + 2 * SSD_CHUNK * (e + gn)) / flops
-        self._ssd_state = 2 * self.mamba_state_bytes / bw
-        self._ssd_act = self.n_mamba * (2 * conv + nh + 2 * e) * b / bw
-        self._head_flop = 2 * h * model.vocab_size / t / flops
-        self._head_weights = w_head * b / bw
-        self._head_row = (h + model.vocab_size / t) * b / bw
-        self._embed = 2 * h * b / bw
-        launch = hardware.kernel_launch_us * 1e-6
-        base = KERNELS_PER_STEP + sum(KERNELS_PER_LAYER[c] for c in layers)
-        self.eager_kernels_decode = base
-        self.eager_kernels_prefill = base + MAMBA_PREFILL_KERNELS * self.n_mamba
-        self._launch_decode = launch * self.eager_kernels_decode
-        self._launch_prefill = launch * self.eager_kernels_prefill
+        norm = 2 * h * b
+        residual = 3 * h * b
+        common: list[Kernel] = []
+        if na:
+            common += [
+                Kernel("elementwise", "attention norm", na, bytes_fixed=h * b, bytes_tok=norm),
+                Kernel("projections", "QKV projection", na, flops_tok=2 * h * qkv, bytes_fixed=h * qkv * b,
+                       bytes_tok=(h + qkv) * b),
+                Kernel("elementwise", "rotary", na, bytes_tok=2 * (q + kv_r) * d * b),
+                Kernel("elementwise", "KV write", na, bytes_tok=4 * kv_r * d * b),
+                Kernel("projections", "output projection", na, flops_tok=2 * q * d * h,
+                       bytes_fixed=q * d * h * b, bytes_tok=(q * d + h) * b),
+                Kernel("elementwise", "attention residual", na, bytes_tok=residual),
+            ]
+        if nf:
+            common += [
+                Kernel("elementwise", "MLP norm", nf, bytes_fixed=h * b, bytes_tok=norm),
+                Kernel("mlp", "MLP up", nf, flops_tok=2 * h * g * f, bytes_fixed=h * g * f * b,
+                       bytes_tok=(h + g * f) * b),
+                Kernel("elementwise", "MLP activation", nf, bytes_tok=(g * f + f) * b),
+                Kernel("mlp", "MLP down", nf, flops_tok=2 * f * h, bytes_fixed=f * h * b, bytes_tok=(f + h) * b),
+                Kernel("elementwise", "MLP residual", nf, bytes_tok=residual),
+            ]
+        if nm:
+            common += [
+                Kernel("elementwise", "Mamba norm", nm, bytes_fixed=h * b, bytes_tok=norm),
+                Kernel("projections", "Mamba in projection", nm, flops_tok=2 * h * in_dim,
+                       bytes_fixed=h * in_dim * b, bytes_tok=(h + in_dim) * b),
+                Kernel("mamba_scan", "causal conv", nm, flops_tok=2 * conv * k, bytes_fixed=conv * (k + 1) * b,
+                       bytes_tok=2 * conv * b, bytes_slot=2 * conv * (k - 1) * b),
+                Kernel("elementwise", "gated norm", nm, bytes_fixed=e * b, bytes_tok=3 * e * b),
+                Kernel("projections", "Mamba out projection", nm, flops_tok=2 * e * h, bytes_fixed=e * h * b,
+                       bytes_tok=(e + h) * b),
+                Kernel("elementwise", "Mamba residual", nm, bytes_tok=residual),
+            ]
+        common += [
+            Kernel("elementwise", "embedding", 1, bytes_tok=2 * h * b),
+            Kernel("elementwise", "final norm", 1, bytes_fixed=h * b, bytes_tok=norm),
+            Kernel("lm_head", "LM head", 1, flops_slot=2 * h * v, bytes_fixed=h * v * b,
+                   bytes_slot=(h + v) * b),
+            Kernel("elementwise", "sampling", 1, launches=2, bytes_slot=2 * model.vocab_size * 4),
+        ]
+        ssd = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + 2 * SSD_CHUNK * (e + gn),
+                   bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_slot=2 * e * n * b)
+        decode_ssd = [Kernel("mamba_scan", "SSM update", nm, **ssd)] if nm else []
+        prefill_ssd = [Kernel("mamba_scan", "SSM chunked scan", nm, launches=1 + MAMBA_PREFILL_SCAN_KERNELS,
+                              **ssd)] if nm else []
+        self.kernels_decode = tuple(common + decode_ssd)
+        self.kernels_prefill = tuple(common + prefill_ssd)
+        self.weight_bytes = sum(kn.layers * kn.bytes_fixed for kn in self.kernels_decode)  # per rank
+
+        # Collectives: one all-reduce per layer output and per (vocab-parallel) embedding, one logits
+        # all-gather; ring algorithms move 2(t-1)/t and (t-1)/t of the payload over each link.
+        self.collectives_per_step = (len(layers) + 2) if t > 1 else 0
+        lat = hardware.interconnect_latency_us * 1e-6
+        link = hardware.interconnect_bandwidth
+        self._allreduce_lat = (len(layers) + 1) * lat if t > 1 else 0.0
+        self._allreduce_tok = (len(layers) + 1) * 2 * (t - 1) / t * h * b / link if t > 1 else 0.0
+        self._gather_lat = lat if t > 1 else 0.0
+        self._gather_slot = (t - 1) / t * model.vocab_size * b / link if t > 1 else 0.0
+
+        # Attention core: the only context-dependent term.
+        self._attn_flop = na * 4 * q * d / self.flops
+        self._attn_kv = self.kv_bytes_per_token / self.bandwidth
+        self._attn_q = na * 2 * q * d * b / self.bandwidth
+        self._attn_floor = na * self.floors["attention"]
+
+        # Launch counts and host ops.
+        coll = self.collectives_per_step
+        self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
+        self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
+        base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER[c] for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        self.host_ops_decode = base_ops
+        self.host_ops_prefill = base_ops + HOST_OPS_MAMBA_PREFILL * nm
+        self._host_op = hardware.host_op_us * 1e-6
+        self._kernel_launch = hardware.kernel_launch_us * 1e-6
+        self._kernel_gap = hardware.kernel_gap_us * 1e-6
+        self._graph_node = hardware.graph_node_us * 1e-6
         self._graph_launch = hardware.graph_launch_us * 1e-6
-        self._cache: dict[tuple[int, int, int, bool], float] = {}
+        self._input_copies = GRAPH_INPUT_COPIES * (self._host_op + self._kernel_launch)
+        self._sync = hardware.sync_us * 1e-6
+        self._graphed: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
+        self._eager: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
 
-    def _shape_time(self, tokens: int, prefills: int, decodes: int, graphed: bool) -> float:
-        """Everything but the attention core: it depends only on the computed (padded) shape."""
+    # ------------------------------------------------------------------ shape part
+
+    def shape_classes(self, tokens: int, prefills: int, decodes: int) -> dict[str, float]:
+        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape."""
         slots = prefills + decodes
         if prefills == 0:
             decode_tok, prefill_tok = tokens, 0
+            kernels = self.kernels_decode
         else:
             decode_tok, prefill_tok = decodes, max(tokens - decodes, 0)
-        total = 0.0
-        for flop, weights, act in self._gemm:
-            total += max(flop * tokens, weights + act * tokens)
-        if self.n_mamba:
-            ssd = self._ssd_tok * tokens + self._ssd_decode * decode_tok + self._ssd_prefill * prefill_tok
-            total += max(ssd, self._ssd_state * slots + self._ssd_act * tokens)
-        total += max(self._head_flop * slots, self._head_weights + self._head_row * slots)
-        total += self._embed * tokens
+            kernels = self.kernels_prefill
+        out = dict.fromkeys(KERNEL_CLASSES, 0.0)
+        floors, fl, bw = self.floors, self.flops, self.bandwidth
+        for kn in kernels:
+            out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw)
+        if self.tp_size > 1:
+            out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
+                                  + self._gather_lat + self._gather_slot * slots)
+        return out
+
+    def kernel_count(self, prefills: int) -> int:
+        return self.kernels_per_step_prefill if prefills else self.kernels_per_step_decode
+
+    def host_seconds(self, prefills: int) -> float:
+        """Host time to issue one eager step: its ops through the framework and its kernel launches."""
+        ops = self.host_ops_prefill if prefills else self.host_ops_decode
+        return ops * self._host_op + self.kernel_count(prefills) * self._kernel_launch
+
+    def launch_seconds(self, prefills: int, graphed: bool) -> float:
+        """GPU time between kernels: launch gaps (eager), or node gaps, one replay and the input copies."""
+        kernels = self.kernel_count(prefills)
         if graphed:
-            return total + self._graph_launch
-        return total + (self._launch_prefill if prefills else self._launch_decode)
+            return kernels * self._graph_node + self._graph_launch + self._input_copies
+        return kernels * self._kernel_gap
 
-    def _shape_part(self, work: StepWork) -> tuple[float, int]:
-        """(time of everything but the attention core, tokens computed) for the step's shape."""
+    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool) -> StepPrice:
+        gpu = 0.0
+        for v in self.shape_classes(tokens, prefills, decodes).values():
+            gpu += v
+        gpu += self.launch_seconds(prefills, graphed)
+        return StepPrice(gpu, 0.0 if graphed else self.host_seconds(prefills), self._sync)
+
+    def computed_shape(self, work: StepWork) -> tuple[int, int, int]:
+        """The shape the GPU computes: the graph's, or the real one with Megatron's eager padding."""
         if work.graph is not None:
-            tc, pc, dc = work.graph
-            key = (tc, pc, dc, True)
-        else:
-            if self.eager_padding is not None:
-                tc, pc, dc = self.eager_padding.pad(work.tokens, work.prefills, work.decodes)
-            else:
-                tc, pc, dc = work.tokens, work.prefills, work.decodes
-            key = (tc, pc, dc, False)
-        shape = self._cache.get(key)
-        if shape is None:
-            if len(self._cache) > 1 << 16:
-                self._cache.clear()
-            shape = self._cache[key] = self._shape_time(tc, pc, dc, key[3])
-        return shape, tc
+            return work.graph
+        if self.eager_padding is not None:
+            return self.eager_padding.pad(work.tokens, work.prefills, work.decodes)
+        return work.tokens, work.prefills, work.decodes
 
-    def step_time(self, work: StepWork) -> float:
-        shape, tc = self._shape_part(work)
+    def _shape_part(self, work: StepWork) -> tuple[float, float, float, int, float]:
+        """``(gpu, host, sync, Tc, attention Q/O bytes time)`` of the step's shape, cached: graphed steps by
+        their graph, eager ones by their real shape."""
+        graph = work.graph
+        if graph is not None:
+            cache, key = self._graphed, graph
+        else:
+            cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
+        part = cache.get(key)
+        if part is None:
+            if len(cache) > 1 << 16:
+                cache.clear()
+            tc, pc, dc = self.computed_shape(work)
+            price = self._price(tc, pc, dc, graph is not None)
+            part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
+        return part
+
+    # ------------------------------------------------------------------ pricing protocol
+
+    def attention_seconds(self, work: StepWork, tc: int) -> float:
         if not self.n_attention:
-            return shape
+            return 0.0
         pairs = work.attention_pairs
         if pairs is None:
             pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
-        return shape + max(self._attn_flop * pairs,
-                           self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc)
+        return max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc,
+                   self._attn_floor)
+
+    def step_time(self, work: StepWork) -> float:
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
+        if self.n_attention:
+            pairs = work.attention_pairs
+            if pairs is None:
+                pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+            gpu = gpu + max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + aq_tc,
+                            self._attn_floor)
+        else:
+            gpu = gpu + 0.0
+        return max(gpu, host) + sync
 
     def stepper(self, work: StepWork) -> Callable[[int, int], float]:
         """``f(context_tokens, attention_pairs)``: ``step_time`` for steps of ``work``'s shape (a decode
         stretch), with the shape's part computed once; the same floats as ``step_time``."""
-        shape, tc = self._shape_part(work)
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if not self.n_attention:
-            return lambda ctx, pairs: shape
-        af, akv, aq_tc = self._attn_flop, self._attn_kv, self._attn_q * tc
-        return lambda ctx, pairs: shape + max(af * pairs, akv * (ctx + tc) + aq_tc)
+            const = max(gpu + 0.0, host) + sync
+            return lambda ctx, pairs: const
+        af, akv, floor = self._attn_flop, self._attn_kv, self._attn_floor
+        return lambda ctx, pairs: max(gpu + max(af * pairs, akv * (ctx + tc) + aq_tc, floor), host) + sync
 
     def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
         """The times of ``k`` consecutive steps of one shape whose context and attention pairs grow by
@@ -272,9 +389,9 @@ class RooflineCostModel:
         as ``step_time`` on each step (the same operations in the same order, elementwise)."""
         import numpy as np
 
-        shape, tc = self._shape_part(work)
+        gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if not self.n_attention:
-            return np.full(k, shape)
+            return np.full(k, max(gpu + 0.0, host) + sync)
         if work.attention_pairs is None:  # estimated per step from the growing context
             return np.array([self.step_time(StepWork(work.tokens, work.prefills, work.decodes,
                                                      work.context_tokens + i * ctx_step, work.graph))
@@ -282,4 +399,23 @@ class RooflineCostModel:
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
-        return shape + np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + self._attn_q * tc)
+        attn = np.maximum(np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + aq_tc), self._attn_floor)
+        return np.maximum(gpu + attn, host) + sync
+
+    # ------------------------------------------------------------------ explanation
+
+    def breakdown(self, work: StepWork) -> dict[str, float]:
+        """Seconds per class (``BREAKDOWN_CLASSES``) of the step; they add up to ``step_time``.
+        ``launch``: GPU time between kernels (launch gaps; for a graph, node gaps, the replay and the
+        input copies); ``dispatch``: the time the GPU waits for an eager step's host; ``sync``: the
+        end-of-step synchronisation."""
+        tc, pc, dc = self.computed_shape(work)
+        graphed = work.graph is not None
+        out = self.shape_classes(tc, pc, dc)
+        out["attention"] = self.attention_seconds(work, tc)
+        out["launch"] = self.launch_seconds(pc, graphed)
+        gpu = sum(out.values())
+        host = 0.0 if graphed else self.host_seconds(pc)
+        out["dispatch"] = max(host - gpu, 0.0)
+        out["sync"] = self._sync
+        return {cls: out[cls] for cls in BREAKDOWN_CLASSES}

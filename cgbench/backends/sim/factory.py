@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from cgbench.backends.sim.calibrated import CalibratedCostModel
+import dataclasses
+
+from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepPricer
+
+
+def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
+    """The preset with ``hardware.host_calibration``'s measured ``host_op_us`` in place, if it names one."""
+    if not hardware.host_calibration:
+        return hardware
+    measured = HostCalibration.load(hardware.host_calibration)
+    return dataclasses.replace(hardware, host_op_us=measured.host_op_us)
+
+
+def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
+    """The roofline model of this model on this device, with the engine's tp size and eager padding."""
+    return RooflineCostModel(model, resolve_hardware(hardware), engine.tp_size,
+                             eager_padding=EagerPadding.from_engine(engine))
 
 
 def make_cost_model(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
                     engine: EngineConfig) -> StepPricer:
     """The cost model ``backend.cost_model`` names, built for this model, device and engine."""
     if backend.cost_model == "roofline":
-        return RooflineCostModel(model, hardware, engine.tp_size,
-                                 eager_padding=EagerPadding.from_engine(engine))
+        return make_roofline(model, hardware, engine)
     if backend.cost_model == "calibrated":
+        if hardware.host_calibration:
+            raise ConfigError("hardware.host_calibration: cost_model=calibrated prices steps from measured "
+                              "step times, which already include the host; drop the host calibration")
         if not backend.calibration:
             raise ConfigError("backend.calibration: cost_model=calibrated needs a calibration table path")
         cost = CalibratedCostModel.from_file(backend.calibration)

@@ -576,3 +576,109 @@ def write_outputs(result: CalibrationResult, table_path: Path) -> tuple[Path, Pa
     write_json_atomic(table_path, result.table.to_dict())
     write_json_atomic(sidecar, result.report)
     return table_path, sidecar
+
+
+# ---------------------------------------------------------------------------------------------- host
+
+HOST_MAX_HIDDEN = 256  # --host times dispatch: the model's shapes must be tiny so compute is negligible
+HOST_CASES = (("decode, 1 request", Case("eager", "decode", (16,), ())),
+              ("decode, 4 requests", Case("eager", "decode", (16, 16, 16, 16), ())),
+              ("prefill, 8 tokens", Case("eager", "prefill", (), ((0, 8),))))
+
+
+def count_ops(fn: Callable[[], None]) -> int:
+    """The number of framework (aten) ops ``fn`` dispatches, counted by a dispatch mode around one call."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    counter = _Count()
+    with counter:
+        fn()
+    return counter.n
+
+
+def check_host_request(cfg: BenchConfig, *, repeat: int, warmup: int) -> None:
+    if repeat < 1:
+        raise ConfigError(f"--repeat: must be >= 1, got {repeat}")
+    if warmup < 0:
+        raise ConfigError(f"--warmup: must be >= 0, got {warmup}")
+    if cfg.model.hidden_size > HOST_MAX_HIDDEN:
+        raise ConfigError(f"model.hidden_size: --host times dispatch on tiny shapes; {cfg.model.name!r} has "
+                          f"hidden {cfg.model.hidden_size} (> {HOST_MAX_HIDDEN}): use model=tiny_transformer "
+                          "or model=tiny_hybrid")
+
+
+def host_name() -> str:
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu} ({platform.system()}, Python {platform.python_version()})"
+
+
+def calibrate_host(cfg: BenchConfig, *, repeat: int = 30, warmup: int = 5) -> tuple[Any, dict[str, Any]]:
+    """Per-op host cost of the torch eager path on this CPU: tiny eager steps of ``cfg.model`` are timed
+    (one intra-op thread, median of ``repeat``) and divided by the aten ops they dispatch. Returns the
+    ``HostCalibration`` (the median over the cases) and a per-case report."""
+    import torch
+
+    from cgbench.backends.sim.calibrated import HostCalibration
+    from cgbench.backends.torch.runner import TorchRunner
+
+    check_host_request(cfg, repeat=repeat, warmup=warmup)
+    runner = TorchRunner(cfg.model, cfg.engine, seed=cfg.seed, device="cpu", dtype="float32")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cases, next_id = [], 0
+    try:
+        for label, case in HOST_CASES:
+            staged, ids = stage_case(runner, case, next_id)
+            next_id += len(ids)
+
+            def fn(shape=staged.shape) -> None:
+                runner.compute(shape)
+
+            ops = count_ops(fn)
+            for _ in range(warmup):
+                fn()
+            samples = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) * 1e6)
+            for rid in ids:
+                runner.release(rid)
+            median_us = statistics.median(samples)
+            cases.append({"case": label, "ops": ops, "step_us": round(median_us, 3),
+                          "per_op_us": round(median_us / ops, 4)})
+    finally:
+        torch.set_num_threads(threads)
+    per_op = [c["per_op_us"] for c in cases]
+    result = HostCalibration(
+        host_op_us=round(statistics.median(per_op), 4), host=host_name(), torch=torch.__version__,
+        ops_measured=sum(c["ops"] for c in cases), samples_us=tuple(per_op),
+        notes=f"torch eager steps of {cfg.model.name} on the CPU, one intra-op thread, median of {repeat} "
+              f"after {warmup} warm-ups, divided by the aten ops each dispatches; excludes the CUDA launch "
+              "call (hardware.kernel_launch_us)")
+    return result, {"model": cfg.model.name, "cases": cases}
+
+
+def default_host_path(cfg: BenchConfig) -> Path:
+    import platform
+
+    slug = "".join(ch if ch.isalnum() else "-" for ch in platform.node().lower()).strip("-") or "host"
+    return Path(cfg.out_dir) / "calibration" / f"host_{slug}.json"
