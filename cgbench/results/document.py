@@ -43,6 +43,12 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, doc: dict) -> Path:
     """Write via a temporary file in the same folder and rename: never a partial file."""
     path = Path(path)
@@ -52,6 +58,7 @@ def write_json_atomic(path: Path, doc: dict) -> Path:
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; a result is as readable as any file
         with os.fdopen(fd, "w") as f:
             f.write(dumps(doc))
         os.replace(tmp, path)
