@@ -170,20 +170,29 @@ def run(
 
 
 def _explain_waits(doc: dict, cfg, path: Path) -> None:
-    """For a long graph wait, write the schedule state of its first case next to the result."""
-    from cgbench.results.document import write_json_atomic
-    from cgbench.results.health import first_long_wait_state
+    """For a gating flag, write the ``cgbench schedule`` state of its first case next to the result, and
+    (simulator) compare throughput with the same config under the no-gating ``budget`` policy."""
+    from dataclasses import replace
 
-    flag = next((w for w in doc["warnings"] if w["code"] == "long_graph_wait"), None)
-    if flag is None:
+    from cgbench.config.schema import PolicyConfig
+    from cgbench.pipeline import run_point
+    from cgbench.results.document import write_json_atomic
+    from cgbench.results.health import GATING_FLAGS, explain_wait_limit, first_long_wait_state, throughput_collapse
+
+    flag = next((w for w in doc["warnings"] if w["code"] in GATING_FLAGS), None)
+    if flag is None or cfg.backend.name != "sim":
         return
-    state = first_long_wait_state(cfg, flag["threshold"])
-    if state is None:
-        return
-    state_path = Path(path).with_name(Path(path).stem + ".state.json")
-    write_json_atomic(state_path, state)
-    flag["explain"] = f"cgbench schedule {state_path}"
-    flag["state_file"] = str(state_path)
+    state = first_long_wait_state(cfg, explain_wait_limit(doc["metrics"], cfg))
+    if state is not None:
+        state_path = Path(path).with_name(Path(path).stem + ".state.json")
+        write_json_atomic(state_path, state)
+        flag["explain"] = f"cgbench schedule {state_path}"
+        flag["state_file"] = str(state_path)
+    if cfg.policy.name != "budget":
+        budget = run_point(replace(cfg, policy=PolicyConfig(name="budget")), [])["metrics"]
+        collapse = throughput_collapse(doc["metrics"], budget)
+        if collapse is not None:
+            doc["warnings"].append(collapse)
 
 
 @contextmanager

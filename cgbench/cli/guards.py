@@ -1,7 +1,8 @@
 """Checks before a run that a config is physically plausible, each with the numbers.
 
-* Device memory: the model's weights plus the KV cache (and Mamba state) the engine reserves must
-  fit ``hardware.memory_gb * engine.tp_size``; ``--allow-oversize`` runs anyway (what-if studies).
+* Device memory: the model's weights (and, when ``engine.kv_blocks`` is set, the KV cache and Mamba
+  state the engine reserves) must fit ``hardware.memory_gb`` per GPU, i.e. memory_gb x tp_size in
+  all; ``--allow-oversize`` runs anyway (what-if studies).
 * Host memory (``backend=torch`` on the CPU): the weights at ``backend.dtype`` must fit
   ``backend.host_memory_gb``.
 * Optional dependencies: ``backend=torch`` needs torch.
@@ -10,40 +11,19 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 
+from cgbench.backends.sim.memory import GB, memory_need, parameters
 from cgbench.config.schema import BenchConfig, ConfigError
 
-GB = 1e9
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 TORCH_HINT = "pip install 'cgbench[torch]'"
 
 
-@dataclass(frozen=True)
-class MemoryNeed:
-    weights_gb: float  # per GPU (tensor-parallel shard)
-    kv_gb: float  # per GPU: KV blocks + Mamba state the engine reserves
-    capacity_gb: float  # per GPU
-
-    @property
-    def total_gb(self) -> float:
-        return self.weights_gb + self.kv_gb
-
-
-def memory_need(cfg: BenchConfig) -> MemoryNeed:
-    """Per-GPU weights and KV reservation, from the roofline model's byte counts (per TP rank)."""
-    from cgbench.backends.sim.cost_model import RooflineCostModel
-
-    rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size)
-    e = cfg.engine
-    kv_tokens = (e.resolved_kv_blocks() + e.paused_blocks) * e.block_size
-    kv = kv_tokens * rm.kv_bytes_per_token + e.max_requests * rm.mamba_state_bytes
-    return MemoryNeed(rm.weight_bytes / GB, kv / GB, cfg.hardware.memory_gb)
-
-
 def check_device_memory(cfg: BenchConfig) -> None:
+    """Weights must fit; weights + KV must fit when engine.kv_blocks is set (with kv_blocks=0 the pool
+    is an idealisation, flagged by the run's health warnings instead)."""
     need = memory_need(cfg)
-    if need.total_gb > need.capacity_gb:
+    if need.weights_gb > need.capacity_gb or (not need.auto_kv and need.total_gb > need.capacity_gb):
         tp = cfg.engine.tp_size
         raise ConfigError(
             f"hardware.memory_gb: model={cfg.model.name} needs {need.weights_gb:.1f} GB of weights + "
@@ -68,9 +48,7 @@ def check_host_memory(cfg: BenchConfig) -> None:
             return
     elif cfg.backend.device != "cpu":
         return
-    from cgbench.backends.sim.cost_model import RooflineCostModel
-
-    params = RooflineCostModel(cfg.model, cfg.hardware, 1).weight_bytes / cfg.model.dtype_bytes
+    params = parameters(cfg)
     need = params * DTYPE_BYTES[cfg.backend.dtype] / GB
     if need > cfg.backend.host_memory_gb:
         raise ConfigError(

@@ -96,8 +96,7 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     warnings = doc.get("warnings") or []
     rows.append(("health", "ok" if not warnings else f"{len(warnings)} warning{'s' if len(warnings) > 1 else ''}"))
     for w in warnings:
-        explain = f"; explain: {w['explain']}" if w.get("explain") else ""
-        rows.append((f"warning: {w['code']}", w["message"] + explain))
+        rows.append((f"warning: {w['code']}", w["message"]))  # the explanation goes to stderr and the JSON
     return rows
 
 

@@ -13,6 +13,9 @@ Flags:
   consecutive iterations for a graph).
 * ``long_graph_wait``: a request waited at least ``threshold`` iterations for a graph (default
   ``max(100, engine.max_sequence_length)``, the engine's own starvation threshold).
+* ``heavy_deferral``: gating deferred a request in at least half of the steps (the queue is admitted
+  one request at a time while decodes run: a serialised workload, whatever the per-request wait).
+* ``memory``: weights + the modelled KV pool exceed ``hardware.memory_gb`` per GPU.
 * ``throughput_collapse``: output throughput below ``1 / factor`` of the same config under the
   ``budget`` policy (no gating), when that figure is known (``throughput_collapse``).
 """
@@ -23,9 +26,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
-from cgbench.results.formatting import number
+from cgbench.results.formatting import number, percent
 
 COLLAPSE_FACTOR = 2.0
+HEAVY_DEFERRAL = 0.5  # deferral events per step
+GATING_FLAGS = ("long_graph_wait", "heavy_deferral", "starvation")
 
 
 def wait_threshold(cfg: BenchConfig) -> int:
@@ -54,7 +59,29 @@ def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig) -> list[dict[s
         flags.append({"code": "long_graph_wait", "request": who, "iterations": worst, "threshold": threshold,
                       "message": f"request {who} waited {number(worst)} iterations for a graph "
                                  f"(threshold {number(threshold)})"})
+    steps, deferrals = metrics.get("steps") or 0, metrics.get("deferral_events") or 0
+    if steps and deferrals >= HEAVY_DEFERRAL * steps:
+        flags.append({"code": "heavy_deferral",
+                      "message": f"gating held a request back in {percent(deferrals / steps)} of steps "
+                                 f"({number(deferrals)} deferrals in {number(steps)} steps; longest wait "
+                                 f"{number(worst)} iterations, request {who}): the queue is served one at a time"})
+    flags += memory_flags(cfg)
     return flags
+
+
+def memory_flags(cfg: BenchConfig) -> list[dict[str, Any]]:
+    """``memory``: the weights + the KV pool the engine modelled exceed the hardware's memory (a
+    what-if run, or ``engine.kv_blocks=0``'s idealised pool of max_requests full-length sequences)."""
+    from cgbench.backends.sim.memory import memory_need
+
+    need = memory_need(cfg)
+    if need.total_gb <= need.capacity_gb:
+        return []
+    fit = need.kv_blocks_that_fit(cfg)
+    pool = "engine.kv_blocks=0 sizes the KV pool for max_requests full-length sequences: " if need.auto_kv else ""
+    return [{"code": "memory", "message": f"{pool}weights {need.weights_gb:.1f} GB + KV {need.kv_gb:.1f} GB = "
+                                          f"{need.total_gb:.1f} GB per GPU exceeds {cfg.hardware.name}'s "
+                                          f"{need.capacity_gb:g} GB (engine.kv_blocks={fit} would fit)"}]
 
 
 def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any],
@@ -69,6 +96,11 @@ def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any]
     return {"code": "throughput_collapse", "ratio": base / mine if mine > 0 else None,
             "message": f"output throughput {number(mine, 0)} tok/s is {base / max(mine, 1e-9):.1f}x below "
                        f"the no-gating policy (budget: {number(base, 0)} tok/s)"}
+
+
+def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig) -> int:
+    """The wait whose first case best shows a gating flag: the longest wait, capped at the threshold."""
+    return max(1, min(metrics.get("max_cg_wait_iters") or 1, wait_threshold(cfg)))
 
 
 class _Found(Exception):
