@@ -196,11 +196,15 @@ def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = F
     if which == "job":
         load_config(overrides, config_dirs=config_dirs)  # the same checks as a run
     cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
-    if which == "all":
-        with open_dict(cfg):
-            cfg.hydra.searchpath = [str(d) for d in user_config_dirs(config_dirs)]
     try:
-        return OmegaConf.to_yaml(cfg, resolve=resolve)
+        if which == "job":
+            return OmegaConf.to_yaml(cfg, resolve=resolve)
+        # Hydra's own node refers to a job number that only a launched job has: resolve the job part only
+        hydra_node = OmegaConf.to_container(cfg.hydra, resolve=False)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        job = OmegaConf.to_container(cfg, resolve=resolve)
+        return OmegaConf.to_yaml(OmegaConf.create({**job, "hydra": hydra_node}))
     except OmegaConfBaseException as e:
         raise ConfigError(_error_text(e)) from e
 
