@@ -74,9 +74,9 @@ def _groups_epilog() -> str:
         lines = [f"{g}: {', '.join(group_options(g))}" for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
-    return ("Config groups (pick one option each, e.g. cg=dense): " + "; ".join(lines)
-            + ". Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
-            "See the composed config with --cfg job.")
+    return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
+                        "Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
+                        "See the composed config with --cfg job."])
 
 
 def _default_run_path(labels: dict, out_dir: str) -> Path:
