@@ -116,6 +116,19 @@ def test_environment_config_dir_that_does_not_exist_is_one_line(tmp_path, monkey
     assert r.exit_code == 2 and r.stderr.strip() == f"error: CGBENCH_CONFIG_DIR: {tmp_path / 'missing'}: no such folder"
 
 
+def test_a_user_file_that_a_shipped_option_would_shadow_is_refused(tmp_path, monkeypatch):
+    own = tmp_path / "conf"
+    (own / "model").mkdir(parents=True)
+    (own / "model" / "hybrid.yaml").write_text((ROOT / "conf" / "model" / "hybrid.yaml").read_text())
+    (own / "model" / "tiny_hybrid.yaml").write_text("name: tiny_hybrid\nhidden_size: 32\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(own))
+    r = runner.invoke(app, ["run", f"out_dir={tmp_path / 'r'}", SMALL])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip().startswith(f"error: CGBENCH_CONFIG_DIR: {own / 'model' / 'tiny_hybrid.yaml'} differs "
+                                       "from the shipped model=tiny_hybrid")
+    assert not (tmp_path / "r").exists()
+
+
 def test_missing_torch_gives_the_install_command(tmp_path, monkeypatch):
     import importlib.util
 

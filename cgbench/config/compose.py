@@ -4,7 +4,7 @@ Everything else receives plain ``cgbench.config.schema`` dataclasses.
 
 Config search path (``cgbench.config.paths``): the shipped tree first, then ``$CGBENCH_CONFIG_DIR``
 and ``--config-dir`` folders, so a user's own ``<dir>/model/my70b.yaml`` adds ``model=my70b``
-without copying the tree. A user file with the name of a shipped option does not replace it.
+without copying the tree. A user file with the name of a shipped option (and other content) is refused.
 
 Strictness: an override must name a key of the schema (``+`` or not), ``~key`` deletions and
 ``hydra/*`` / ``hydra.*`` overrides are refused outside a launcher sweep, and an override of a key

@@ -2,7 +2,8 @@
 
 The shipped tree (``cgbench/conf`` in a wheel, ``<checkout>/conf`` in a checkout) is always the
 primary tree. Folders named by ``$CGBENCH_CONFIG_DIR`` (several joined with ``os.pathsep``) and by
-``--config-dir`` are searched after it, so ``<dir>/model/my70b.yaml`` adds ``model=my70b``.
+``--config-dir`` are searched after it, so ``<dir>/model/my70b.yaml`` adds ``model=my70b``. A user
+file named like a shipped one (and different from it) is refused: it could never take effect.
 """
 
 from __future__ import annotations
@@ -36,8 +37,21 @@ def user_config_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
         if not d.is_dir():
             raise ConfigError(f"{source}: {raw}: no such folder")
         if d != primary and d not in dirs:
+            _refuse_shadowing(d, primary, source)
             dirs.append(d)
     return dirs
+
+
+def _refuse_shadowing(d: Path, primary: Path, source: str) -> None:
+    """A user file named like a shipped one would be silently ignored (the shipped tree is searched
+    first): refuse it unless it is an unchanged copy."""
+    for mine in sorted(d.rglob("*.yaml")):
+        shipped = primary / mine.relative_to(d)
+        if shipped.is_file() and shipped.read_bytes() != mine.read_bytes():
+            rel = mine.relative_to(d)
+            name = f"{rel.parent}={rel.stem}" if rel.parent != Path(".") else rel.name
+            raise ConfigError(f"{source}: {mine} differs from the shipped {name}, which takes precedence; "
+                              f"give your file a new name (e.g. {rel.parent / ('my_' + rel.name)})")
 
 
 def group_options(group: str, config_dirs: Sequence[str | Path] = ()) -> list[str]:
