@@ -317,3 +317,20 @@ def test_piped_output_at_80_columns_prints_every_header_and_value_whole(tmp_path
     for row in rows:
         assert any(all(c in line for c in row if c) for line in lines), row
     assert "…" not in p.stdout
+
+
+def test_progress_shows_only_on_a_terminal(monkeypatch):
+    import time
+
+    from rich.console import Console
+
+    import cgbench.cli.app as cli
+
+    for terminal in (True, False):
+        buf = io.StringIO()
+        monkeypatch.setattr(cli, "err", Console(file=buf, force_terminal=terminal, width=80))
+        with cli.progress("running hybrid_megatron", after_s=0.0):
+            deadline = time.monotonic() + 10
+            while terminal and "running hybrid_megatron" not in buf.getvalue() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert ("running hybrid_megatron" in buf.getvalue()) is terminal
