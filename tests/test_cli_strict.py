@@ -67,6 +67,8 @@ REFUSED: list[tuple[str, tuple[str, ...]]] = [
     ("run hydra/launcher=joblib", ("hydra/launcher=joblib", "cgbench sweep --launcher")),
     ("run hydra.run.dir=/tmp/x", ("hydra.run.dir", "cgbench sweep --launcher")),
     ("run model=transformer,hybrid", ("model=transformer,hybrid", "cgbench sweep model=transformer,hybrid")),
+    ("run sweep=ci", ("sweep: only cgbench sweep reads the sweep group", "cgbench sweep sweep=ci")),
+    ("grid sweep.jobs=2", ("sweep.jobs: only cgbench sweep reads the sweep group",)),
     ("run -m model=hybrid", ("--multirun", "for several use: cgbench sweep", "model=hybrid")),
     # rules that used to live only in the torch model: every backend now
     ("run model.head_dim=127", ("model.head_dim", "even")),

@@ -95,6 +95,17 @@ ConfigDirs = Annotated[Optional[list[Path]], typer.Option(
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table, markdown, json or csv.")]
 
 
+def _refuse_sweep_keys(command: str, overrides: list[str]) -> None:
+    """The sweep group configures ``cgbench sweep`` only: on another command it would change nothing."""
+    from cgbench.config.overrides import override_key
+
+    for o in overrides:
+        key = override_key(o)
+        if key == "sweep" or key.startswith("sweep."):
+            raise ConfigError(f"{key}: only cgbench sweep reads the sweep group, not cgbench {command}: "
+                              f"cgbench sweep {o}")
+
+
 def _check_format(fmt: str) -> None:
     from cgbench.cli.render import FORMATS
 
@@ -137,6 +148,7 @@ def run(
                               + " ".join(ovr))
         fmt = "json" if as_json else fmt
         _check_format(fmt)
+        _refuse_sweep_keys("run", ovr)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
@@ -232,6 +244,7 @@ def grid(
         from cgbench.grids.coverage import coverage
 
         _check_format(fmt)
+        _refuse_sweep_keys("grid", list(overrides or []))
         cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         if fmt == "json":
