@@ -165,7 +165,9 @@ def run(
 
         with progress(f"running {labels['name']}"):
             doc = run_point(cfg, ovr, trace=trace, requests=requests)
-        _explain_waits(doc, cfg, path)
+        state = _explain_waits(doc, cfg, path)
+        if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
+            write_json_atomic(*state)
         written = write_json_atomic(path, doc)
         shown = run_output(doc, fmt, str(written))
         if isinstance(shown, str):
@@ -181,23 +183,23 @@ def run(
                       highlight=False, markup=False, soft_wrap=True)
 
 
-def _explain_waits(doc: dict, cfg, path: Path) -> None:
-    """For a gating flag, write the ``cgbench schedule`` state of its first case next to the result, and
-    (simulator) compare throughput with the same config under the no-gating ``budget`` policy."""
+def _explain_waits(doc: dict, cfg, path: Path) -> tuple[Path, dict] | None:
+    """For a gating flag, the ``cgbench schedule`` state of its first case (path next to the result,
+    document) and, on the simulator, a throughput comparison with the no-gating ``budget`` policy."""
     from dataclasses import replace
 
     from cgbench.config.schema import PolicyConfig
     from cgbench.pipeline import run_point
-    from cgbench.results.document import write_json_atomic
     from cgbench.results.health import GATING_FLAGS, explain_wait_limit, first_long_wait_state, throughput_collapse
 
     flag = next((w for w in doc["warnings"] if w["code"] in GATING_FLAGS), None)
     if flag is None or cfg.backend.name != "sim":
-        return
+        return None
+    pending = None
     state = first_long_wait_state(cfg, explain_wait_limit(doc["metrics"], cfg))
     if state is not None:
         state_path = Path(path).with_name(Path(path).stem + ".state.json")
-        write_json_atomic(state_path, state)
+        pending = (state_path, state)
         flag["explain"] = f"cgbench schedule {state_path}"
         flag["state_file"] = str(state_path)
     if cfg.policy.name != "budget":
@@ -205,6 +207,7 @@ def _explain_waits(doc: dict, cfg, path: Path) -> None:
         collapse = throughput_collapse(doc["metrics"], budget)
         if collapse is not None:
             doc["warnings"].append(collapse)
+    return pending
 
 
 @contextmanager
