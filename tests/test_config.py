@@ -118,3 +118,5 @@ def test_labels_follow_the_defaults_list_and_the_overrides():
     labels = run_labels(load_config(ovr), ovr)
     assert labels["cg"] == "linear" and labels["engine"] == "default+chunked_prefill"
     assert labels["name"] == "hybrid_linear_megatron_default_chunked"
+    ovr = ["engine=kv_tight", "hardware=h200", "engine.max_requests=128"]
+    assert run_labels(load_config(ovr), ovr)["name"] == "hybrid_megatron_megatron_default_kv-tight+max-requests_h200"

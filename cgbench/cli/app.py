@@ -80,7 +80,7 @@ def _groups_epilog() -> str:
 
 
 def _default_run_path(labels: dict, out_dir: str) -> Path:
-    """``<out_dir>/runs/<time>_<model>_<cg>_<policy>_<workload>[_chunked].json``; never an existing file."""
+    """``<out_dir>/runs/<time>_<labels name>.json`` (``cgbench.config.labels``); never an existing file."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     base = Path(out_dir) / "runs" / f"{stamp}_{labels['name']}"
     path, n = base.with_name(base.name + ".json"), 1
@@ -117,7 +117,7 @@ def _check_format(fmt: str) -> None:
 def run(
     overrides: Overrides = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON path (default: "
-                        "<out_dir>/runs/<time>_<model>_<cg>_<policy>_<workload>[_chunked].json).")] = None,
+                        "<out_dir>/runs/<time>_<model>_<cg>_<policy>_<workload>[_<engine>][_<backend>][_<hardware>][_chunked].json).")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Add per-step records to the JSON.")] = False,
     requests: Annotated[bool, typer.Option("--requests", help="Add per-request records to the JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print the graph-usage table.")] = False,

@@ -43,7 +43,8 @@ def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict[str, object]:
     """The ``labels`` block of a result: one entry per group, ``chunked``, the trace file and
-    ``name`` (the file-name stem: model, grid, policy, workload, ``chunked`` when on)."""
+    ``name`` (the file-name stem: model, grid, policy, workload, then the engine, backend and hardware
+    labels where they differ from the defaults, and ``chunked`` when on)."""
     chosen = choices(overrides)
     touched: dict[str, list[str]] = {}
     for o in overrides:
@@ -60,6 +61,11 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
     parts = [labels[g] for g in ("model", "cg", "policy", "workload")]
     if cfg.workload.trace and "trace" in touched.get("workload", []):
         parts.append(Path(cfg.workload.trace).stem)
+    engine = str(labels["engine"]).replace("+chunked_prefill", "")  # chunking has its own part
+    defaults = default_options()
+    if engine not in ("default", "chunked"):
+        parts.append(engine)
+    parts += [str(labels[g]) for g in ("backend", "hardware") if labels[g] != defaults.get(g)]
     if cfg.engine.chunked_prefill:
         parts.append("chunked")
     labels["name"] = "_".join(_safe(str(p)) for p in parts)
