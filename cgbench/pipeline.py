@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.core import Engine, RunState, StepBackend
 from cgbench.engine.fast import FastEngine
@@ -12,6 +13,7 @@ from cgbench.engine.policies import make_policy
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
+from cgbench.results.health import health_warnings
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.workload.stream import ArrivalStream, make_stream
 
@@ -60,9 +62,11 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     state = engine.run()
     doc: dict[str, Any] = provenance()
     doc["overrides"] = list(overrides or [])
+    doc["labels"] = run_labels(cfg, doc["overrides"])
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state)
+    doc["warnings"] = health_warnings(doc["metrics"], cfg)
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in engine.grid.graphs])
     extra = getattr(backend, "report", None)
     if callable(extra):

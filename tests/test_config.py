@@ -63,3 +63,60 @@ def test_sweep_rejects_interval_and_duplicates():
         expand_sweep(["seed=interval(0,1)"])
     with pytest.raises(ConfigError):
         expand_sweep(["seed=1,2", "seed=3"])
+
+
+def _configs_covering_every_rule() -> list[BenchConfig]:
+    out = []
+    for cg in ("megatron", "decode_only", "none", "explicit", "vllm", "sglang", "trtllm"):
+        for policy in ("budget", "pad_guard", "wait_timeout"):
+            cfg = BenchConfig()
+            cfg.cg.kind, cfg.policy.name = cg, policy
+            out.append(cfg)
+    for process in ("all_at_once", "poisson", "gamma", "constant", "closed_loop"):
+        for trace in (None, "t.jsonl"):
+            cfg = BenchConfig()
+            cfg.workload.arrival.process, cfg.workload.trace = process, trace
+            cfg.backend.name = "torch" if trace else "sim"
+            out.append(cfg)
+    return out
+
+
+def test_every_unread_key_is_a_schema_key():
+    from cgbench.config.compose import known_keys
+    from cgbench.config.schema import unread_keys
+
+    keys, _ = known_keys()
+    for cfg in _configs_covering_every_rule():
+        for key in unread_keys(cfg):
+            assert key in keys, key
+
+
+def test_the_chosen_options_read_their_own_keys():
+    """No preset's own keys are flagged as unread under that preset (a rule would refuse them)."""
+    from cgbench.config.schema import unread_keys
+
+    assert "cg.graphs" not in unread_keys(load_config(["cg=explicit"]))
+    assert "policy.pad_guard" not in unread_keys(load_config(["policy=pad_guard"]))
+    chat = unread_keys(load_config(["workload=chat"]))
+    assert "workload.arrival.rate" not in chat and "workload.prompt_len.sigma" not in chat
+    assert "workload.time_scale" not in unread_keys(load_config(["workload=trace"]))
+    assert "cg.capture_sizes" not in unread_keys(load_config(["cg=vllm"]))
+
+
+def test_a_key_the_options_do_read_is_accepted():
+    cfg = load_config(["cg=explicit", "cg.graphs=[[64,0,64]]", "policy=pad_guard", "policy.pad_guard.max_ratio=3",
+                       "workload=chat", "workload.arrival.rate=2", "cg.all_prefills=false",
+                       "++engine.max_tokens=8192"])
+    assert cfg.cg.graphs == [[64, 0, 64]] and cfg.policy.pad_guard.max_ratio == 3 and cfg.engine.max_tokens == 8192
+
+
+def test_labels_follow_the_defaults_list_and_the_overrides():
+    from cgbench.config.labels import choices, run_labels
+
+    assert choices([])["cg"] == "megatron" and choices(["cg=dense"])["cg"] == "dense"
+    ovr = ["cg=linear", "engine.chunked_prefill=true"]
+    labels = run_labels(load_config(ovr), ovr)
+    assert labels["cg"] == "linear" and labels["engine"] == "default+chunked_prefill"
+    assert labels["name"] == "hybrid_linear_megatron_default_chunked"
+    ovr = ["engine=kv_tight", "hardware=h200", "engine.max_requests=128"]
+    assert run_labels(load_config(ovr), ovr)["name"] == "hybrid_megatron_megatron_default_kv-tight+max-requests_h200"

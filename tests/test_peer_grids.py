@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
+from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, ModelConfig, validate
 from cgbench.grids.build import build_grid
 from cgbench.grids.peers import (
     sglang_batch_sizes,
@@ -186,5 +186,5 @@ def test_trtllm_padding_and_piecewise():
 
 
 def test_peer_explicit_sizes_are_checked():
-    with pytest.raises(ConfigError, match="cg.capture_sizes"):
-        peer("trtllm", capture_sizes=[0, 8])
+    with pytest.raises(ConfigError, match="cg.capture_sizes"):  # by the one validator, for every grid
+        validate(BenchConfig(cg=CGConfig(kind="trtllm", capture_sizes=[0, 8])))

@@ -27,6 +27,7 @@ from cgbench.config.schema import (
     DistConfig,
     EngineConfig,
     WorkloadConfig,
+    check_dist,
     validate,
 )
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
@@ -119,7 +120,7 @@ def test_zero_time_processes(process):
 def test_open_loop_processes_need_a_positive_rate(process):
     w = workload(arrival=ArrivalConfig(process=process, rate=0.0))
     with pytest.raises(ConfigError, match="workload.arrival.rate"):
-        make_stream(w, 0)
+        validate(BenchConfig(workload=w))  # the one validator; the stream trusts it
 
 
 # ---------------------------------------------------------------- length distributions
@@ -211,9 +212,9 @@ def test_every_distribution_stays_in_bounds(d, lo, span, seed):
 
 def test_invalid_distribution_is_a_config_error():
     with pytest.raises(ConfigError, match="workload.output_len.dist"):
-        sample_lengths(DistConfig(dist="zipf"), 3, random.Random(0), "workload.output_len")
+        check_dist(DistConfig(dist="zipf"), "workload.output_len")
     with pytest.raises(ConfigError, match="bins"):
-        sample_lengths(DistConfig(dist="histogram", bins=[1, 2], weights=[1.0, 1.0]), 3, random.Random(0))
+        check_dist(DistConfig(dist="histogram", bins=[1, 2], weights=[1.0, 1.0]), "workload.output_len")
 
 
 # ---------------------------------------------------------------- seeds and independence

@@ -22,7 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 Overrides = Annotated[Optional[list[str]], typer.Argument(
@@ -30,13 +31,23 @@ Overrides = Annotated[Optional[list[str]], typer.Argument(
     show_default=False)]
 
 
+OPTIONAL_DEPS = {"torch": "torch", "matplotlib": "plot"}
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Bad input -> one clear line on stderr and exit code 2; Ctrl-C -> exit 130, nothing written."""
+    """Bad input -> one clear line on stderr and exit code 2; a missing optional dependency -> its
+    install command, exit 2; Ctrl-C -> exit 130, nothing written."""
     try:
         yield
     except ConfigError as e:
         print_error(str(e))
+        raise typer.Exit(2) from None
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if top not in OPTIONAL_DEPS:
+            raise
+        print_error(f"{top} is not installed (an optional dependency): pip install 'cgbench[{OPTIONAL_DEPS[top]}]'")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("interrupted: nothing was written", highlight=False)
@@ -55,69 +66,202 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
     pass
 
 
-def _default_run_path(cfg, out_dir: str) -> Path:
+def _groups_epilog() -> str:
+    """The config groups and their options, for ``run --help``."""
+    from cgbench.config.paths import GROUPS, group_options
+
+    try:
+        lines = [f"{g}: {', '.join(group_options(g))}" for g in GROUPS if g != "sweep"]
+    except ConfigError:
+        lines = []
+    return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
+                        "Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
+                        "See the composed config with --cfg job."])
+
+
+def _default_run_path(labels: dict, out_dir: str) -> Path:
+    """``<out_dir>/runs/<time>_<labels name>.json`` (``cgbench.config.labels``); never an existing file."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    name = f"{stamp}_{cfg.model.name}_{cfg.cg.kind}_{cfg.policy.name}.json"
-    return Path(out_dir) / "runs" / name
+    base = Path(out_dir) / "runs" / f"{stamp}_{labels['name']}"
+    path, n = base.with_name(base.name + ".json"), 1
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}.json"), n + 1
+    return path
 
 
-@app.command()
+ConfigDirs = Annotated[Optional[list[Path]], typer.Option(
+    "--config-dir", "-cd", help="Also search DIR for config options (DIR/model/my70b.yaml -> model=my70b); "
+    "repeatable. CGBENCH_CONFIG_DIR does the same.", show_default=False)]
+Fmt = Annotated[str, typer.Option("--format", "-f", help="table, markdown, json or csv.")]
+
+
+def _refuse_sweep_keys(command: str, overrides: list[str]) -> None:
+    """The sweep group configures ``cgbench sweep`` only: on another command it would change nothing."""
+    from cgbench.config.overrides import override_key
+
+    for o in overrides:
+        key = override_key(o)
+        if key == "sweep" or key.startswith("sweep."):
+            raise ConfigError(f"{key}: only cgbench sweep reads the sweep group, not cgbench {command}: "
+                              f"cgbench sweep {o}")
+
+
+def _check_format(fmt: str) -> None:
+    from cgbench.cli.render import FORMATS
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+@app.command(epilog=_groups_epilog())
 def run(
     overrides: Overrides = None,
-    out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON path "
-                        "(default: <out_dir>/runs/<time>_<model>_<cg>_<policy>.json).")] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON path (default: "
+                        "<out_dir>/runs/<time>_<model>_<cg>_<policy>_<workload>[_<engine>][_<backend>][_<hardware>]"
+                        "[_chunked].json).")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Add per-step records to the JSON.")] = False,
     requests: Annotated[bool, typer.Option("--requests", help="Add per-request records to the JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print the graph-usage table.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON instead of tables.")] = False,
+    fmt: Fmt = "table",
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.", hidden=True)] = False,
+    cfg_only: Annotated[Optional[str], typer.Option(
+        "--cfg", "-c", help="Print the composed config (job, or all with Hydra's own settings) and exit.",
+        show_default=False)] = None,
+    resolve: Annotated[bool, typer.Option("--resolve", help="With --cfg: resolve ${...} interpolations.")] = False,
+    multirun: Annotated[bool, typer.Option("--multirun", "-m", help="Several points: use cgbench sweep.")] = False,
+    config_dirs: ConfigDirs = None,
+    allow_oversize: Annotated[bool, typer.Option(
+        "--allow-oversize", help="Run even if weights + KV cache exceed hardware.memory_gb x tp_size "
+        "(what-if studies).")] = False,
 ) -> None:
-    """Run one benchmark point: a Rich table of the headline metrics and a result JSON."""
+    """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
-        from cgbench.cli.render import graph_usage_table, run_table
-        from cgbench.config.compose import load_config
-        from cgbench.pipeline import run_point
+        from cgbench.cli.guards import check_device_memory, check_host_memory, require_torch
+        from cgbench.cli.render import graph_usage_table, run_output, run_title
+        from cgbench.config.compose import composed_yaml, load_config
+        from cgbench.config.labels import run_labels
         from cgbench.results.document import ensure_writable, write_json_atomic
 
         ovr = list(overrides or [])
-        cfg = load_config(ovr)
-        path = out_path or _default_run_path(cfg, cfg.out_dir)
+        dirs = list(config_dirs or [])
+        if multirun:
+            raise ConfigError("--multirun: run takes one point; for several use: cgbench sweep "
+                              + " ".join(ovr))
+        fmt = "json" if as_json else fmt
+        _check_format(fmt)
+        _refuse_sweep_keys("run", ovr)
+        if cfg_only is not None:
+            sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
+            return
+        cfg = load_config(ovr, config_dirs=dirs)
+        if cfg.backend.name == "torch":
+            require_torch()
+            check_host_memory(cfg)
+        if not allow_oversize:
+            check_device_memory(cfg)
+        labels = run_labels(cfg, ovr)
+        path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
-        doc = run_point(cfg, ovr, trace=trace, requests=requests)
+        from cgbench.pipeline import run_point
+
+        with progress(f"running {labels['name']}"):
+            doc = run_point(cfg, ovr, trace=trace, requests=requests)
+        state = _explain_waits(doc, cfg, path)
+        if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
+            write_json_atomic(*state)
         written = write_json_atomic(path, doc)
-        if as_json:
-            out.print_json(json.dumps(doc["metrics"]))
+        shown = run_output(doc, fmt, str(written))
+        if isinstance(shown, str):
+            sys.stdout.write(shown)
         else:
-            out.print(run_table(doc))
+            out.print(run_title(doc), markup=False, highlight=False, soft_wrap=True)
+            out.print(shown)
             if verbose:
                 out.print(graph_usage_table(doc))
-        err.print(f"result: {written}", highlight=False)
-        if doc["metrics"]["outcome"] != "completed":
-            err.print(f"[yellow]warning:[/yellow] run {doc['metrics']['outcome']}: {doc['metrics']['diagnosis']}",
-                      soft_wrap=True, highlight=False)
+        err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
+        for w in doc["warnings"]:
+            err.print(f"warning: {w['message']}" + (f"; explain: {w['explain']}" if w.get("explain") else ""),
+                      highlight=False, markup=False, soft_wrap=True)
+
+
+def _explain_waits(doc: dict, cfg, path: Path) -> tuple[Path, dict] | None:
+    """For a gating flag, the ``cgbench schedule`` state of its first case (path next to the result,
+    document) and, on the simulator, a throughput comparison with the no-gating ``budget`` policy."""
+    from dataclasses import replace
+
+    from cgbench.config.schema import PolicyConfig
+    from cgbench.pipeline import run_point
+    from cgbench.results.health import GATING_FLAGS, explain_wait_limit, first_long_wait_state, throughput_collapse
+
+    flag = next((w for w in doc["warnings"] if w["code"] in GATING_FLAGS), None)
+    if flag is None or cfg.backend.name != "sim":
+        return None
+    pending = None
+    state = first_long_wait_state(cfg, explain_wait_limit(doc["metrics"], cfg))
+    if state is not None:
+        state_path = Path(path).with_name(Path(path).stem + ".state.json")
+        pending = (state_path, state)
+        flag["explain"] = f"cgbench schedule {state_path}"
+        flag["state_file"] = str(state_path)
+    if cfg.policy.name != "budget":
+        budget = run_point(replace(cfg, policy=PolicyConfig(name="budget")), [])["metrics"]
+        collapse = throughput_collapse(doc["metrics"], budget)
+        if collapse is not None:
+            doc["warnings"].append(collapse)
+    return pending
+
+
+@contextmanager
+def progress(label: str, after_s: float = 2.0) -> Iterator[None]:
+    """A spinner with the elapsed time on stderr, only on a terminal and only after ``after_s``."""
+    if not err.is_terminal:
+        yield
+        return
+    import threading
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn(label, markup=False), TimeElapsedColumn(), console=err,
+                   transient=True)
+    timer = threading.Timer(after_s, lambda: (bar.start(), bar.add_task(label, total=None)))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        bar.stop()
 
 
 @app.command()
 def grid(
     overrides: Overrides = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown, json or csv.")] = "table",
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
     cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
     with user_errors():
+        from cgbench.cli.render import csv_text, markdown_table
         from cgbench.cli.render_grid import grid_json, grid_table
         from cgbench.config.compose import load_config
         from cgbench.grids.build import build_grid
         from cgbench.grids.coverage import coverage
 
-        if fmt not in ("table", "json"):
-            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
-        cfg = load_config(list(overrides or []))
+        _check_format(fmt)
+        _refuse_sweep_keys("grid", list(overrides or []))
+        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         from cgbench.backends.sim.capture import grid_capture_estimate
 
         capture = grid_capture_estimate(g, cfg.model, cfg.hardware, cfg.engine)
         if fmt == "json":
             sys.stdout.write(json.dumps(grid_json(g, capture)) + "\n")
+            return
+        if fmt in ("csv", "markdown"):
+            cols = ("order", "T", "P", "D")
+            rows = [(i, *g_) for i, g_ in enumerate(grid_json(g)["graphs"])]
+            sys.stdout.write(csv_text(cols, rows) if fmt == "csv" else markdown_table(cols, rows))
             return
         e = cfg.engine
         cov = coverage(g, max_requests=e.max_requests, max_tokens=e.max_tokens,

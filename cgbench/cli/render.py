@@ -1,66 +1,88 @@
-"""Rich tables for humans (the JSON is the machine-readable artifact)."""
+"""What ``cgbench run`` prints: one list of (row label, value) pairs, rendered as a Rich table, a
+Markdown table, CSV or JSON (``--format``). Values use the shared formatter: integers as integers,
+fractions as percentages; JSON and CSV keep the raw values of the result file."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
+from cgbench.config.labels import header
+from cgbench.results.formatting import metric_value
+from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
+from cgbench.results.names import flatten
+
+FORMATS = ("table", "markdown", "json", "csv")
 
 
-def _lat(d: dict[str, float] | None, unit: str) -> str:
+def _lat(d: dict[str, float] | None, name: str) -> str:
     if not d or not d.get("count"):
         return "-"
-    return f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} {unit}"
+    return " / ".join(metric_value(f"{name}.{k}", _whole(d[k])) for k in ("p50", "p99", "max"))
+
+
+def _whole(x: Any) -> Any:
+    """13.0 -> 13: a whole-number float (an iteration count's percentile) prints as an integer."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _counts(d: dict[str, int] | None) -> str:
+    return ", ".join(f"{k} {_num(v)}" for k, v in (d or {}).items()) or "-"
 
 
 def run_title(doc: dict[str, Any]) -> str:
+    labels = doc.get("labels")
+    if labels:
+        return "cgbench run: " + header(labels)
     c = doc["config"]
-    return (f"cgbench run: model={c['model']['name']} ({c['model']['kind']}) cg={c['cg']['kind']} "
-            f"policy={c['policy']['name']} workload={c['workload']['name']} "
-            f"chunked={c['engine']['chunked_prefill']} backend={c['backend']['name']}")
+    return (f"cgbench run: model={c['model']['name']} policy={c['policy']['name']} "
+            f"workload={c['workload']['name']} backend={c['backend']['name']}")
 
 
-def run_table(doc: dict[str, Any]) -> Table:
+def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run table's rows, every value formatted for a human."""
     m = doc["metrics"]
-    t = Table(title=run_title(doc), box=box.SIMPLE_HEAVY, title_justify="left")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    reasons = ", ".join(f"{k} {v}" for k, v in m["eager_steps_by_reason"].items()) or "-"
     worst = m["max_cg_wait_request"]
+    req = m["requests"]
     rows: list[tuple[str, str]] = [
         ("outcome", m["outcome"] + (f" ({m['diagnosis']})" if m["diagnosis"] else "")),
-        ("graphs captured / gating active", f"{m['num_graphs']} / {'yes' if m['gating_active'] else 'no'}"),
-        ("steps (graphed / eager)", f"{m['steps']} ({m['graphed_steps']} / {m['eager_steps']})"),
+        ("graphs captured / gating active", f"{_num(m['num_graphs'])} / {'yes' if m['gating_active'] else 'no'}"),
+        ("steps (graphed / eager)", f"{_num(m['steps'])} ({_num(m['graphed_steps'])} / {_num(m['eager_steps'])})"),
         ("eager-step fraction", _pct(m["eager_step_fraction"])),
-        ("eager steps by reason", reasons),
+        ("eager steps by reason", _counts(m["eager_steps_by_reason"])),
         ("eager-token fraction", _pct(m["eager_token_fraction"])),
         ("padded-token fraction (graphed)", _pct(m["padded_token_fraction"])),
-        ("deferral events / deferred requests", f"{m['deferral_events']} / {m['deferred_requests']}"),
-        ("longest wait (cg_wait_iters)",
-         f"{m['max_cg_wait_iters']} iters" + (f" (request {worst})" if worst is not None else "")),
-        ("max queue wait", f"{m['max_queue_wait_iters']} iters (p50 {m['queue_wait_iters']['p50']:g}, "
-                           f"p99 {m['queue_wait_iters']['p99']:g})"),
-        ("snap splits / starvation warnings", f"{m['snap_splits']} / {m['starvation_warnings']}"),
-        ("TTFT steps p50 / p99 / max", _lat(m["ttft_steps"], "")),
-        ("requests completed / failed", f"{m['requests']['completed']} / {m['requests']['failed']}"
-         + (f" {m['requests']['failed_by_reason']}" if m["requests"]["failed"] else "")),
-        ("paused / evicted events", f"{m['requests']['paused_events']} / {m['requests']['evicted_events']}"),
+        ("deferral events / deferred requests", f"{_num(m['deferral_events'])} / {_num(m['deferred_requests'])}"),
+        ("admitted despite a graph miss", _num(m["eager_admissions"])),
+        ("longest wait for a graph (cg_wait_iters)",
+         f"{_num(m['max_cg_wait_iters'])} iters" + (f" (request {worst})" if worst is not None else "")),
+        ("queue wait iters p50 / p99 / max", f"{_lat(m['queue_wait_iters'], 'queue_wait_iters')}"),
+        ("snap splits / starvation warnings", f"{_num(m['snap_splits'])} / {_num(m['starvation_warnings'])}"),
+        ("TTFT steps p50 / p99 / max", _lat(m["ttft_steps"], "ttft_steps")),
+        ("requests completed / failed", f"{_num(req['completed'])} / {_num(req['failed'])}"
+         + (f" ({_counts(req['failed_by_reason'])})" if req["failed"] else "")),
+        ("paused / evicted events", f"{_num(req['paused_events'])} / {_num(req['evicted_events'])}"),
     ]
     if "ttft_ms" in m:
         rows += [
-            ("TTFT ms p50 / p99 / max", _lat(m["ttft_ms"], "")),
-            ("TTFT ms, deferred requests", _lat(m["ttft_ms_deferred"], "")),
-            ("TPOT ms p50 / p99 / max", _lat(m["tpot_ms"], "")),
-            ("ITL ms p50 / p99 / max", _lat(m["itl_ms"], "")),
-            ("E2E ms p50 / p99 / max", _lat(m["e2e_ms"], "")),
-            ("output / total throughput", f"{m['output_throughput_tok_s']:,.0f} / "
-                                          f"{m['total_throughput_tok_s']:,.0f} tok/s"),
-            ("makespan", f"{m['makespan_s']:.3f} s"),
-            ("time in eager steps", f"{m['eager_time_s']:.3f} s ({_pct(m['eager_time_fraction'])})"),
-            ("goodput", f"{m['goodput_req_s']:.2f} req/s ({_pct(m['goodput_fraction'])} of requests)"),
+            ("TTFT ms p50 / p99 / max", _lat(m["ttft_ms"], "ttft_ms")),
+            ("TTFT ms (deferred) p50 / p99 / max", _lat(m["ttft_ms_deferred"], "ttft_ms_deferred")),
+            ("TPOT ms p50 / p99 / max", _lat(m["tpot_ms"], "tpot_ms")),
+            ("ITL ms p50 / p99 / max", _lat(m["itl_ms"], "itl_ms")),
+            ("E2E ms p50 / p99 / max", _lat(m["e2e_ms"], "e2e_ms")),
+            ("output / total throughput (tok/s)",
+             f"{_num(m['output_throughput_tok_s'], 0)} / {_num(m['total_throughput_tok_s'], 0)}"),
+            ("makespan (s)", _num(m["makespan_s"], 3)),
+            ("time in eager steps (s)", f"{_num(m['eager_time_s'], 3)} ({_pct(m['eager_time_fraction'])})"),
+            ("goodput (req/s)", f"{_num(m['goodput_req_s'])} ({_pct(m['goodput_fraction'])} of requests)"),
         ]
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
@@ -71,22 +93,86 @@ def run_table(doc: dict[str, Any]) -> Table:
         rows.append(("CUDA graphs captured / replayed steps",
                      f"{cg['captured']} ({cg['grid_shapes_covered']} of {cg['grid_shapes']} grid shapes"
                      + (f"; {cg['stop_reason']}" if cg["stop_reason"] else "") + f") / {br['steps_replayed']}"))
-    for name, value in rows:
-        t.add_row(name, value)
+    warnings = doc.get("warnings") or []
+    rows.append(("health", "ok" if not warnings else f"{len(warnings)} warning{'s' if len(warnings) > 1 else ''}"))
+    for w in warnings:
+        rows.append((f"warning: {w['code']}", w["message"]))  # the explanation goes to stderr and the JSON
+    return rows
+
+
+def _rich_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]],
+                right: Sequence[bool]) -> Table:
+    t = Table(title=escape(title) if title else None, box=box.SIMPLE_HEAVY, title_justify="left")
+    for col, r in zip(columns, right, strict=True):
+        t.add_column(escape(col), justify="right" if r else "left", overflow="fold")
+    for row in rows:
+        t.add_row(*(escape(str(c)) for c in row))
     return t
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> str:
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", "<br>")
+
+    lines = [f"**{cell(title)}**", ""] if title else []
+    lines.append("| " + " | ".join(cell(c) for c in columns) + " |")
+    lines.append("|" + "|".join("---" for _ in columns) + "|")
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def run_table(doc: dict[str, Any]) -> Table:
+    """The rows as a Rich table; its title (``run_title``) is printed on its own line by the caller,
+    so a narrow table never wraps the labels."""
+    return _rich_table(None, ("metric", "value"), run_rows(doc), (False, True))
+
+
+def run_output(doc: dict[str, Any], fmt: str, result_path: str | None = None) -> str | Table:
+    """The run's stdout in ``fmt``: a Rich table, or text (Markdown, JSON, CSV)."""
+    if fmt == "table":
+        return run_table(doc)
+    if fmt == "markdown":
+        return markdown_table(("metric", "value"), run_rows(doc), run_title(doc))
+    if fmt == "json":
+        return json.dumps({"labels": doc.get("labels"), "warnings": doc.get("warnings", []),
+                           "metrics": doc["metrics"], "result": result_path}) + "\n"
+    # csv: one header row and one value row (labels then every metric, raw), so runs concatenate
+    labels = {f"labels.{k}": v for k, v in (doc.get("labels") or {}).items()}
+    flat = dict(flatten(doc["metrics"]))
+    flat["warnings"] = ";".join(w["code"] for w in doc.get("warnings", []))
+    cols = [*labels, *flat]
+    return csv_text(cols, [[_csv_value(v) for v in (*labels.values(), *flat.values())]])
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v)
+    return "" if v is None else v
+
+
+def graph_usage_rows(doc: dict[str, Any], limit: int = 40) -> tuple[list[str], list[list[str]]]:
+    used = [g for g in doc["graph_usage"] if g["hits"]]
+    used.sort(key=lambda g: -g["hits"])
+    rows = []
+    for g in used[:limit]:
+        total = g["real_tokens"] + g["padded_tokens"]
+        rows.append([str(g["graph"]), _num(g["hits"]), _num(g["real_tokens"]), _num(g["padded_tokens"]),
+                     _pct(g["padded_tokens"] / total) if total else "-"])
+    for reason, n in doc["metrics"]["eager_steps_by_reason"].items():
+        rows.append([f"eager: {reason}", _num(n), "", "", ""])
+    return ["graph [T, P, D]", "hits", "real tokens", "padded tokens", "padding"], rows
 
 
 def graph_usage_table(doc: dict[str, Any], limit: int = 40) -> Table:
-    used = [g for g in doc["graph_usage"] if g["hits"]]
-    used.sort(key=lambda g: -g["hits"])
-    t = Table(title=f"graph usage ({len(used)} of {len(doc['graph_usage'])} graphs hit)", box=box.SIMPLE_HEAVY,
-              title_justify="left")
-    for col in ("graph [T, P, D]", "hits", "real tokens", "padded tokens", "padding"):
-        t.add_column(col, justify="right")
-    for g in used[:limit]:
-        total = g["real_tokens"] + g["padded_tokens"]
-        t.add_row(str(g["graph"]), str(g["hits"]), str(g["real_tokens"]), str(g["padded_tokens"]),
-                  _pct(g["padded_tokens"] / total) if total else "-")
-    for reason, n in doc["metrics"]["eager_steps_by_reason"].items():
-        t.add_row(f"eager: {reason}", str(n), "", "", "")
-    return t
+    used = sum(1 for g in doc["graph_usage"] if g["hits"])
+    cols, rows = graph_usage_rows(doc, limit)
+    return _rich_table(f"graph usage ({used} of {len(doc['graph_usage'])} graphs hit)", cols, rows,
+                       [True] * len(cols))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from cgbench.engine.replay import RoundDecision, RoundState
 
+FORMATS = ("table", "markdown", "json", "csv")
 MAX_LISTED = 8  # admitted requests / queued ids shown per table cell
 
 STOP_TEXT = {
@@ -50,7 +51,8 @@ def schedule_cmd(
         help="budget, megatron, defer, pad_guard, wait_timeout, or all (every policy side by side).")] = "all",
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
-        help="table, or json (one object for one policy, a list for --policy all).")] = "table",
+        help="table, markdown, csv (one column per policy), or json (one object for one policy, a list for "
+        "--policy all).")] = "table",
 ) -> None:
     """Replay one scheduling round from STATE.json under each admission policy.
 
@@ -62,8 +64,8 @@ def schedule_cmd(
     with user_errors():
         from cgbench.engine.replay import load_state, replay_all
 
-        if fmt not in ("table", "json"):
-            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
+        if fmt not in FORMATS:
+            raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
         if policy != "all" and policy not in POLICIES:
             raise ConfigError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}, all")
         names = POLICIES if policy == "all" else (policy,)
@@ -73,7 +75,16 @@ def schedule_cmd(
             doc = [d.to_json() for d in decisions] if policy == "all" else decisions[0].to_json()
             sys.stdout.write(json.dumps(doc) + "\n")
             return
-        out.print(start_summary(state), highlight=False, markup=False)
+        if fmt in ("markdown", "csv"):
+            from cgbench.cli.render import csv_text, markdown_table
+
+            cols, rows = decision_rows(state, decisions, plain=True)
+            if fmt == "csv":
+                sys.stdout.write(csv_text(cols, rows))
+            else:
+                sys.stdout.write(markdown_table(cols, rows, start_summary(state)))
+            return
+        out.print(start_summary(state), highlight=False, markup=False, soft_wrap=True)
         out.print(decisions_table(state, decisions))
 
 
@@ -138,15 +149,15 @@ def _queue_cell(d: RoundDecision) -> str:
     return f"{len(d.queue_after)}: {ids}" + (" ..." if len(d.queue_after) > MAX_LISTED else "")
 
 
-def decisions_table(state: RoundState, decisions: list[RoundDecision]) -> Table:
-    """Every policy's decision side by side, one column each."""
-    from rich import box
-    from rich.table import Table
+def decision_rows(state: RoundState, decisions: list[RoundDecision],
+                  plain: bool = False) -> tuple[list[str], list[list[str]]]:
+    """(columns, rows) of the decisions table; ``plain`` drops Rich markup and joins lines with '; '."""
+    from rich.text import Text
 
-    t = Table(box=box.SIMPLE_HEAVY, show_lines=True)
-    t.add_column("", style="bold", no_wrap=True)
-    for d in decisions:
-        t.add_column(d.policy + (" (gating)" if d.gating_active else ""))
+    def clean(cell: str) -> str:
+        return "; ".join(Text.from_markup(cell).plain.splitlines()) if plain else cell
+
+    cols = ["step" if plain else ""] + [d.policy + (" (gating)" if d.gating_active else "") for d in decisions]
     rows = [
         ("admitted\n(id: chunk)", lambda d: _listing(
             [f"r{i}: {c}" + ("" if final else " partial") for i, c, final in d.admitted])),
@@ -158,6 +169,20 @@ def decisions_table(state: RoundState, decisions: list[RoundDecision]) -> Table:
         ("graph", _graph_cell),
         ("starvation\nwarnings", lambda d: str(d.warnings)),
     ]
-    for label, cell in rows:
-        t.add_row(label, *(cell(d) for d in decisions))
+    return cols, [[label.replace("\n", " ") if plain else label, *(clean(cell(d)) for d in decisions)]
+                  for label, cell in rows]
+
+
+def decisions_table(state: RoundState, decisions: list[RoundDecision]) -> Table:
+    """Every policy's decision side by side, one column each."""
+    from rich import box
+    from rich.table import Table
+
+    cols, rows = decision_rows(state, decisions)
+    t = Table(box=box.SIMPLE_HEAVY, show_lines=True)
+    t.add_column(cols[0], style="bold", no_wrap=True)
+    for c in cols[1:]:
+        t.add_column(c)
+    for row in rows:
+        t.add_row(*row)
     return t

@@ -1,15 +1,25 @@
 """The one module that knows Hydra: config discovery, composition, sweep expansion.
 
 Everything else receives plain ``cgbench.config.schema`` dataclasses.
+
+Config search path (``cgbench.config.paths``): the shipped tree first, then ``$CGBENCH_CONFIG_DIR``
+and ``--config-dir`` folders, so a user's own ``<dir>/model/my70b.yaml`` adds ``model=my70b``
+without copying the tree. A user file with the name of a shipped option (and other content) is refused.
+
+Strictness: an override must name a key of the schema (``+`` or not), ``~key`` deletions and
+``hydra/*`` / ``hydra.*`` overrides are refused outside a launcher sweep, and an override of a key
+that the chosen options never read (``cgbench.config.schema.unread_keys``) is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import itertools
-import os
-from collections.abc import Iterator
+import typing
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
+from functools import lru_cache
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -17,30 +27,33 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from cgbench.config.schema import BenchConfig, ConfigError, validate
+from cgbench.config.overrides import override_key
+from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
+from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason, validate
 
-GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", "sweep")
+__all__ = ["GROUPS", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
+           "expand_sweep", "group_options", "known_keys", "load_config", "to_bench_config", "user_config_dirs"]
 
 ConfigStore.instance().store(name="cgbench_schema", node=BenchConfig)
 
 
-def config_dir() -> Path:
-    """``$CGBENCH_CONFIG_DIR``, else the packaged ``cgbench/conf`` (wheel), else ``<repo>/conf``."""
-    if env := os.environ.get("CGBENCH_CONFIG_DIR"):
-        return Path(env).resolve()
-    packed = resources.files("cgbench") / "conf"
-    if packed.is_dir():
-        return Path(str(packed))
-    return Path(__file__).resolve().parents[2] / "conf"
+
+
 
 
 @contextmanager
 def _hydra() -> Iterator[None]:
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="cgbench"):
         yield
+
+
+def _searchpath_override(dirs: Sequence[Path]) -> list[str]:
+    if not dirs:
+        return []
+    return ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"]
 
 
 def _error_text(e: BaseException) -> str:
@@ -63,20 +76,137 @@ def _error_text(e: BaseException) -> str:
     return msg
 
 
-def compose_dict(overrides: list[str]) -> DictConfig:
-    """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError."""
+# ---------------------------------------------------------------------------------------------
+# Known keys and override checks
+
+
+def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, bool]]:
+    """(dotted key, is_open_mapping) for every field of a schema dataclass, records included."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            yield key, False
+            yield from _fields(tp, key + ".")
+        else:
+            yield key, typing.get_origin(tp) is dict
+
+
+@lru_cache(maxsize=1)
+def known_keys() -> tuple[frozenset[str], frozenset[str]]:
+    """(every dotted key of the schema, the keys that are open mappings such as ``sweep.params``)."""
+    keys, open_maps = set(), set()
+    for key, is_map in _fields(BenchConfig):
+        keys.add(key)
+        if is_map:
+            open_maps.add(key)
+    return frozenset(keys), frozenset(open_maps)
+
+
+def _closest(key: str) -> str:
+    keys, _ = known_keys()
+    match = difflib.get_close_matches(key, sorted(keys | set(GROUPS)), n=1, cutoff=0.6)
+    if not match:  # a typo in the last part: compare within the same record
+        head, _, tail = key.rpartition(".")
+        siblings = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == head]
+        near = difflib.get_close_matches(tail, siblings, n=1, cutoff=0.5)
+        match = [f"{head}.{near[0]}"] if near else []
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def _is_hydra(key: str) -> bool:
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def check_override_keys(overrides: Sequence[str], *, allow_hydra: bool = False) -> None:
+    """Refuse unknown keys (with or without ``+``), ``~`` deletions and, unless ``allow_hydra``,
+    Hydra's own settings; each with one line naming the override."""
+    keys, open_maps = known_keys()
+    for o in overrides:
+        key = override_key(o)
+        if _is_hydra(key):
+            if allow_hydra:
+                continue
+            raise ConfigError(f"{o}: Hydra settings apply to launcher sweeps only: "
+                              f"cgbench sweep --launcher <name> ... {o}")
+        if o.lstrip().startswith("~"):
+            raise ConfigError(f"{o}: removing a key is not supported (the schema keeps every key); "
+                              f"set a value instead, e.g. {key}=<value>")
+        if "/" in key:
+            raise ConfigError(f"{key}: not a config group (groups: {', '.join(GROUPS)})")
+        if key in GROUPS or key in keys or any(key.startswith(m + ".") for m in open_maps):
+            continue
+        raise ConfigError(f"{key}: unknown key{_closest(key)}")
+
+
+def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
+    unread = unread_keys(cfg)
+    for o in overrides:
+        key = override_key(o)
+        if key in GROUPS or _is_hydra(key):
+            continue
+        why = unread_reason(key, unread)
+        if why is not None:
+            raise ConfigError(f"{key}: not read with {why}; remove it or choose the option that reads it")
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition
+
+
+def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = (),
+                 with_hydra: bool = False) -> DictConfig:
+    """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
+    ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``)."""
+    search = _searchpath_override(user_config_dirs(config_dirs))
     try:
         with _hydra():
-            cfg = compose(config_name="config", overrides=list(overrides))
+            cfg = compose(config_name="config", overrides=[*overrides, *search], return_hydra_config=with_hydra)
+        if with_hydra:
+            return cfg
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         return cfg
     except (HydraException, OmegaConfBaseException, ValueError) as e:
+        msg = _error_text(e)
+        if "--multirun" in msg or "multirun" in msg.lower():
+            bad = next((o for o in overrides if "," in o.partition("=")[2]), "")
+            msg = (f"{bad or 'a sweep value'}: run takes one value per key; for several points use "
+                   f"cgbench sweep {bad}".rstrip())
+        raise ConfigError(msg) from e
+
+
+def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = (),
+                allow_hydra: bool = False) -> BenchConfig:
+    """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
+    override of a key the chosen options never read."""
+    ovr = list(overrides or [])
+    check_override_keys(ovr, allow_hydra=allow_hydra)
+    cfg = to_bench_config(compose_dict([o for o in ovr if not _is_hydra(override_key(o))],
+                                       config_dirs=config_dirs))
+    _check_read(cfg, ovr)
+    return cfg
+
+
+def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = False,
+                  config_dirs: Sequence[str | Path] = ()) -> str:
+    """The composed config as YAML (``--cfg job``), or with Hydra's own node (``--cfg all``)."""
+    if which not in ("job", "all"):
+        raise ConfigError(f"--cfg: {which!r} is not one of job, all")
+    if which == "job":
+        load_config(overrides, config_dirs=config_dirs)  # the same checks as a run
+    cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
+    try:
+        if which == "job":
+            return OmegaConf.to_yaml(cfg, resolve=resolve)
+        # Hydra's own node refers to a job number that only a launched job has: resolve the job part only
+        hydra_node = OmegaConf.to_container(cfg.hydra, resolve=False)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        job = OmegaConf.to_container(cfg, resolve=resolve)
+        return OmegaConf.to_yaml(OmegaConf.create({**job, "hydra": hydra_node}))
+    except OmegaConfBaseException as e:
         raise ConfigError(_error_text(e)) from e
-
-
-def load_config(overrides: list[str] | None = None) -> BenchConfig:
-    """Compose, convert to typed dataclasses and validate cross-field rules."""
-    return to_bench_config(compose_dict(list(overrides or [])))
 
 
 def to_bench_config(cfg: DictConfig) -> BenchConfig:
@@ -90,27 +220,28 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
     return validate(obj)
 
 
+
+
 def _resolve_paths(cfg: BenchConfig) -> None:
-    """Relative data paths resolve against the working directory, else the checkout's root
-    (so ``workload=trace`` finds ``examples/traces/`` from anywhere in a checkout)."""
+    """Relative data paths resolve against the working directory, else ``data_roots()`` (so
+    ``workload=trace`` finds the example traces from anywhere, in a checkout or a wheel)."""
     for holder, key in ((cfg.workload, "trace"), (cfg.backend, "calibration")):
         value = getattr(holder, key)
         if not value or Path(value).is_absolute() or Path(value).exists():
             continue
-        candidate = config_dir().parent / value
-        if candidate.exists():
-            setattr(holder, key, str(candidate))
+        for root in data_roots():
+            candidate = root / value
+            if candidate.exists():
+                setattr(holder, key, str(candidate))
+                break
 
 
-def group_options(group: str) -> list[str]:
-    """The option names of one config group (the YAML files in ``conf/<group>/``)."""
-    d = config_dir() / group
-    return sorted(p.stem for p in d.glob("*.yaml"))
 
 
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Hydra sweep syntax -> the Cartesian product of override lists (first key varies slowest,
     as Hydra's BasicSweeper). ``a=1,2``, ``range()``, ``choice()`` and ``glob()`` are supported."""
+    check_override_keys([o for o in overrides if not _is_hydra(override_key(o))])
     axes: list[list[str]] = []
     try:
         with _hydra():

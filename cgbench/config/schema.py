@@ -8,6 +8,7 @@ see. They import nothing from Hydra, so library users and tests can build them d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 MODEL_KINDS = ("transformer", "hybrid")
@@ -18,6 +19,10 @@ BACKENDS = ("sim", "torch")
 COST_MODELS = ("roofline", "calibrated")
 ARRIVAL_PROCESSES = ("all_at_once", "poisson", "gamma", "constant", "closed_loop")
 LENGTH_DISTS = ("fixed", "uniform", "normal", "lognormal", "histogram")
+TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
+PEER_KINDS = ("vllm", "sglang", "trtllm")
+MEGATRON_KINDS = ("megatron", "decode_only")
+OPEN_LOOP = ("poisson", "gamma", "constant")
 
 
 class ConfigError(ValueError):
@@ -168,6 +173,7 @@ class BackendConfig:
     dtype: str = "float32"  # torch backend
     capture_budget_s: float = 120.0  # torch backend: time budget for graph capture
     capture_memory_gb: float = 8.0  # torch backend: memory budget for graph capture
+    host_memory_gb: float = 8.0  # torch backend on the CPU: refuse models whose weights need more
 
 
 @dataclass
@@ -294,6 +300,12 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(getattr(m, key) >= 1, f"model.{key}", f"must be >= 1, got {getattr(m, key)}")
     _require(m.num_attention_heads % m.num_kv_heads == 0, "model.num_kv_heads",
              "must divide model.num_attention_heads")
+    if "*" in m.layers:
+        _require(m.head_dim % 2 == 0, "model.head_dim", f"must be even (rotary embedding), got {m.head_dim}")
+    if "M" in m.layers:
+        _require(m.mamba_num_heads % m.mamba_num_groups == 0, "model.mamba_num_groups",
+                 f"must divide model.mamba_num_heads ({m.mamba_num_heads}), got {m.mamba_num_groups}")
+        _require(m.mamba_conv_kernel >= 2, "model.mamba_conv_kernel", f"must be >= 2, got {m.mamba_conv_kernel}")
 
     for key in ("max_requests", "max_tokens", "max_sequence_length", "block_size", "tp_size"):
         _require(getattr(e, key) >= 1, f"engine.{key}", f"must be >= 1, got {getattr(e, key)}")
@@ -349,6 +361,11 @@ def validate(cfg: BenchConfig) -> BenchConfig:
                  "cost_model=calibrated needs a calibration table path")
     _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
              f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
+    _check_choice(cfg.backend.dtype, TORCH_DTYPES, "backend.dtype")
+    _require(cfg.backend.host_memory_gb > 0, "backend.host_memory_gb", "must be > 0")
+    if cfg.backend.name == "torch":
+        _require(e.num_speculative_tokens == 0, "engine.num_speculative_tokens",
+                 "the torch backend runs no draft model; use 0")
     h = cfg.hardware
     check_hardware(h)
     for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
@@ -357,3 +374,79 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
     return cfg
+
+
+def _dist_unread(d: DistConfig, key: str) -> dict[str, str]:
+    reads = {"value": ("fixed",), "mean": ("normal", "lognormal"), "std": ("normal",), "sigma": ("lognormal",),
+             "bins": ("histogram",), "weights": ("histogram",)}
+    return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(kinds)})"
+            for f, kinds in reads.items() if d.dist not in kinds}
+
+
+def unread_keys(cfg: BenchConfig) -> dict[str, str]:
+    """Keys the chosen options never read, each with the setting that makes it inert.
+
+    A key listed here changes nothing for this config; an override that sets one is refused (by
+    ``cgbench.config.compose``) instead of being silently ignored. Keys whose value a preset file
+    sets stay allowed: only what the user typed is checked."""
+    cg, w, p, b = cfg.cg, cfg.workload, cfg.policy, cfg.backend
+    unread: dict[str, str] = {}
+    if cg.kind != "explicit":
+        unread["cg.graphs"] = f"cg.kind={cg.kind} (read with cg=explicit)"
+    if cg.kind not in MEGATRON_KINDS:
+        for k in ("num_cuda_graphs", "distribution", "mixed_prefill_count", "sizes_per_octave", "p_per_octave",
+                  "cuda_graph_max_tokens"):
+            unread[f"cg.{k}"] = f"cg.kind={cg.kind} (read with cg.kind=megatron or decode_only)"
+    elif cg.all_prefills:
+        unread["cg.cuda_graph_max_tokens"] = "cg.all_prefills=true (the cap is engine.max_tokens)"
+    if cg.kind not in PEER_KINDS:
+        for k in ("capture_sizes", "max_capture_size", "piecewise", "piecewise_sizes", "piecewise_max_tokens"):
+            unread[f"cg.{k}"] = f"cg.kind={cg.kind} (read with cg=vllm, sglang or trtllm)"
+    if cg.kind not in ("sglang", "trtllm"):
+        unread["cg.padding"] = f"cg.kind={cg.kind} (read with cg=sglang or trtllm)"
+    if cg.kind != "sglang":
+        unread["cg.gpu_memory_gb"] = f"cg.kind={cg.kind} (read with cg=sglang)"
+
+    if w.trace:
+        why = f"workload.trace={Path(w.trace).name} (the trace is the workload)"
+        for k in ("num_requests", "prompt_len", "output_len"):
+            unread[f"workload.{k}"] = why
+        if w.arrival.process != "closed_loop":
+            unread["workload.arrival"] = why + "; only arrival.process=closed_loop applies to a trace"
+    else:
+        unread["workload.time_scale"] = "no workload.trace (time_scale scales a trace's arrival times)"
+        unread.update(_dist_unread(w.prompt_len, "workload.prompt_len"))
+        unread.update(_dist_unread(w.output_len, "workload.output_len"))
+    a = w.arrival
+    if a.process not in OPEN_LOOP:
+        unread["workload.arrival.rate"] = f"workload.arrival.process={a.process} (read with poisson, gamma, constant)"
+    if a.process != "gamma":
+        unread["workload.arrival.burstiness"] = f"workload.arrival.process={a.process} (read with gamma)"
+    if a.process != "closed_loop":
+        unread["workload.arrival.concurrency"] = f"workload.arrival.process={a.process} (read with closed_loop)"
+
+    if p.name != "pad_guard":
+        unread["policy.pad_guard"] = f"policy={p.name} (read with policy=pad_guard)"
+    if p.name != "wait_timeout":
+        unread["policy.wait_timeout"] = f"policy={p.name} (read with policy=wait_timeout)"
+
+    if b.name == "sim":
+        # backend.device / dtype / capture_* stay allowed: `cgbench calibrate` reads them with any backend
+        unread["backend.host_memory_gb"] = "backend=sim (read with backend=torch)"
+        if b.cost_model != "calibrated":
+            unread["backend.calibration"] = f"backend.cost_model={b.cost_model} (read with cost_model=calibrated)"
+    else:
+        for k in ("cost_model", "calibration"):
+            unread[f"backend.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
+        for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
+                  "bandwidth_efficiency"):
+            unread[f"hardware.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
+    return unread
+
+
+def unread_reason(key: str, unread: dict[str, str]) -> str | None:
+    """Why ``key`` (or the record holding it) is not read, or None when it is read."""
+    for k, why in unread.items():
+        if key == k or key.startswith(k + "."):
+            return why
+    return None

@@ -13,8 +13,6 @@ def _explicit(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
     graphs = []
     for i, g in enumerate(cg.graphs):
         key = f"cg.graphs[{i}]"
-        if len(g) != 3:
-            raise ConfigError(f"{key}: must be [T, P, D], got {g}")
         try:
             shape = BatchShape(*(int(x) for x in g))
         except (TypeError, ValueError) as exc:

@@ -110,8 +110,6 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     ignored for LINEAR). With both at 1 the result is exactly Megatron's."""
     if num_cuda_graphs is None:
         return [], None
-    if distribution not in ("exponential", "linear"):
-        raise ConfigError(f"cg.distribution: {distribution!r} is not one of exponential, linear")
     tp, spec, R = tp_size, num_speculative_tokens, max_requests
     q = spec + 1
     cap = cuda_graph_max_tokens

@@ -66,10 +66,7 @@ def _upto(sizes: list[int], limit: int) -> list[int]:
 
 
 def _explicit_sizes(cg: CGConfig, key: str) -> list[int]:
-    sizes = [int(s) for s in getattr(cg, key)]
-    if any(s < 1 for s in sizes):
-        raise ConfigError(f"cg.{key}: sizes must be >= 1, got {sizes}")
-    return sorted(set(sizes))
+    return sorted({int(s) for s in getattr(cg, key)})  # >= 1: checked by the schema
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,6 +83,12 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json_atomic(path: Path, doc: dict) -> Path:
     """Write via a temporary file in the same folder and rename: never a partial file."""
     return write_text_atomic(path, dumps(doc))
@@ -97,6 +103,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; a result is as readable as any file
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -72,10 +72,11 @@ METRICS: tuple[Metric, ...] = (
     _M("starvation_warnings", COUNT, LOWER, "starvation warnings",
        "times the engine's starvation warning fires (every max(100, max_sequence_length) consecutive waits)",
        deterministic=True),
-    _M("eager_admissions", COUNT, LOWER, "admitted to run eager",
-       "admissions a gating policy let through knowing the step would miss every graph (wait_timeout's "
-       "timeouts, megatron's unsnappable chunks); the steps they join are counted in eager_steps",
-       deterministic=True),
+    _M("eager_admissions", COUNT, LOWER, "admitted despite a graph miss",
+       "admissions (not steps) that a gating policy let through although, when admitted, the batch's shape "
+       "matched no graph (wait_timeout's timeouts, megatron's unsnappable chunks). Not a count of eager "
+       "steps: later admissions in the same round can change the shape, so the step may still replay a "
+       "graph; eager steps are eager_steps", deterministic=True),
     _M("max_queue_wait_iters", ITERATIONS, LOWER, "longest queue wait",
        "the most iterations from arrival to first admission, for any reason", deterministic=True),
     _M("queue_wait_iters", ITERATIONS, LOWER, "queue wait", "iterations from arrival to first admission",

@@ -14,7 +14,7 @@ import torch
 
 from cgbench.backends.torch.graphs import CudaGraphRunner
 from cgbench.backends.torch.runner import StepRow, TorchRunner
-from cgbench.config.schema import BenchConfig, ConfigError
+from cgbench.config.schema import BenchConfig
 from cgbench.engine.context import Admission
 from cgbench.engine.contract import StepWork
 from cgbench.engine.request import Request
@@ -25,8 +25,6 @@ class TorchBackend:
     has_clock = True
 
     def __init__(self, cfg: BenchConfig) -> None:
-        if cfg.engine.num_speculative_tokens:
-            raise ConfigError("engine.num_speculative_tokens: the torch backend runs no draft model; use 0")
         self.runner = TorchRunner(cfg.model, cfg.engine, seed=cfg.seed, device=cfg.backend.device,
                                   dtype=cfg.backend.dtype)
         self.on_cuda = self.runner.device.type == "cuda"

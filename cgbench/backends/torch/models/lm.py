@@ -14,7 +14,7 @@ from torch import nn
 from cgbench.backends.torch.models.layers import MLP, Attention, RMSNorm
 from cgbench.backends.torch.models.mamba import Mamba2Mixer
 from cgbench.backends.torch.models.step import ModelCache, StepInputs
-from cgbench.config.schema import ConfigError, ModelConfig
+from cgbench.config.schema import BenchConfig, ModelConfig, validate
 
 DEFAULT_SSD_CHUNK = 64
 QK_GAIN = 3.0  # attention logits with std ~3: position-dependent attention instead of a context average
@@ -91,17 +91,9 @@ class CausalLM(nn.Module):
 
 
 def check_model(cfg: ModelConfig) -> None:
-    layers = cfg.layers
-    if not layers or set(layers) - set("M*-"):
-        raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', got {layers!r}")
-    if "*" in layers and (cfg.num_attention_heads % cfg.num_kv_heads or cfg.head_dim % 2):
-        raise ConfigError("model.num_kv_heads: must divide model.num_attention_heads, and model.head_dim "
-                          "must be even (rotary embedding)")
-    if "M" in layers and cfg.mamba_num_heads % cfg.mamba_num_groups:
-        raise ConfigError(f"model.mamba_num_groups: must divide model.mamba_num_heads "
-                          f"({cfg.mamba_num_heads}), got {cfg.mamba_num_groups}")
-    if "M" in layers and cfg.mamba_conv_kernel < 2:
-        raise ConfigError(f"model.mamba_conv_kernel: must be >= 2, got {cfg.mamba_conv_kernel}")
+    """The model rules live in the one validator (``cgbench.config.schema.validate``), so the simulator
+    refuses exactly the models this engine cannot build; this applies them to a bare ModelConfig."""
+    validate(BenchConfig(model=cfg))
 
 
 def init_weights(model: CausalLM, seed: int) -> None:

@@ -1,0 +1,84 @@
+"""Honest labels for a run: the group options it used, and which keys overrode them.
+
+A label is the chosen option of a config group (``cg=dense``), followed by ``+key`` for every key
+of that group an override changed (``workload=default+trace``, ``engine=default+max_requests``).
+The run header, the result file name and the result JSON's ``labels`` block all come from here.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from cgbench.config.overrides import split_override
+from cgbench.config.paths import config_dir
+from cgbench.config.schema import BenchConfig
+
+LABEL_GROUPS = ("model", "cg", "policy", "workload", "engine", "backend", "hardware")
+
+
+@lru_cache(maxsize=1)
+def default_options() -> dict[str, str]:
+    """The default option of every group, read from the shipped ``config.yaml`` defaults list."""
+    defaults = OmegaConf.to_container(OmegaConf.load(config_dir() / "config.yaml")).get("defaults", [])
+    chosen: dict[str, str] = {}
+    for item in defaults:
+        if isinstance(item, dict):
+            chosen.update({str(k): str(v) for k, v in item.items()})
+    return chosen
+
+
+def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """group -> chosen option: the defaults list, replaced by ``group=option`` overrides."""
+    chosen = dict(default_options())
+    for o in overrides:
+        key, value = split_override(o)
+        if key in LABEL_GROUPS or key == "sweep":
+            chosen[key] = value
+    return chosen
+
+
+def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict[str, object]:
+    """The ``labels`` block of a result: one entry per group, ``chunked``, the trace file and
+    ``name`` (the file-name stem: model, grid, policy, workload, then the engine, backend and hardware
+    labels where they differ from the defaults, and ``chunked`` when on)."""
+    chosen = choices(overrides)
+    touched: dict[str, list[str]] = {}
+    for o in overrides:
+        key, _ = split_override(o)
+        group, dot, rest = key.partition(".")
+        if dot and group in LABEL_GROUPS and rest not in touched.setdefault(group, []):
+            touched[group].append(rest)
+    labels: dict[str, object] = {}
+    for group in LABEL_GROUPS:
+        option = chosen.get(group, "?")
+        labels[group] = option + "".join(f"+{k}" for k in touched.get(group, []))
+    labels["chunked"] = cfg.engine.chunked_prefill
+    labels["trace"] = Path(cfg.workload.trace).name if cfg.workload.trace else None
+    parts = [labels[g] for g in ("model", "cg", "policy", "workload")]
+    if cfg.workload.trace and "trace" in touched.get("workload", []):
+        parts.append(Path(cfg.workload.trace).stem)
+    engine = str(labels["engine"]).replace("+chunked_prefill", "")  # chunking has its own part
+    defaults = default_options()
+    if engine not in ("default", "chunked"):
+        parts.append(engine)
+    parts += [str(labels[g]) for g in ("backend", "hardware") if labels[g] != defaults.get(g)]
+    if cfg.engine.chunked_prefill:
+        parts.append("chunked")
+    labels["name"] = "_".join(_safe(str(p)) for p in parts)
+    return labels
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-") or "x"
+
+
+def header(labels: dict[str, object]) -> str:
+    """``model=hybrid cg=dense policy=budget workload=default+trace (x.jsonl) chunked=on backend=sim``."""
+    trace = f" ({labels['trace']})" if labels.get("trace") else ""
+    return (f"model={labels['model']} cg={labels['cg']} policy={labels['policy']} "
+            f"workload={labels['workload']}{trace} chunked={'on' if labels['chunked'] else 'off'} "
+            f"engine={labels['engine']} backend={labels['backend']} hardware={labels['hardware']}")

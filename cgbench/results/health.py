@@ -1,0 +1,140 @@
+"""Run health flags: what a reader of a result must not miss, as ``warnings: [...]``.
+
+A run can "complete" and still be useless: requests starved by gating, requests rejected, a stall,
+throughput collapsed against the no-gating policy. Each flag is a record ``{code, message}``; a
+long graph wait also names the ``cgbench schedule`` state that shows its first case (the CLI
+writes that state next to the result).
+
+Flags:
+
+* ``incomplete``: the run stalled or hit its step bound (``metrics.outcome``).
+* ``failed_requests``: the engine rejected requests (``requests.failed``).
+* ``starvation``: the engine's starvation warning fired (a request waited ``max(100, msl)``
+  consecutive iterations for a graph).
+* ``long_graph_wait``: a request waited at least ``threshold`` iterations for a graph (default
+  ``max(100, engine.max_sequence_length)``, the engine's own starvation threshold).
+* ``heavy_deferral``: gating deferred a request in at least half of the steps (the queue is admitted
+  one request at a time while decodes run: a serialised workload, whatever the per-request wait).
+* ``memory``: weights + the modelled KV pool exceed ``hardware.memory_gb`` per GPU.
+* ``throughput_collapse``: output throughput below ``1 / factor`` of the same config under the
+  ``budget`` policy (no gating), when that figure is known (``throughput_collapse``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cgbench.config.schema import BenchConfig
+from cgbench.results.formatting import number, percent
+
+COLLAPSE_FACTOR = 2.0
+HEAVY_DEFERRAL = 0.5  # deferral events per step
+GATING_FLAGS = ("long_graph_wait", "heavy_deferral", "starvation")
+
+
+def wait_threshold(cfg: BenchConfig) -> int:
+    return max(100, cfg.engine.max_sequence_length)
+
+
+def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
+    """The flags that ``metrics`` (a result's ``metrics`` block) raises."""
+    flags: list[dict[str, Any]] = []
+    if metrics.get("outcome") not in (None, "completed"):
+        flags.append({"code": "incomplete",
+                      "message": f"run {metrics['outcome']}: {metrics.get('diagnosis') or 'no diagnosis'}"})
+    req = metrics.get("requests") or {}
+    if req.get("failed"):
+        reasons = ", ".join(f"{k} {v}" for k, v in (req.get("failed_by_reason") or {}).items())
+        flags.append({"code": "failed_requests",
+                      "message": f"{req['failed']} of {req.get('total', '?')} requests failed ({reasons})"})
+    threshold = wait_threshold(cfg)
+    worst, who = metrics.get("max_cg_wait_iters") or 0, metrics.get("max_cg_wait_request")
+    if metrics.get("starvation_warnings"):
+        flags.append({"code": "starvation",
+                      "message": f"{metrics['starvation_warnings']} starvation warnings: requests waited "
+                                 f"{number(threshold)}+ consecutive iterations for a graph "
+                                 f"(longest: request {who}, {number(worst)} iterations)"})
+    if worst >= threshold:
+        flags.append({"code": "long_graph_wait", "request": who, "iterations": worst, "threshold": threshold,
+                      "message": f"request {who} waited {number(worst)} iterations for a graph "
+                                 f"(threshold {number(threshold)})"})
+    steps, deferrals = metrics.get("steps") or 0, metrics.get("deferral_events") or 0
+    if steps and deferrals >= HEAVY_DEFERRAL * steps:
+        flags.append({"code": "heavy_deferral",
+                      "message": f"gating held a request back in {percent(deferrals / steps)} of steps "
+                                 f"({number(deferrals)} deferrals in {number(steps)} steps; longest wait "
+                                 f"{number(worst)} iterations, request {who}): the queue is served one at a time"})
+    flags += memory_flags(cfg)
+    return flags
+
+
+def memory_flags(cfg: BenchConfig) -> list[dict[str, Any]]:
+    """``memory``: the weights + the KV pool the engine modelled exceed the hardware's memory (a
+    what-if run, or ``engine.kv_blocks=0``'s idealised pool of max_requests full-length sequences)."""
+    from cgbench.backends.sim.memory import memory_need
+
+    need = memory_need(cfg)
+    if need.total_gb <= need.capacity_gb:
+        return []
+    fit = need.kv_blocks_that_fit(cfg)
+    pool = "engine.kv_blocks=0 sizes the KV pool for max_requests full-length sequences: " if need.auto_kv else ""
+    return [{"code": "memory", "message": f"{pool}weights {need.weights_gb:.1f} GB + KV {need.kv_gb:.1f} GB = "
+                                          f"{need.total_gb:.1f} GB per GPU exceeds {cfg.hardware.name}'s "
+                                          f"{need.capacity_gb:g} GB (engine.kv_blocks={fit} would fit)"}]
+
+
+def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any],
+                        factor: float = COLLAPSE_FACTOR) -> dict[str, Any] | None:
+    """A ``throughput_collapse`` flag when output throughput fell below ``1/factor`` of the same
+    config's no-gating (``budget``) run; None when it did not or a figure is missing."""
+    mine, base = metrics.get("output_throughput_tok_s"), no_gating.get("output_throughput_tok_s")
+    if not isinstance(mine, (int, float)) or not isinstance(base, (int, float)) or base <= 0:
+        return None
+    if mine * factor >= base:
+        return None
+    return {"code": "throughput_collapse", "ratio": base / mine if mine > 0 else None,
+            "message": f"output throughput {number(mine, 0)} tok/s is {base / max(mine, 1e-9):.1f}x below "
+                       f"the no-gating policy (budget: {number(base, 0)} tok/s)"}
+
+
+def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig) -> int:
+    """The wait whose first case best shows a gating flag: the longest wait, capped at the threshold."""
+    return max(1, min(metrics.get("max_cg_wait_iters") or 1, wait_threshold(cfg)))
+
+
+class _Found(Exception):
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+
+def first_long_wait_state(cfg: BenchConfig, threshold: int | None = None) -> dict[str, Any] | None:
+    """The ``cgbench schedule`` state at the start of the first round in which a request is deferred
+    for the ``threshold``-th consecutive time (re-running the deterministic simulator up to that
+    round only). None when no request waits that long or the backend is not the simulator."""
+    if cfg.backend.name != "sim":
+        return None
+    from dataclasses import replace
+
+    from cgbench.engine.replay import state_from_engine
+    from cgbench.pipeline import build_engine
+
+    limit = threshold if threshold is not None else wait_threshold(cfg)
+    oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
+    engine = build_engine(oracle)
+    schedule = engine.scheduler.schedule
+
+    def watched(queue):
+        head = queue[0] if queue else None
+        snap = state_from_engine(engine) if head is not None and head.cg_wait_iters >= limit - 1 else None
+        result = schedule(queue)
+        if snap is not None and result.deferred is not None:
+            raise _Found(snap)
+        return result
+
+    engine.scheduler.schedule = watched  # type: ignore[method-assign]
+    try:
+        engine.run()
+    except _Found as found:
+        return found.state
+    return None

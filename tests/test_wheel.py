@@ -1,0 +1,78 @@
+"""The built wheel, installed into a fresh virtual environment WITHOUT torch or matplotlib and run
+outside the checkout: the simulator runs, the packaged example trace resolves from the wheel, and
+the optional features say how to install what they need (exit 2, one line, no traceback)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
+    """(the venv's cgbench, a work folder outside the checkout, the environment to run it in)."""
+    base = tmp_path_factory.mktemp("wheel")
+    wheels = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(wheels)],
+                   check=True, capture_output=True, text=True)
+    (wheel,) = wheels.glob("cgbench-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    # the core dependencies come from the configured index / local pip cache; no extras
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", str(wheel)],
+                   check=True, capture_output=True, text=True)
+    work = base / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CGBENCH_CONFIG_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return venv / "bin" / "cgbench", work, env
+
+
+def _run(installed, *args: str) -> subprocess.CompletedProcess:
+    exe, work, env = installed
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=work, env=env, timeout=120)
+
+
+def test_the_venv_has_neither_torch_nor_matplotlib(installed):
+    exe, work, env = installed
+    code = ("import importlib.util as u, cgbench; "
+            "print(u.find_spec('torch'), u.find_spec('matplotlib'), cgbench.__file__)")
+    p = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work, env=env,
+                       check=True)
+    none_torch, none_mpl, where = p.stdout.split()
+    assert (none_torch, none_mpl) == ("None", "None") and str(ROOT) not in where
+
+
+def test_run_and_the_packaged_trace(installed):
+    exe, work, _ = installed
+    p = _run(installed, "run", "workload.num_requests=20", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    p = _run(installed, "run", "workload=trace", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert '"trace": "small.jsonl"' in p.stdout and '"outcome": "completed"' in p.stdout
+    assert len(list((work / "results" / "runs").glob("*.json"))) == 2
+
+
+def test_optional_features_give_the_install_command(installed):
+    exe, work, _ = installed
+    result = next((work / "results" / "runs").glob("*.json"), None)
+    if result is None:  # run alone: make one
+        assert _run(installed, "run", "workload.num_requests=20").returncode == 0
+        result = next((work / "results" / "runs").glob("*.json"))
+    cases = [(["plot", str(result)], "pip install 'cgbench[plot]'"),
+             (["run", "backend=torch", "model=tiny_hybrid"], "pip install 'cgbench[torch]'"),
+             (["calibrate", "model=tiny_hybrid", "engine=small"], "pip install 'cgbench[torch]'")]
+    for args, hint in cases:
+        p = _run(installed, *args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr + p.stdout
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and hint in lines[0], (args, p.stderr)
