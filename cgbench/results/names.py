@@ -119,11 +119,11 @@ METRICS: tuple[Metric, ...] = (
     _M("itl_ms", MS, LOWER, "ITL", "inter-token latency, over all emitted tokens", summary=True,
        needs_clock=True),
     _M("e2e_ms", MS, LOWER, "E2E", "time from arrival to the last token", summary=True, needs_clock=True),
-    _M("output_throughput_tok_s", TOK_S, HIGHER, "output tok/s", "output tokens / makespan",
+    _M("output_throughput_tok_s", TOK_S, HIGHER, "output throughput", "output tokens / makespan",
        needs_clock=True),
-    _M("total_throughput_tok_s", TOK_S, HIGHER, "total tok/s", "(output + prompt tokens of completed "
+    _M("total_throughput_tok_s", TOK_S, HIGHER, "total throughput", "(output + prompt tokens of completed "
        "requests) / makespan", needs_clock=True),
-    _M("request_throughput_req_s", REQ_S, HIGHER, "req/s", "completed requests / makespan", needs_clock=True),
+    _M("request_throughput_req_s", REQ_S, HIGHER, "request throughput", "completed requests / makespan", needs_clock=True),
     _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan",
        needs_clock=True),
     _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests",
