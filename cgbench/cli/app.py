@@ -126,6 +126,7 @@ def grid(
 
 def _register_commands() -> None:
     # thin wrappers live next to what they drive; registering here keeps one app and one help page
+    from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
@@ -135,6 +136,7 @@ def _register_commands() -> None:
     app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
     app.command("calibrate")(calibrate_cmd)
+    app.command("advise")(advise_cmd)
 
 
 _register_commands()
