@@ -364,8 +364,7 @@ class Search:
 
     def explicit(self, name: str, origin: str, graphs: Sequence[Shape]) -> Candidate:
         gs = stored_order(graphs, self.num_speculative_tokens)
-        return self.candidate(name, "explicit", origin, explicit_overrides(gs, self.all_prefills), gs,
-                              want_shapes=True)
+        return self.candidate(name, "explicit", origin, explicit_overrides(gs, self.all_prefills), gs)
 
 
 def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> tuple[Search, Candidate]:
@@ -385,11 +384,16 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
     search = Search(req=req, objective=objective, slos=slos, base=list(req.overrides),
                     base_no_cg=[o for o in req.overrides if not _is_cg(o)], strict=cfg.model.kind == "hybrid",
                     all_prefills=cfg.cg.all_prefills, num_speculative_tokens=cfg.engine.num_speculative_tokens,
-                    estimator=CaptureEstimator(cfg.model, cfg.engine, pricer), prices=ShapePrices(pricer),
+                    estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
+                    prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates and cfg.cg.all_prefills),
                     engine=cfg.engine, seed=cfg.seed, policy=cfg.policy.name, progress=progress)
+    e = cfg.engine
+    q = e.num_speculative_tokens + 1
+    # the full decode batch: a decode graph serves every smaller decode step too
+    search.backstop = [(e.max_requests * q, 0, e.max_requests)]
     if make_policy(cfg.policy).gates and cfg.cg.all_prefills:
         # one prefill alone must always find a graph, or gating would defer it forever on an idle engine
-        search.backstop = [(min(cfg.engine.max_tokens, cfg.engine.max_sequence_length), 1, 0)]
+        search.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     gs = tuple(tuple(g) for g in grid.graphs)
     c = cfg.cg
@@ -479,9 +483,11 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     budget_left = n - len(stage1)
     refined: list[Candidate] = []
     ranked = _rank(s, evaluated)
-    best_exp = next((e for e in ranked if e.cand.space == "explicit" and e.shapes), None)
+    best_exp = next((e for e in ranked if e.cand.space == "explicit"), None)
     if best_exp is not None and budget_left > 0:
-        demand2 = demand.merged(Demand.of(best_exp.shapes))
+        s.progress("shapes of the best explicit list", 1)
+        (traced, _), = ev.run([(f"shapes of {best_exp.cand.name}", best_exp.cand.overrides, True)])
+        demand2 = demand.merged(Demand.of(traced["shapes"]))
         order2 = greedy_order(demand2, candidate_pool(demand2, s.engine), s.prices, strict=s.strict,
                               max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
                                   required=s.backstop)
@@ -591,26 +597,32 @@ def _robustness(s: Search, ev: Evaluator, rec: Evaluated | None, default: Evalua
     for i, (label, extra) in enumerate(checks):
         r = results[i * step][0]["metrics"]
         d = results[i * step + step - 1][0]["metrics"]
-        out.append(_check_entry(s, label, extra, rec.metrics, r, d))
+        out.append(_check_entry(s, label, extra, rec, default, r, d))
     return out
 
 
-def _check_entry(s: Search, label: str, extra: list[str], primary: dict, rec: dict, default: dict) -> dict[str, Any]:
+def _check_entry(s: Search, label: str, extra: list[str], rec: Evaluated, default: Evaluated,
+                 rec_here: dict, default_here: dict) -> dict[str, Any]:
     obj = s.objective
-    p, r, d = (metric_value(m, obj.metric) for m in (primary, rec, default))
 
-    def worse_by(a: float | None, b: float | None) -> float | None:
-        """How much worse ``b`` is than ``a`` for the objective, relative to ``a`` (> 0: worse)."""
+    def better_by(a: float | None, b: float | None) -> float | None:
+        """How much better ``b`` is than ``a`` for the objective, relative to ``a`` (< 0: worse)."""
         if a is None or b is None or a == 0:
             return None
-        return round(((a - b) if obj.maximize else (b - a)) / abs(a), 6)
+        return round(((b - a) if obj.maximize else (a - b)) / abs(a), 6)
 
+    p, d0 = (metric_value(e.metrics, obj.metric) for e in (rec, default))
+    r, d = (metric_value(m, obj.metric) for m in (rec_here, default_here))
+    adv_here, adv_search = better_by(d, r), better_by(d0, p)
     return {
         "check": label, "overrides": extra,
-        "recommended": {"objective": r, "metrics": _headline(rec)},
-        "default": {"objective": d, "metrics": _headline(default)},
-        "degradation": worse_by(p, r),  # the recommendation there vs on the search's own workload
-        "vs_default": worse_by(d, r),  # < 0: the recommendation beats the default there too
+        "recommended": {"objective": r, "metrics": _headline(rec_here)},
+        "default": {"objective": d, "metrics": _headline(default_here)},
+        # the workload changed too, so this mixes the grid's fit with the workload's own variation
+        "degradation": None if (x := better_by(p, r)) is None else -x,
+        "advantage_over_default": adv_here,  # > 0: the recommendation beats the default here
+        "advantage_on_search": adv_search,
+        "advantage_lost": None if adv_here is None or adv_search is None else round(adv_search - adv_here, 6),
     }
 
 

@@ -58,10 +58,15 @@ class ShapePrices:
     """Step times from the backend's cost model, for ranking grids before simulating them.
 
     A step served by graph ``g`` is priced as ``g`` itself (its padded shape), an eager step on its
-    own shape; both without cached context (the context costs the same either way)."""
+    own shape; both without cached context (the context costs the same either way). Under gating a
+    prefill or mixed step no graph serves is deferred, not run eager: ``miss`` prices it
+    ``GATED_MISS_FACTOR`` times its eager time, so the search covers such shapes first."""
 
-    def __init__(self, pricer: StepPricer) -> None:
+    GATED_MISS_FACTOR = 4.0
+
+    def __init__(self, pricer: StepPricer, *, gating: bool = False) -> None:
         self._pricer = pricer
+        self.gating = gating
         self._graphed: dict[Shape, float] = {}
         self._eager: dict[Shape, float] = {}
 
@@ -77,12 +82,17 @@ class ShapePrices:
             t = self._eager[s] = self._pricer.step_time(StepWork(s[0], s[1], s[2], s[0], None))
         return t
 
+    def miss(self, s: Shape) -> float:
+        """The estimated cost of a step no graph serves."""
+        t = self.eager(s)
+        return t * self.GATED_MISS_FACTOR if self.gating and s[1] > 0 else t
+
     def scorer(self, demand: Demand, *, strict: bool) -> Callable[[Sequence[Shape]], float]:
-        """``f(graphs)``: seconds the demand's steps would take on ``graphs`` (misses priced eager);
+        """``f(graphs)``: seconds the demand's steps would take on ``graphs`` (misses priced by ``miss``);
         the graph serving a step is the smallest applicable one, as the engine's matcher picks it."""
         shapes = sorted(demand.counts)
         w = np.array([demand.counts[s] for s in shapes], dtype=np.float64)
-        eager = np.array([self.eager(s) for s in shapes], dtype=np.float64)
+        eager = np.array([self.miss(s) for s in shapes], dtype=np.float64)
         cols = np.arange(len(shapes))
         columns = shape_columns(shapes)
 
@@ -297,7 +307,7 @@ def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, stri
     base = max_requests + 1
     key = np.array([(T * base + P) * base + D for T, P, D in pool], dtype=np.float64)
     gcost = np.array([prices.graphed(g) for g in pool], dtype=np.float64)
-    cur_cost = np.array([prices.eager(s) for s in shapes], dtype=np.float64)
+    cur_cost = np.array([prices.miss(s) for s in shapes], dtype=np.float64)
     cur_key = np.full(len(shapes), np.inf)
     alive = cover.any(axis=1)
 

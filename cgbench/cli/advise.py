@@ -104,17 +104,19 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
     if not doc["robustness"]:
         return None
     name = doc["objective"]["name"]
-    t = Table(title="robustness: the recommendation and the default on another seed / workload",
-              box=box.SIMPLE_HEAVY, title_justify="left", show_edge=False)
-    for col in ("check", f"recommended {name}", "worse than on the search", f"default {name}",
-                "recommended vs default", "recommended eager"):
-        t.add_column(col, justify="left" if col == "check" else "right")
+    t = Table(title="robustness: the recommendation and the default re-run elsewhere; advantage = how much "
+                    "better the recommendation is than the default (on the search -> there)",
+              box=box.SIMPLE_HEAVY, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
+    for col in ("check", f"recommended\n{name}", f"default\n{name}", "advantage", "recommended\neager"):
+        t.add_column(col, justify="left" if col == "check" else "right", overflow="fold")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:+.2f}%"
+
     for c in doc["robustness"]:
-        deg, vs = c["degradation"], c["vs_default"]
         t.add_row(c["check"], _objective_text(doc, c["recommended"]["objective"]),
-                  "-" if deg is None else f"{100 * deg:+.2f}%", _objective_text(doc, c["default"]["objective"]),
-                  "-" if vs is None else (f"better by {-100 * vs:.2f}%" if vs < 0 else
-                                          ("equal" if vs == 0 else f"worse by {100 * vs:.2f}%")),
+                  _objective_text(doc, c["default"]["objective"]),
+                  f"{pct(c['advantage_on_search'])} -> {pct(c['advantage_over_default'])}",
                   _pct(c["recommended"]["metrics"].get("eager_step_fraction")))
     return t
 
