@@ -18,7 +18,8 @@ from cgbench.config.schema import ConfigError
 if TYPE_CHECKING:
     from rich.table import Table
 
-PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install 'cgbench[plot]'"
+# no square brackets: the error line is printed as Rich markup, which would eat "[plot]"
+PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
 GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cg=advised with hydra.searchpath=[file://<out>]
 
 
