@@ -266,16 +266,21 @@ def _comparable(doc):
     return doc
 
 
-def test_jobs_2_gives_the_same_report_as_jobs_1(tmp_path):
-    small = HEADLINE + ["workload.num_requests=128"]
-    one = run_advise(AdviseRequest(small, budget_graphs=40, candidates=6, jobs=1))
-    two = run_advise(AdviseRequest(small, budget_graphs=40, candidates=6, jobs=2))
-    assert _comparable(one) == _comparable(two)
+SMALL = HEADLINE + ["workload.num_requests=128"]
 
 
-def test_an_interrupted_search_resumes_to_the_same_report(tmp_path):
-    small = HEADLINE + ["workload.num_requests=128"]
-    whole = run_advise(AdviseRequest(small, budget_graphs=40, candidates=6, out_dir=tmp_path / "a"))
+@pytest.fixture(scope="module")
+def small_search() -> dict:
+    return run_advise(AdviseRequest(SMALL, budget_graphs=40, candidates=6, jobs=1))
+
+
+def test_jobs_2_gives_the_same_report_as_jobs_1(small_search):
+    two = run_advise(AdviseRequest(SMALL, budget_graphs=40, candidates=6, jobs=2))
+    assert _comparable(small_search) == _comparable(two)
+
+
+def test_an_interrupted_search_resumes_to_the_same_report(tmp_path, small_search):
+    small, whole = SMALL, small_search
     done = []
 
     def interrupt(label, total):

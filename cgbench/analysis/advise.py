@@ -8,7 +8,7 @@ The search (``docs/advise.md`` explains it):
    demand would take on it, spread over graph counts), and explicit lists, greedily built from the
    demand's shapes (time saved per graph against padding), as prefixes of several sizes.
 3. **refine**: re-build the explicit list on the demand of the best explicit run (gating changes
-   which shapes run), and drop the graphs a good candidate never used.
+   which shapes run), and drop the graphs a candidate never used (but the backstops).
 4. **rank** every candidate the simulator ran on the workload: feasible ones (completed, within the
    budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs.
 5. **robustness**: re-run the recommendation and the default on a second seed (and workload).
@@ -340,7 +340,26 @@ class Search:
     seed: int
     policy: str
     progress: Callable[[str, int | None], None]
+    gating: bool = False
     backstop: list[Shape] = field(default_factory=list)
+
+    def set_backstop(self, demand: Demand) -> None:
+        """Graphs every explicit list keeps, used or not, so another run of the workload does not
+        fall off the list: decode graphs doubling from above the largest decode batch seen up to
+        ``max_requests`` (a decode graph serves every smaller decode step, with at most 2x padding),
+        and, under gating, a graph for one prefill alone (without it gating would defer a long
+        prompt forever on an idle engine)."""
+        e, q = self.engine, self.num_speculative_tokens + 1
+        top = max((D for T, P, D in demand.counts if P == 0), default=0)
+        d, sizes = 1, []
+        while d < e.max_requests:
+            if d > top:
+                sizes.append(d)
+            d *= 2
+        sizes.append(e.max_requests)
+        self.backstop = [(D * q, 0, D) for D in sizes]
+        if self.gating:
+            self.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
 
     def fits(self, graphs: Sequence[Shape]) -> bool:
         return not self.budget_violations(len(graphs), self.estimator.estimate(graphs))
@@ -387,13 +406,7 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                     estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
                     prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates and cfg.cg.all_prefills),
                     engine=cfg.engine, seed=cfg.seed, policy=cfg.policy.name, progress=progress)
-    e = cfg.engine
-    q = e.num_speculative_tokens + 1
-    # the full decode batch: a decode graph serves every smaller decode step too
-    search.backstop = [(e.max_requests * q, 0, e.max_requests)]
-    if make_policy(cfg.policy).gates and cfg.cg.all_prefills:
-        # one prefill alone must always find a graph, or gating would defer it forever on an idle engine
-        search.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
+    search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     gs = tuple(tuple(g) for g in grid.graphs)
     c = cfg.cg
@@ -443,6 +456,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     for rec, _ in recs[1:]:
         demand = demand.merged(Demand.of(rec["shapes"]))
 
+    s.set_backstop(demand)
     seen = {_key(default)}
     evaluated: list[Evaluated] = [default_ev]
 
@@ -498,7 +512,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     for e in ranked:
         if e.metrics.get("outcome") != "completed":
             continue
-        used = {tuple(u["graph"]) for u in e.graph_usage if u["hits"] > 0}
+        used = {tuple(u["graph"]) for u in e.graph_usage if u["hits"] > 0} | set(s.backstop)
         kept = [g for g in e.cand.graphs if g in used]
         if kept and len(kept) < len(e.cand.graphs):
             refined += fresh([s.explicit(f"pruned-{e.cand.name}", f"{e.cand.name} without its "

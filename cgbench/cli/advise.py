@@ -77,10 +77,12 @@ def ranked_table(doc: dict[str, Any]) -> Table:
     t = Table(title=f"{len(doc['candidates'])} candidates, best first by {obj['name']}{unit} "
                     f"({'higher' if obj['direction'] == 'max' else 'lower'} is better); * on the Pareto front "
                     "(objective vs graphs), x not eligible; defer: deferral events, wait: longest wait (iterations), "
-                    "pad: padded share of graphed tokens, GB and cap s: estimated graph memory and capture time",
+                    "pad: padded share of graphed tokens; GB, cap: estimated graph memory and capture seconds",
               box=box.SIMPLE_HEAVY, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
     t.add_column("candidate", no_wrap=True)
-    for col in ("graphs", obj["name"].replace("_", "\n", 1), "eager", "defer", "wait", "pad", "GB", "cap s"):
+    header = {"throughput": "tok/s", "ttft_p99": "TTFT\np99 ms", "tpot_p99": "TPOT\np99 ms",
+              "eager_fraction": "eager\n(obj.)"}[obj["name"]]
+    for col in ("graphs", header, "eager", "defer", "wait", "pad", "GB", "cap"):
         t.add_column(col, justify="right", no_wrap=True)
     front = set(doc["pareto"])
     for c in doc["candidates"]:
