@@ -60,6 +60,10 @@ def _fmt(x: Any, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
+def _short(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:,.0f}"
+
+
 def _objective_text(doc: dict[str, Any], v: Any) -> str:
     if doc["objective"]["name"] == "eager_fraction":
         return _pct(v)
@@ -91,7 +95,7 @@ def ranked_table(doc: dict[str, Any]) -> Table:
         t.add_row(f"{mark}{c['name']}", str(c["num_graphs"]), _objective_text(doc, c["objective"]),
                   _pct(m.get("eager_step_fraction")), _fmt(m.get("deferral_events")),
                   _fmt(m.get("max_cg_wait_iters")), _pct(m.get("padded_token_fraction")),
-                  f"{c['estimate']['memory_gb']:.2f}", f"{c['estimate']['capture_s']:.1f}",
+                  f"{c['estimate']['memory_gb']:.2f}", _short(c["estimate"]["capture_s"]),
                   style="dim" if c["violations"] else ("bold" if c["rank"] == 1 else ""))
     return t
 
