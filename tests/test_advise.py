@@ -319,6 +319,8 @@ def test_an_interrupted_search_resumes_to_the_same_report(tmp_path, small_search
     (["--budget-graphs", "8", "backend=torch"], "backend"),
     (["--budget-graphs", "8", "--check-seed", "0"], "--check-seed"),
     (["--budget-graphs", "8", "engine.max_tokkens=5"], "max_tokkens"),
+    (["--budget-graphs", "8", "--check-workload", "workload.num_requests=8"], "changes nothing"),
+    (["--budget-graphs", "8", "--check-workload", "workload=nope"], "--check-workload"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "adv"
@@ -360,3 +362,23 @@ def test_no_candidate_within_the_budgets_exits_1(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["recommended"] is None and all(not c["feasible"] for c in doc["candidates"])
     assert Path(tmp_path / "a" / "advise.json").is_file()
+
+
+def test_a_candidate_that_breaks_is_reported_failed_and_the_search_goes_on(tmp_path, monkeypatch):
+    import cgbench.analysis.advise as advise
+
+    real = advise.evaluate
+
+    def flaky(overrides, want_shapes):
+        if "cg=megatron" in overrides:
+            raise RuntimeError("boom")
+        return real(overrides, want_shapes)
+
+    monkeypatch.setattr(advise, "evaluate", flaky)
+    doc = run_advise(AdviseRequest(SMALL, budget_graphs=40, candidates=6, out_dir=tmp_path))
+    broken = [c for c in doc["candidates"] if c["space"] == "megatron"]
+    assert broken and all(c["metrics"]["outcome"] == "failed" and not c["feasible"] for c in broken)
+    assert all("RuntimeError: boom" in c["metrics"]["diagnosis"] for c in broken)
+    assert doc["recommended"] is not None and doc["recommended"]["space"] != "megatron"
+    kept = [json.loads(p.read_text())["overrides"] for p in (tmp_path / "runs").glob("*.json")]
+    assert not any("cg=megatron" in o for o in kept)

@@ -26,7 +26,7 @@ import multiprocessing
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +224,12 @@ def evaluate(overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
     return rec
 
 
+def _failed(overrides: tuple[str, ...], e: BaseException) -> dict[str, Any]:
+    text = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+    return {"kind": RUN_KIND, "overrides": list(overrides), "graph_usage": [],
+            "metrics": {"outcome": "failed", "diagnosis": text}}
+
+
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
@@ -281,7 +287,11 @@ class Evaluator:
         if self.jobs == 1 or len(todo) <= 1:
             for i in todo:
                 label, ovr, shapes = jobs[i]
-                out[i] = (self._finish(label, evaluate(ovr, shapes)), False)
+                try:
+                    rec = evaluate(ovr, shapes)
+                except Exception as e:  # one broken candidate must not lose the search
+                    rec = _failed(ovr, e)
+                out[i] = (self._finish(label, rec), False)
         else:
             pool = self._get_pool()
             running: dict[Future, int] = {pool.submit(evaluate, jobs[i][1], jobs[i][2]): i for i in todo}
@@ -289,11 +299,16 @@ class Evaluator:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in done:
                     i = running.pop(fut)
-                    out[i] = (self._finish(jobs[i][0], fut.result()), False)
+                    try:
+                        rec = fut.result()
+                    except Exception as e:
+                        rec = _failed(jobs[i][1], e)
+                    out[i] = (self._finish(jobs[i][0], rec), False)
         return [o for o in out if o is not None]
 
     def _finish(self, label: str, rec: dict[str, Any]) -> dict[str, Any]:
-        self._store(rec)
+        if rec["metrics"]["outcome"] != "failed":  # a failed run is retried by --resume
+            self._store(rec)
         self.ran += 1
         if self.on_done:
             self.on_done(label, False)
@@ -397,6 +412,15 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
     if cfg.backend.name != "sim":
         raise ConfigError(f"backend: advise runs every candidate in the simulator; backend={cfg.backend.name} "
                           "is not supported (use backend=sim)")
+    if req.check_workload:
+        keys = {override_key(o) for o in req.check_workload}
+        try:
+            other = load_config(without_keys(req.overrides, keys) + list(req.check_workload))
+        except ConfigError as e:
+            raise ConfigError(f"--check-workload: {e}") from None
+        if asdict(other) == asdict(cfg):
+            raise ConfigError(f"--check-workload: {' '.join(req.check_workload)} changes nothing "
+                              "(it is the searched workload)")
     if req.check_seed is not None and req.check_seed == cfg.seed:
         raise ConfigError(f"--check-seed: {req.check_seed} is the search's own seed; give another")
     pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
@@ -451,6 +475,9 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
                              tuple(without_keys(s.base, {"policy"}) + ["policy=budget"]), True))
     s.progress("profile", len(profile_jobs))
     recs = ev.run(profile_jobs)
+    for (label, _, _), (rec, _) in zip(profile_jobs, recs, strict=True):
+        if "shapes" not in rec:
+            raise ConfigError(f"advise: the {label} run failed: {rec['metrics'].get('diagnosis')}")
     default_ev = _evaluated(default, *recs[0])
     demand = Demand.of(recs[0][0]["shapes"])
     for rec, _ in recs[1:]:
