@@ -365,7 +365,7 @@ def test_no_candidate_within_the_budgets_exits_1(tmp_path):
 
 
 def test_a_candidate_that_breaks_is_reported_failed_and_the_search_goes_on(tmp_path, monkeypatch):
-    import cgbench.analysis.advise as advise
+    import cgbench.analysis.advise_runs as advise
 
     real = advise.evaluate
 
