@@ -55,7 +55,7 @@ class IntegerPricer:
 
 
 def _naive_greedy(demand: Demand, pool, prices: ShapePrices, strict: bool, limit: int, fits=lambda g: True,
-                  required=()):
+                  required=(), gated=True):
     """Oracle: price the whole demand with the plain matcher for every trial list."""
     pool = list(pool) + [g for g in required if g not in pool]
 
@@ -64,7 +64,7 @@ def _naive_greedy(demand: Demand, pool, prices: ShapePrices, strict: bool, limit
         t = 0.0
         for s, n in demand.counts.items():
             g = match(BatchShape(*s), shapes, strict)
-            t += n * (prices.graphed(tuple(g)) if g is not None else prices.miss(s))
+            t += n * (prices.graphed(tuple(g)) if g is not None else prices.miss(s, gated))
         return t
 
     order, dead = [], set()
@@ -100,8 +100,8 @@ real_shapes = st.one_of(
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=10), st.booleans(),
-       st.booleans(), st.integers(1, 6))
-def test_greedy_order_equals_a_naive_greedy(items, strict, gating, limit):
+       st.booleans(), st.booleans(), st.integers(1, 6))
+def test_greedy_order_equals_a_naive_greedy(items, strict, gating, gated, limit):
     demand = Demand.of([[*s, n] for s, n in items])
     pool = candidate_pool(demand, ENGINE)
     prices = ShapePrices(IntegerPricer(), gating=gating)
@@ -111,8 +111,8 @@ def test_greedy_order_equals_a_naive_greedy(items, strict, gating, limit):
         return sum(g[0] for g in graphs) <= 60
 
     got = greedy_order(demand, pool, prices, strict=strict, max_requests=8, limit=limit, fits=fits,
-                       required=required)
-    assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required)
+                       required=required, gated=gated)
+    assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required, gated)
 
 
 def test_the_scorer_prices_a_grid_as_the_engines_matcher_does():
@@ -123,13 +123,13 @@ def test_the_scorer_prices_a_grid_as_the_engines_matcher_does():
     demand = Demand.of(shape_counts(doc["steps"]))
     prices = ShapePrices(make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine), gating=True)
     score = prices.scorer(demand, strict=True)
-    for _, graphs, _ in random.Random(3).sample(megatron_space(cfg.engine), 6):
+    for _, graphs, gating in random.Random(3).sample(megatron_space(cfg.engine), 6):
         grid = Grid("g", tuple(BatchShape(*g) for g in graphs), True)
         want = 0.0
         for s, n in demand.counts.items():
             g, _ = grid.lookup(*s)
-            want += n * (prices.graphed(tuple(g)) if g is not None else prices.miss(s))
-        assert score(graphs) == pytest.approx(want, rel=1e-12)
+            want += n * (prices.graphed(tuple(g)) if g is not None else prices.miss(s, gating))
+        assert score(graphs, gating) == pytest.approx(want, rel=1e-12)
 
 
 def test_the_megatron_space_holds_the_default_grid_once_and_its_overrides_build_it():

@@ -185,7 +185,7 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                     base_no_cg=[o for o in req.overrides if not is_cg(o)], strict=cfg.model.kind == "hybrid",
                     all_prefills=cfg.cg.all_prefills, num_speculative_tokens=cfg.engine.num_speculative_tokens,
                     estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
-                    prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates and cfg.cg.all_prefills),
+                    prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates),
                     engine=cfg.engine, seed=cfg.seed, policy=cfg.policy.name, progress=progress)
     search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
@@ -264,7 +264,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     megatron = _megatron_candidates(s, demand, n_stage1 - n_stage1 // 2)
     explicit_order = greedy_order(demand, candidate_pool(demand, s.engine), s.prices, strict=s.strict,
                                   max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
-                                  required=s.backstop)
+                                  required=s.backstop, gated=s.all_prefills)
     explicit = [s.explicit(f"greedy-{k}", f"greedy list, first {k} picks on the profile demand",
                            explicit_order[:k]) for k in prefix_sizes(len(explicit_order), n_stage1)]
     explicit = fresh(explicit)
@@ -288,7 +288,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
         demand2 = demand.merged(Demand.of(traced["shapes"]))
         order2 = greedy_order(demand2, candidate_pool(demand2, s.engine), s.prices, strict=s.strict,
                               max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
-                                  required=s.backstop)
+                                  required=s.backstop, gated=s.all_prefills)
         best_sizes = list(dict.fromkeys(len(e.cand.graphs) for e in ranked if e.cand.space == "explicit"))
         sizes = [min(k, len(order2)) for k in best_sizes[:2]] + [len(order2)]
         refined += fresh([s.explicit(f"refined-{k}", f"greedy list, first {k} picks on the demand of "
@@ -323,14 +323,14 @@ def _spread(cands: list[Candidate], n: int) -> list[Candidate]:
 def _megatron_candidates(s: Search, demand: Demand, n: int) -> list[Candidate]:
     """Distinct Megatron grids within the budgets, ordered so that the first ``n`` are the
     best-predicted of bands of graph counts, then the rest best-predicted first."""
-    space = [(k, gs) for k, gs, _ in megatron_space(s.engine) if s.fits(gs)]
+    space = [(k, gs, gating) for k, gs, gating in megatron_space(s.engine) if s.fits(gs)]
     score = s.prices.scorer(demand, strict=s.strict)
-    scored = [(score(gs), len(gs), i) for i, (_, gs) in enumerate(space)]
+    scored = [(score(gs, gating), len(gs), i) for i, (_, gs, gating) in enumerate(space)]
     first = spread_pick(scored, n)
     order = first + [i for _, _, i in sorted(scored) if i not in set(first)]
     out = []
     for i in order:
-        k, gs = space[i]
+        k, gs, _ = space[i]
         label = knobs_label(k)
         out.append(s.candidate(label, "megatron", "Megatron's arguments: " + command_line(k.megatron_args()),
                                k.overrides(), gs, knobs=k))

@@ -15,7 +15,8 @@ REPORT_KIND = "cgbench-advise"
 
 
 def check_entry(s: Search, label: str, extra: list[str], rec: Evaluated, default: Evaluated,
-                 rec_here: dict, default_here: dict) -> dict[str, Any]:
+                rec_here: dict, default_here: dict) -> dict[str, Any]:
+    """One robustness check: the recommendation and the default re-run with ``extra`` overrides."""
     obj = s.objective
 
     def better_by(a: float | None, b: float | None) -> float | None:

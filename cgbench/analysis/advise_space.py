@@ -58,9 +58,10 @@ class ShapePrices:
     """Step times from the backend's cost model, for ranking grids before simulating them.
 
     A step served by graph ``g`` is priced as ``g`` itself (its padded shape), an eager step on its
-    own shape; both without cached context (the context costs the same either way). Under gating a
-    prefill or mixed step no graph serves is deferred, not run eager: ``miss`` prices it
-    ``GATED_MISS_FACTOR`` times its eager time, so the search covers such shapes first."""
+    own shape; both without cached context (the context costs the same either way). When the
+    policy gates (``gating``) and the grid switches gating on, a prefill or mixed step no graph
+    serves is deferred, not run eager: ``miss`` prices it ``GATED_MISS_FACTOR`` times its eager
+    time, so the search covers such shapes first."""
 
     GATED_MISS_FACTOR = 4.0
 
@@ -82,21 +83,23 @@ class ShapePrices:
             t = self._eager[s] = self._pricer.step_time(StepWork(s[0], s[1], s[2], s[0], None))
         return t
 
-    def miss(self, s: Shape) -> float:
-        """The estimated cost of a step no graph serves."""
+    def miss(self, s: Shape, gated: bool = True) -> float:
+        """The estimated cost of a step no graph serves, on a grid that switches gating on or not."""
         t = self.eager(s)
-        return t * self.GATED_MISS_FACTOR if self.gating and s[1] > 0 else t
+        return t * self.GATED_MISS_FACTOR if self.gating and gated and s[1] > 0 else t
 
-    def scorer(self, demand: Demand, *, strict: bool) -> Callable[[Sequence[Shape]], float]:
+    def scorer(self, demand: Demand, *, strict: bool) -> Callable[[Sequence[Shape], bool], float]:
         """``f(graphs)``: seconds the demand's steps would take on ``graphs`` (misses priced by ``miss``);
         the graph serving a step is the smallest applicable one, as the engine's matcher picks it."""
         shapes = sorted(demand.counts)
         w = np.array([demand.counts[s] for s in shapes], dtype=np.float64)
-        eager = np.array([self.miss(s) for s in shapes], dtype=np.float64)
+        misses = {gated: np.array([self.miss(s, gated) for s in shapes], dtype=np.float64)
+                  for gated in (False, True)}
         cols = np.arange(len(shapes))
         columns = shape_columns(shapes)
 
-        def predicted_time(graphs: Sequence[Shape]) -> float:
+        def predicted_time(graphs: Sequence[Shape], gated: bool) -> float:
+            eager = misses[gated]
             if not graphs or not shapes:
                 return float((w * eager).sum())
             gs = sorted(graphs)  # lexicographic: the first applicable graph is the matcher's choice
@@ -290,7 +293,8 @@ def candidate_pool(demand: Demand, engine: EngineConfig) -> list[Shape]:
 
 
 def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, strict: bool, max_requests: int,
-                 limit: int, fits: Callable[[list[Shape]], bool], required: Sequence[Shape] = ()) -> list[Shape]:
+                 limit: int, fits: Callable[[list[Shape]], bool], required: Sequence[Shape] = (),
+                 gated: bool = True) -> list[Shape]:
     """Graphs in the order a greedy search adds them, at most ``limit``.
 
     Each round adds the graph that saves the most estimated time on the demand: a step served by
@@ -307,7 +311,7 @@ def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, stri
     base = max_requests + 1
     key = np.array([(T * base + P) * base + D for T, P, D in pool], dtype=np.float64)
     gcost = np.array([prices.graphed(g) for g in pool], dtype=np.float64)
-    cur_cost = np.array([prices.miss(s) for s in shapes], dtype=np.float64)
+    cur_cost = np.array([prices.miss(s, gated) for s in shapes], dtype=np.float64)
     cur_key = np.full(len(shapes), np.inf)
     alive = cover.any(axis=1)
 
