@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -181,11 +182,24 @@ def _cg_of(knobs: MegatronKnobs) -> CGConfig:
                    non_decode=knobs.non_decode, sizes_per_octave=1, p_per_octave=1)
 
 
-def megatron_space(engine: EngineConfig) -> list[tuple[MegatronKnobs, tuple[Shape, ...], bool]]:
+SpaceEntry = tuple[MegatronKnobs, tuple[Shape, ...], bool]
+
+
+def megatron_space(engine: EngineConfig) -> list[SpaceEntry]:
     """Every distinct grid Megatron's knobs produce: (knobs, graphs in stored order, gating on).
 
     Settings that give the same graph list and the same gating are one entry (the first, in a
     fixed enumeration order: fewer graphs first, exponential before linear)."""
+    limits = (engine.max_requests, engine.max_tokens, engine.max_sequence_length, engine.tp_size,
+              engine.num_speculative_tokens)
+    return list(_megatron_space(limits))
+
+
+@lru_cache(maxsize=8)
+def _megatron_space(limits: tuple[int, int, int, int, int]) -> tuple[SpaceEntry, ...]:
+    R, max_tokens, msl, tp, spec = limits
+    engine = EngineConfig(max_requests=R, max_tokens=max_tokens, max_sequence_length=msl, tp_size=tp,
+                          num_speculative_tokens=spec)
     q = engine.num_speculative_tokens + 1
     caps = sorted({min(c, engine.max_tokens) for c in
                    (engine.max_requests * q, 512, 1024, 2048, 4096, 8192, engine.max_tokens)})
@@ -211,7 +225,7 @@ def megatron_space(engine: EngineConfig) -> list[tuple[MegatronKnobs, tuple[Shap
         if key not in seen:
             seen.add(key)
             out.append((k, graphs, gating))
-    return out
+    return tuple(out)
 
 
 def spread_pick(scored: list[tuple[float, int, int]], n: int) -> list[int]:
