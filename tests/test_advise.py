@@ -382,3 +382,30 @@ def test_a_candidate_that_breaks_is_reported_failed_and_the_search_goes_on(tmp_p
     assert doc["recommended"] is not None and doc["recommended"]["space"] != "megatron"
     kept = [json.loads(p.read_text())["overrides"] for p in (tmp_path / "runs").glob("*.json")]
     assert not any("cg=megatron" in o for o in kept)
+
+
+def test_ctrl_c_keeps_finished_runs_and_resume_finishes_the_search(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "adv"
+    args = ["advise", "model=hybrid", "policy=megatron", "workload=chat", "workload.num_requests=600",
+            "--budget-graphs", "60", "-n", "6", "--out", str(out)]
+    env = {**os.environ, "CGBENCH_CONFIG_DIR": str(root / "conf")}
+    proc = subprocess.Popen([sys.executable, "-m", "cgbench.cli.app", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("runs/*.json")):  # stop it once a run has finished
+        assert proc.poll() is None and time.monotonic() < deadline, "the search ended before it could be stopped"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err and "Traceback" not in err and not (out / "advise.json").exists()
+    kept = len(list((out / "runs").glob("*.json")))
+    r = runner.invoke(app, [*args, "--resume", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["runs"]["reused"] >= kept >= 1
