@@ -2,7 +2,7 @@
 
 The search (``docs/advise.md`` explains it):
 
-1. **profile**: run the given config (its grid is "the default") and, when its policy gates, the
+1. **profile**: run the given config (its grid is "the default") and, when it gates, the
    same config without gating (``policy=budget``), recording every step's real shape: the demand.
 2. **candidates**: Megatron's own knobs (every distinct grid they produce, ranked by the time the
    demand would take on it, spread over graph counts), and explicit lists, greedily built from the
@@ -110,7 +110,6 @@ class Search:
     prices: ShapePrices
     engine: Any
     seed: int
-    policy: str
     progress: Callable[[str, int | None], None]
     gating: bool = False
     backstop: list[Shape] = field(default_factory=list)
@@ -186,7 +185,7 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                     all_prefills=cfg.cg.all_prefills, num_speculative_tokens=cfg.engine.num_speculative_tokens,
                     estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
                     prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates),
-                    engine=cfg.engine, seed=cfg.seed, policy=cfg.policy.name, progress=progress)
+                    engine=cfg.engine, seed=cfg.seed, progress=progress)
     search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     gs = tuple(tuple(g) for g in grid.graphs)
@@ -225,9 +224,9 @@ def _evaluated(c: Candidate, rec: dict[str, Any], reused: bool) -> Evaluated:
 
 def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     n = s.req.candidates
-    # 1. profile: the default run and, when the policy gates, the same workload without gating
+    # 1. profile: the default run and, when it gates, the same workload without gating
     profile_jobs = [("default", default.overrides, True)]
-    if s.policy != "budget":
+    if s.gating:
         profile_jobs.append(("profile without gating",
                              tuple(without_keys(s.base, {"policy"}) + ["policy=budget"]), True))
     s.progress("profile", len(profile_jobs))
@@ -288,7 +287,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
         demand2 = demand.merged(Demand.of(traced["shapes"]))
         order2 = greedy_order(demand2, candidate_pool(demand2, s.engine), s.prices, strict=s.strict,
                               max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
-                                  required=s.backstop, gated=s.all_prefills)
+                              required=s.backstop, gated=s.all_prefills)
         best_sizes = list(dict.fromkeys(len(e.cand.graphs) for e in ranked if e.cand.space == "explicit"))
         sizes = [min(k, len(order2)) for k in best_sizes[:2]] + [len(order2)]
         refined += fresh([s.explicit(f"refined-{k}", f"greedy list, first {k} picks on the demand of "
