@@ -112,6 +112,7 @@ class Search:
     seed: int
     progress: Callable[[str, int | None], None]
     gating: bool = False
+    default_kind: str = "megatron"
     backstop: list[Shape] = field(default_factory=list)
 
     def set_backstop(self, demand: Demand) -> None:
@@ -187,6 +188,7 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                     prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates),
                     engine=cfg.engine, seed=cfg.seed, progress=progress)
     search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
+    search.default_kind = cfg.cg.kind
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     gs = tuple(tuple(g) for g in grid.graphs)
     c = cfg.cg

@@ -100,6 +100,9 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
     if rec is default:
         notes.append("the default grid is already the best candidate found: no grid within the budgets "
                      f"had a better {s.objective.name} (ties go to fewer graphs)")
+        if s.default_kind not in ("megatron", "explicit", "decode_only", "none"):
+            notes.append(f"the default is a cg={s.default_kind} grid: its graphs as an explicit list are "
+                         "matched Megatron's way and need not run the same")
     elif default.violations:
         notes.append("the default grid does not meet the budgets/SLOs (" + "; ".join(default.violations) + ")")
     if best_meg is None:
@@ -112,7 +115,7 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
 
 
 def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, default: Evaluated,
-            checks: list[dict[str, Any]], demand: Demand, ev: Evaluator) -> dict[str, Any]:
+                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator) -> dict[str, Any]:
     from cgbench.results.document import provenance
 
     best_meg = next((e for e in ranked if e.feasible and e.cand.knobs is not None), None)
