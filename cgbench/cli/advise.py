@@ -258,35 +258,36 @@ def advise_cmd(
         help="Hydra overrides of the workload to advise for (model, engine, policy, workload, seed...). A cg "
         "choice here is the default grid the search compares with.", show_default=False)] = None,
     budget_graphs: Annotated[Optional[str], typer.Option(
-        "--budget-graphs", "-g", help="Most graphs a candidate may capture (required).",
+        "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
         show_default=False)] = None,
     budget_memory: Annotated[Optional[str], typer.Option(
-        "--budget-memory", help="Most estimated graph memory, GB.", show_default=False)] = None,
+        "--budget-memory", metavar="GB", help="Most estimated graph memory, GB.", show_default=False)] = None,
     budget_capture: Annotated[Optional[str], typer.Option(
-        "--budget-capture-s", help="Most estimated capture time, seconds.", show_default=False)] = None,
+        "--budget-capture-s", metavar="S", help="Most estimated capture time, seconds.", show_default=False)] = None,
     objective: Annotated[str, typer.Option(
-        "--objective", help="throughput (output tok/s, max), ttft_p99 or tpot_p99 (ms, min), "
+        "--objective", metavar="NAME", help="throughput (output tok/s, max), ttft_p99 or tpot_p99 (ms, min), "
         "eager_fraction (min).")] = "throughput",
     slo: Annotated[Optional[list[str]], typer.Option(
-        "--slo", help="A constraint NAME=VALUE a candidate must meet (repeatable): ttft_p99, tpot_p99 (ms), "
-        "eager_fraction, max_wait (iterations) at most VALUE; throughput at least VALUE.",
+        "--slo", metavar="NAME=VALUE", help="A constraint a candidate must meet (repeatable): ttft_p99, "
+        "tpot_p99 (ms), eager_fraction, max_wait (iterations) at most VALUE; throughput at least VALUE.",
         show_default=False)] = None,
     candidates: Annotated[str, typer.Option(
-        "--candidates", "-n", help="Candidates to simulate (both spaces and refinement; the default grid, "
+        "--candidates", "-n", metavar="N", help="Candidates to simulate (both spaces and refinement; the default grid, "
         "profile and robustness runs come on top).")] = "24",
-    jobs: Annotated[str, typer.Option("--jobs", "-j", help="Worker processes (same results as 1).")] = "1",
+    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1).")] = "1",
     check_seed: Annotated[Optional[str], typer.Option(
-        "--check-seed", help="Seed of the robustness re-check (default: seed + 1).", show_default=False)] = None,
+        "--check-seed", metavar="SEED", help="Seed of the robustness re-check (default: seed + 1).",
+        show_default=False)] = None,
     check_workload: Annotated[Optional[list[str]], typer.Option(
-        "--check-workload", help="Overrides of a second workload to re-check on (repeatable, e.g. "
+        "--check-workload", metavar="OVERRIDE", help="Overrides of a second workload to re-check on (repeatable, e.g. "
         "--check-workload workload=burst).", show_default=False)] = None,
     out_dir: Annotated[Optional[Path], typer.Option(
-        "--out", "-o", help="Folder for the report, the grid files and every candidate's result "
+        "--out", "-o", metavar="DIR", help="Folder for the report, the grid files and every candidate's result "
         "(default: <out_dir>/advise/<time>_<model>_<policy>/).", show_default=False)] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Reuse the candidate results already in --out (an interrupted search "
         "continues).")] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="table|json", help="table or json.")] = "table",
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the Pareto front (objective vs graphs) "
                                        "to <out>/pareto.png (needs matplotlib).")] = False,
 ) -> None:
