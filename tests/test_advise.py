@@ -230,7 +230,7 @@ def test_headline_report_shape_and_invariants(headline):
         f = next(c for c in done if c["name"] == name)
         assert not any(c["num_graphs"] <= f["num_graphs"] and c["objective"] > f["objective"] for c in done)
     assert headline["recommended"]["megatron_args"] is not None
-    assert headline["robustness"][0]["check"] == "seed=1"
+    assert headline["robustness"][0]["check"] == "seed=1" and not headline["robustness"][0]["same_as_search"]
 
 
 def test_chat_ttft_advise_beats_the_default_and_its_figures_are_a_plain_run(tmp_path):
@@ -409,3 +409,10 @@ def test_ctrl_c_keeps_finished_runs_and_resume_finishes_the_search(tmp_path):
     r = runner.invoke(app, [*args, "--resume", "--format", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["runs"]["reused"] >= kept >= 1
+
+
+def test_a_seed_recheck_on_a_trace_is_flagged_as_changing_nothing(tmp_path):
+    doc = run_advise(AdviseRequest(["workload=trace"], budget_graphs=16, candidates=3, out_dir=tmp_path))
+    check = doc["robustness"][0]
+    assert check["check"] == "seed=1" and check["same_as_search"] and check["advantage_lost"] == 0
+    assert any("--check-workload" in n for n in doc["notes"])

@@ -28,8 +28,10 @@ def check_entry(s: Search, label: str, extra: list[str], rec: Evaluated, default
     p, d0 = (metric_value(e.metrics, obj.metric) for e in (rec, default))
     r, d = (metric_value(m, obj.metric) for m in (rec_here, default_here))
     adv_here, adv_search = better_by(d, r), better_by(d0, p)
+    same = rec_here == rec.metrics and default_here == default.metrics
     return {
         "check": label, "overrides": extra,
+        "same_as_search": same,  # e.g. a new seed on a trace, which replays the same requests
         "recommended": {"objective": r, "metrics": _headline(rec_here)},
         "default": {"objective": d, "metrics": _headline(default_here)},
         # the workload changed too, so this mixes the grid's fit with the workload's own variation
@@ -92,7 +94,8 @@ def _improvement(s: Search, rec: Evaluated, default: Evaluated) -> dict[str, Any
     }
 
 
-def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evaluated | None) -> list[str]:
+def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evaluated | None,
+           checks: list[dict[str, Any]]) -> list[str]:
     notes = []
     if rec is None:
         notes.append("no candidate completed within the budgets and SLOs: raise a budget or relax an SLO")
@@ -110,6 +113,10 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
     elif rec.cand.space == "explicit":
         notes.append(f"Megatron's knobs cannot express the recommended list; the best Megatron setting is "
                      f"{best_meg.cand.name} (rank {best_meg.rank})")
+    for c in checks:
+        if c["same_as_search"]:
+            notes.append(f"the re-check {c['check']} ran exactly as the search did (a trace replays the same "
+                         "requests whatever the seed): re-check on another workload with --check-workload")
     notes.append("memory and capture time are estimates (see docs/advise.md), not simulated")
     return notes
 
@@ -156,7 +163,7 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
     doc["explicit"] = _entry(s, best_exp) if best_exp else None
     doc["pareto"] = pareto_names(s, ranked)
     doc["robustness"] = checks
-    doc["notes"] = _notes(s, rec, default, best_meg)
+    doc["notes"] = _notes(s, rec, default, best_meg, checks)
     doc["candidates"] = [_entry(s, e) for e in ranked]
     return doc
 
