@@ -118,7 +118,8 @@ class Search:
     def set_backstop(self, demand: Demand) -> None:
         """Graphs every explicit list keeps, used or not, so another run of the workload does not
         fall off the list: decode graphs doubling from above the largest decode batch seen up to
-        ``max_requests`` (a decode graph serves every smaller decode step, with at most 2x padding),
+        ``max_requests`` (a decode graph serves every smaller decode step, with at most 2x padding;
+        one per 16 graphs of budget, the nearest first),
         and, under gating, a graph for one prefill alone (without it gating would defer a long
         prompt forever on an idle engine)."""
         e, q = self.engine, self.num_speculative_tokens + 1
@@ -129,7 +130,8 @@ class Search:
                 sizes.append(d)
             d *= 2
         sizes.append(e.max_requests)
-        self.backstop = [(D * q, 0, D) for D in sizes]
+        sizes = sizes[:max(1, self.req.budget_graphs // 16)]  # a small budget keeps the nearest only
+        self.backstop = [(D * q, 0, D) for D in sizes if D > top]
         if self.gating:
             self.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
 
