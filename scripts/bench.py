@@ -110,14 +110,39 @@ def profile_split(requests: int) -> list[tuple[str, int, float]]:
                    ("total (with timing wrappers)", 0, total)]
 
 
+def advise_search_s(requests: int, candidates: int, jobs: int) -> tuple[float, str]:
+    """Wall time of one ``cgbench advise`` search (a fresh folder, nothing reused), and its verdict."""
+    import json
+    import tempfile
+
+    cgbench = str(Path(sys.executable).with_name("cgbench"))
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [cgbench, "advise", "workload=chat", f"workload.num_requests={requests}", "--budget-graphs", "101",
+               "--candidates", str(candidates), "--jobs", str(jobs), "--out", d, "--format", "json"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+        wall = time.perf_counter() - t0
+    doc = json.loads(out.stdout)
+    rec = doc["recommended"]
+    o = doc["improvement"]["objective"]
+    return wall, (f"{doc['runs']['ran']} runs; {rec['name']}, {rec['num_graphs']} graphs, "
+                  f"{o['recommended']:,.0f} vs default {o['default']:,.0f} tok/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rss-requests", type=int, default=100000)
     ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
+    ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     args = ap.parse_args()
     console = Console()
+    advise_row = ("advise: 20-candidate search, chat preset, 2,000 requests, --jobs 2 ({})", "< 60 s")
+    if args.advise:
+        wall, verdict = advise_search_s(2000, 20, 2)
+        console.print(f"{advise_row[0].format(verdict)}: {wall:.1f} s (target {advise_row[1]})")
+        return
     if args.profile:
         t = Table(title=f"fast engine time split, chat preset, {args.requests} requests")
         for col in ("part", "calls", "seconds"):
@@ -139,6 +164,7 @@ def main() -> None:
     help_s = wall([cgbench, "--help"], args.repeat)
     run_s = wall([cgbench, "run", "-o", os.devnull], args.repeat)
     rss = peak_rss_mb(args.rss_requests)
+    advise_s, advise_verdict = advise_search_s(2000, 20, 2)
 
     t = Table(title=f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                     f"Python {platform.python_version()})")
@@ -161,6 +187,7 @@ def main() -> None:
     t.add_row("cgbench --help wall", f"{help_s:.3f} s", "< 0.5 s")
     t.add_row("default cgbench run wall (start-up included)", f"{run_s:.3f} s", "< 1.5 s")
     t.add_row(f"peak RSS, {args.rss_requests:,}-request run, no --trace", f"{rss:.0f} MB", "< 500 MB")
+    t.add_row(advise_row[0].format(advise_verdict), f"{advise_s:.1f} s", advise_row[1])
     console.print(t)
 
 

@@ -272,6 +272,7 @@ def grid(
 
 def _register_commands() -> None:
     # thin wrappers live next to what they drive; registering here keeps one app and one help page
+    from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
     from cgbench.cli.schedule import schedule_cmd
@@ -283,6 +284,7 @@ def _register_commands() -> None:
     app.command("schedule")(schedule_cmd)
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
+    app.command("advise")(advise_cmd)
 
 
 _register_commands()

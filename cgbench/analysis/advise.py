@@ -1,0 +1,402 @@
+"""``cgbench advise``: the captured-graph grid a workload needs, under a graph, memory and capture budget.
+
+The search (``docs/advise.md`` explains it):
+
+1. **profile**: run the given config (its grid is "the default") and, when it gates, the
+   same config without gating (``policy=budget``), recording every step's real shape: the demand.
+2. **candidates**: Megatron's own knobs (every distinct grid they produce, ranked by the time the
+   demand would take on it, spread over graph counts), and explicit lists, greedily built from the
+   demand's shapes (time saved per graph against padding), as prefixes of several sizes.
+3. **refine**: re-build the explicit list on the demand of the best explicit run (gating changes
+   which shapes run), and drop the graphs a candidate never used (but the backstops).
+4. **rank** every candidate the simulator ran on the workload: feasible ones (completed, within the
+   budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs.
+5. **robustness**: re-run the recommendation and the default on a second seed (and workload).
+
+Every candidate is a plain ``cgbench run`` of ``OVERRIDES`` plus its ``cg`` overrides, so its
+figures are exactly what that run prints. The search is deterministic for a seed; ``jobs``
+workers give the same results as one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cgbench.analysis.advise_capture import CaptureEstimate, CaptureEstimator
+from cgbench.analysis.advise_goals import OBJECTIVES, Objective, Slo, metric_value
+from cgbench.analysis.advise_report import build_report, check_entry
+from cgbench.analysis.advise_runs import (
+    Candidate,
+    Evaluated,
+    Evaluator,
+    explicit_overrides,
+    is_cg,
+    override_key,
+    without_keys,
+)
+from cgbench.analysis.advise_space import (
+    Demand,
+    MegatronKnobs,
+    Shape,
+    ShapePrices,
+    candidate_pool,
+    command_line,
+    greedy_order,
+    megatron_space,
+    prefix_sizes,
+    spread_pick,
+    stored_order,
+)
+from cgbench.config.schema import ConfigError
+
+__all__ = ["OBJECTIVES", "AdviseRequest", "Slo", "check_request", "explicit_overrides", "run_advise"]
+
+
+@dataclass
+class AdviseRequest:
+    overrides: list[str]
+    budget_graphs: int
+    budget_memory_gb: float | None = None
+    budget_capture_s: float | None = None
+    objective: str = "throughput"
+    slos: list[str] = field(default_factory=list)
+    candidates: int = 24
+    jobs: int = 1
+    check_seed: int | None = None
+    check_workload: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
+    resume: bool = False
+
+
+def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
+    """Budgets, objective and search settings; ConfigError naming the option."""
+    if isinstance(req.budget_graphs, bool) or not isinstance(req.budget_graphs, int) or req.budget_graphs < 1:
+        raise ConfigError(f"--budget-graphs: must be an integer >= 1, got {req.budget_graphs}")
+    for name, v in (("--budget-memory", req.budget_memory_gb), ("--budget-capture-s", req.budget_capture_s)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{name}: must be > 0, got {v}")
+    if req.objective not in OBJECTIVES:
+        raise ConfigError(f"--objective: {req.objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if req.candidates < 2:
+        raise ConfigError(f"--candidates: must be >= 2, got {req.candidates}")
+    if req.jobs < 1:
+        raise ConfigError(f"--jobs: must be >= 1, got {req.jobs}")
+    if req.resume and req.out_dir is None:
+        raise ConfigError("--resume: needs --out DIR (the folder of the search to resume)")
+    slos = [Slo.parse(s) for s in req.slos]
+    names = [s.name for s in slos]
+    if len(set(names)) != len(names):
+        raise ConfigError("--slo: a metric is given more than once")
+    return OBJECTIVES[req.objective], slos
+
+
+@dataclass
+class Search:
+    """Everything the search needs from the base config."""
+
+    req: AdviseRequest
+    objective: Objective
+    slos: list[Slo]
+    base: list[str]  # the given overrides
+    base_no_cg: list[str]
+    strict: bool
+    all_prefills: bool
+    num_speculative_tokens: int
+    estimator: CaptureEstimator
+    prices: ShapePrices
+    engine: Any
+    seed: int
+    progress: Callable[[str, int | None], None]
+    gating: bool = False
+    default_kind: str = "megatron"
+    backstop: list[Shape] = field(default_factory=list)
+
+    def set_backstop(self, demand: Demand) -> None:
+        """Graphs every explicit list keeps, used or not, so another run of the workload does not
+        fall off the list: decode graphs doubling from above the largest decode batch seen up to
+        ``max_requests`` (a decode graph serves every smaller decode step, with at most 2x padding;
+        one per 16 graphs of budget, the nearest first),
+        and, under gating, a graph for one prefill alone (without it gating would defer a long
+        prompt forever on an idle engine)."""
+        e, q = self.engine, self.num_speculative_tokens + 1
+        top = max((D for T, P, D in demand.counts if P == 0), default=0)
+        d, sizes = 1, []
+        while d < e.max_requests:
+            if d > top:
+                sizes.append(d)
+            d *= 2
+        sizes.append(e.max_requests)
+        sizes = sizes[:max(1, self.req.budget_graphs // 16)]  # a small budget keeps the nearest only
+        self.backstop = [(D * q, 0, D) for D in sizes if D > top]
+        if self.gating:
+            self.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
+
+    def fits(self, graphs: Sequence[Shape]) -> bool:
+        return not self.budget_violations(len(graphs), self.estimator.estimate(graphs))
+
+    def budget_violations(self, n: int, est: CaptureEstimate) -> list[str]:
+        r = self.req
+        out = []
+        if n > r.budget_graphs:
+            out.append(f"{n} graphs > budget {r.budget_graphs}")
+        if r.budget_memory_gb is not None and est.memory_gb > r.budget_memory_gb:
+            out.append(f"est. memory {est.memory_gb:.2f} GB > {r.budget_memory_gb:g}")
+        if r.budget_capture_s is not None and est.capture_s > r.budget_capture_s:
+            out.append(f"est. capture {est.capture_s:.1f} s > {r.budget_capture_s:g}")
+        return out
+
+    def candidate(self, name: str, space: str, origin: str, cg_overrides: list[str], graphs: Sequence[Shape],
+                  knobs: MegatronKnobs | None = None, want_shapes: bool = False) -> Candidate:
+        gs = tuple(tuple(g) for g in graphs)
+        return Candidate(name, space, origin, tuple(self.base_no_cg + cg_overrides), gs,
+                         self.estimator.estimate(gs), knobs, want_shapes)
+
+    def explicit(self, name: str, origin: str, graphs: Sequence[Shape]) -> Candidate:
+        gs = stored_order(graphs, self.num_speculative_tokens)
+        return self.candidate(name, "explicit", origin, explicit_overrides(gs, self.all_prefills), gs)
+
+
+def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> tuple[Search, Candidate]:
+    from cgbench.backends.sim.factory import make_cost_model
+    from cgbench.config.compose import load_config
+    from cgbench.engine.policies import make_policy
+    from cgbench.grids.build import build_grid
+
+    objective, slos = check_request(req)
+    cfg = load_config(list(req.overrides))
+    if cfg.backend.name != "sim":
+        raise ConfigError(f"backend: advise runs every candidate in the simulator; backend={cfg.backend.name} "
+                          "is not supported (use backend=sim)")
+    if req.check_workload:
+        keys = {override_key(o) for o in req.check_workload}
+        try:
+            other = load_config(without_keys(req.overrides, keys) + list(req.check_workload))
+        except ConfigError as e:
+            raise ConfigError(f"--check-workload: {e}") from None
+        if asdict(other) == asdict(cfg):
+            raise ConfigError(f"--check-workload: {' '.join(req.check_workload)} changes nothing "
+                              "(it is the searched workload)")
+    if req.check_seed is not None and req.check_seed == cfg.seed:
+        raise ConfigError(f"--check-seed: {req.check_seed} is the search's own seed; give another")
+    pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+    search = Search(req=req, objective=objective, slos=slos, base=list(req.overrides),
+                    base_no_cg=[o for o in req.overrides if not is_cg(o)], strict=cfg.model.kind == "hybrid",
+                    all_prefills=cfg.cg.all_prefills, num_speculative_tokens=cfg.engine.num_speculative_tokens,
+                    estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
+                    prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates),
+                    engine=cfg.engine, seed=cfg.seed, progress=progress)
+    search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
+    search.default_kind = cfg.cg.kind
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    gs = tuple(tuple(g) for g in grid.graphs)
+    c = cfg.cg
+    knobs = None
+    if c.kind == "megatron" and c.sizes_per_octave == 1 and c.p_per_octave == 1 and c.num_cuda_graphs is not None:
+        knobs = MegatronKnobs(c.num_cuda_graphs, c.distribution, c.mixed_prefill_count, c.all_prefills,
+                              c.cuda_graph_max_tokens, c.non_decode)
+    default = Candidate("default", "default", f"the given config's grid (cg={c.kind})", tuple(req.overrides),
+                        gs, search.estimator.estimate(gs), knobs=knobs, want_shapes=True)
+    return search, default
+
+
+def _key(c: Candidate) -> tuple:
+    gating = next((o for o in c.overrides if override_key(o) == "cg.all_prefills"), "")
+    return (c.graphs, gating) if c.space != "default" else ("default",)
+
+
+def run_advise(req: AdviseRequest, *, progress: Callable[[str, int | None], None] | None = None) -> dict[str, Any]:
+    """Run the search and return the report document (see ``docs/advise.md``)."""
+    say = progress or (lambda text, total: None)
+    search, default = _setup(req, say)
+    ev = Evaluator(req.jobs, req.out_dir, req.resume, on_done=lambda label, reused: say(label, None))
+    try:
+        return _search(search, default, ev)
+    except BaseException:
+        ev.close(abort=True)
+        raise
+    finally:
+        ev.close()
+
+
+def _evaluated(c: Candidate, rec: dict[str, Any], reused: bool) -> Evaluated:
+    return Evaluated(c, rec["metrics"], rec.get("graph_usage") or [], rec.get("shapes"), reused)
+
+
+def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
+    n = s.req.candidates
+    # 1. profile: the default run and, when it gates, the same workload without gating
+    profile_jobs = [("default", default.overrides, True)]
+    if s.gating:
+        profile_jobs.append(("profile without gating",
+                             tuple(without_keys(s.base, {"policy"}) + ["policy=budget"]), True))
+    s.progress("profile", len(profile_jobs))
+    recs = ev.run(profile_jobs)
+    for (label, _, _), (rec, _) in zip(profile_jobs, recs, strict=True):
+        if "shapes" not in rec:
+            raise ConfigError(f"advise: the {label} run failed: {rec['metrics'].get('diagnosis')}")
+    default_ev = _evaluated(default, *recs[0])
+    demand = Demand.of(recs[0][0]["shapes"])
+    for rec, _ in recs[1:]:
+        demand = demand.merged(Demand.of(rec["shapes"]))
+
+    s.set_backstop(demand)
+    seen = {_key(default)}
+    evaluated: list[Evaluated] = [default_ev]
+
+    def fresh(cands: list[Candidate]) -> list[Candidate]:
+        out = []
+        for c in cands:
+            if c.graphs and _key(c) not in seen and s.fits(c.graphs):
+                seen.add(_key(c))
+                out.append(c)
+        return out
+
+    def run(cands: list[Candidate], stage: str) -> list[Evaluated]:
+        s.progress(stage, len(cands))
+        res = [_evaluated(c, rec, reused) for c, (rec, reused) in
+               zip(cands, ev.run([(c.name, c.overrides, c.want_shapes) for c in cands]), strict=True)]
+        evaluated.extend(res)
+        return res
+
+    # 2. candidates of both spaces
+    n_stage1 = max(2, (3 * n + 3) // 4)
+    megatron = _megatron_candidates(s, demand, n_stage1 - n_stage1 // 2)
+    explicit_order = greedy_order(demand, candidate_pool(demand, s.engine), s.prices, strict=s.strict,
+                                  max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
+                                  required=s.backstop, gated=s.all_prefills)
+    explicit = [s.explicit(f"greedy-{k}", f"greedy list, first {k} picks on the profile demand",
+                           explicit_order[:k]) for k in prefix_sizes(len(explicit_order), n_stage1)]
+    explicit = fresh(explicit)
+    n_meg = min(len(megatron), max(n_stage1 // 2, n_stage1 - len(explicit)))
+    megatron = fresh(megatron[:n_meg])
+    stage1 = megatron + _spread(explicit, n_stage1 - len(megatron))
+    for c in explicit:
+        if c not in stage1:
+            seen.discard(_key(c))
+    run(stage1, "candidates")
+
+    # 3. refine: the explicit list rebuilt on what the best explicit run actually ran, and the best
+    # candidates without the graphs they never used
+    budget_left = n - len(stage1)
+    refined: list[Candidate] = []
+    ranked = _rank(s, evaluated)
+    best_exp = next((e for e in ranked if e.cand.space == "explicit"), None)
+    if best_exp is not None and budget_left > 0:
+        s.progress("shapes of the best explicit list", 1)
+        (traced, _), = ev.run([(f"shapes of {best_exp.cand.name}", best_exp.cand.overrides, True)])
+        demand2 = demand.merged(Demand.of(traced["shapes"]))
+        order2 = greedy_order(demand2, candidate_pool(demand2, s.engine), s.prices, strict=s.strict,
+                              max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
+                              required=s.backstop, gated=s.all_prefills)
+        best_sizes = list(dict.fromkeys(len(e.cand.graphs) for e in ranked if e.cand.space == "explicit"))
+        sizes = [min(k, len(order2)) for k in best_sizes[:2]] + [len(order2)]
+        refined += fresh([s.explicit(f"refined-{k}", f"greedy list, first {k} picks on the demand of "
+                                     f"{best_exp.cand.name}'s run", order2[:k]) for k in dict.fromkeys(sizes) if k])
+    for e in ranked:
+        if e.metrics.get("outcome") != "completed":
+            continue
+        used = {tuple(u["graph"]) for u in e.graph_usage if u["hits"] > 0} | set(s.backstop)
+        kept = [g for g in e.cand.graphs if g in used]
+        if kept and len(kept) < len(e.cand.graphs):
+            refined += fresh([s.explicit(f"pruned-{e.cand.name}", f"{e.cand.name} without its "
+                                         f"{len(e.cand.graphs) - len(kept)} unused graphs", kept)])
+    run(refined[:max(0, budget_left)], "refinement")
+
+    # 4. rank, 5. robustness
+    ranked = _rank(s, evaluated)
+    recommended = next((e for e in ranked if e.feasible), None)
+    checks = _robustness(s, ev, recommended, default_ev)
+    return build_report(s, ranked, recommended, default_ev, checks, demand, ev)
+
+
+def _spread(cands: list[Candidate], n: int) -> list[Candidate]:
+    """``n`` of the candidates (ordered by size), spread evenly, always with the largest."""
+    if n >= len(cands):
+        return list(cands)
+    if n <= 0:
+        return []
+    idx = sorted({round(i * (len(cands) - 1) / max(1, n - 1)) for i in range(n)})
+    return [cands[i] for i in idx]
+
+
+def _megatron_candidates(s: Search, demand: Demand, n: int) -> list[Candidate]:
+    """Distinct Megatron grids within the budgets, ordered so that the first ``n`` are the
+    best-predicted of bands of graph counts, then the rest best-predicted first."""
+    space = [(k, gs, gating) for k, gs, gating in megatron_space(s.engine) if s.fits(gs)]
+    score = s.prices.scorer(demand, strict=s.strict)
+    scored = [(score(gs, gating), len(gs), i) for i, (_, gs, gating) in enumerate(space)]
+    first = spread_pick(scored, n)
+    order = first + [i for _, _, i in sorted(scored) if i not in set(first)]
+    out = []
+    for i in order:
+        k, gs, _ = space[i]
+        label = knobs_label(k)
+        out.append(s.candidate(label, "megatron", "Megatron's arguments: " + command_line(k.megatron_args()),
+                               k.overrides(), gs, knobs=k))
+    return out
+
+
+def knobs_label(k: MegatronKnobs) -> str:
+    """A short name: ``n16-exp-allpf``, ``n8-lin-m4-c1024``, ``n6-exp-decode``."""
+    parts = [f"n{k.num_cuda_graphs}", k.distribution[:3]]
+    if not k.non_decode:
+        return "-".join(parts + ["decode"])
+    if k.distribution == "linear":
+        parts.append(f"m{k.mixed_prefill_count}")
+    parts.append("allpf" if k.all_prefills else f"c{k.cuda_graph_max_tokens}")
+    return "-".join(parts)
+
+
+def _rank(s: Search, evaluated: list[Evaluated]) -> list[Evaluated]:
+    obj = s.objective
+    for e in evaluated:
+        v = []
+        if e.metrics.get("outcome") != "completed":
+            v.append(f"run {e.metrics.get('outcome')}")
+        v += s.budget_violations(len(e.cand.graphs), e.cand.estimate)
+        v += [msg for slo in s.slos if (msg := slo.violated_by(e.metrics)) is not None]
+        e.violations = v
+
+    def key(e: Evaluated) -> tuple:
+        val = metric_value(e.metrics, obj.metric)
+        signed = math.inf if val is None else (-val if obj.maximize else val)
+        return (not e.feasible, signed, len(e.cand.graphs), e.metrics.get("eager_step_fraction", 1.0), e.cand.name)
+
+    ranked = sorted(evaluated, key=key)
+    for i, e in enumerate(ranked):
+        e.rank = i + 1
+    return ranked
+
+
+# ---------------------------------------------------------------------------------------------- robustness
+
+
+def _robustness(s: Search, ev: Evaluator, rec: Evaluated | None, default: Evaluated) -> list[dict[str, Any]]:
+    if rec is None:
+        return []
+    checks: list[tuple[str, list[str]]] = []
+    seed = s.req.check_seed if s.req.check_seed is not None else s.seed + 1
+    checks.append((f"seed={seed}", [f"seed={seed}"]))
+    if s.req.check_workload:
+        checks.append((" ".join(s.req.check_workload), list(s.req.check_workload)))
+    jobs = []
+    for _, extra in checks:
+        keys = {override_key(o) for o in extra}
+        for e in (rec, default):
+            jobs.append((f"check {e.cand.name} {' '.join(extra)}",
+                         tuple(without_keys(e.cand.overrides, keys) + extra), False))
+    if rec is default:
+        jobs = jobs[::2]
+    s.progress("robustness", len(jobs))
+    results = ev.run(jobs)
+    out = []
+    step = 1 if rec is default else 2
+    for i, (label, extra) in enumerate(checks):
+        r = results[i * step][0]["metrics"]
+        d = results[i * step + step - 1][0]["metrics"]
+        out.append(check_entry(s, label, extra, rec, default, r, d))
+    return out

@@ -1,0 +1,174 @@
+"""The report of ``cgbench advise``: one JSON document (``docs/advise.md`` lists its keys)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cgbench.analysis.advise_goals import metric_value
+from cgbench.analysis.advise_runs import Evaluated, Evaluator, explicit_overrides
+from cgbench.analysis.advise_space import Demand, command_line
+
+if TYPE_CHECKING:
+    from cgbench.analysis.advise import Search
+
+REPORT_KIND = "cgbench-advise"
+
+
+def check_entry(s: Search, label: str, extra: list[str], rec: Evaluated, default: Evaluated,
+                rec_here: dict, default_here: dict) -> dict[str, Any]:
+    """One robustness check: the recommendation and the default re-run with ``extra`` overrides."""
+    obj = s.objective
+
+    def better_by(a: float | None, b: float | None) -> float | None:
+        """How much better ``b`` is than ``a`` for the objective, relative to ``a`` (< 0: worse)."""
+        if a is None or b is None or a == 0:
+            return None
+        return round(((b - a) if obj.maximize else (a - b)) / abs(a), 6)
+
+    p, d0 = (metric_value(e.metrics, obj.metric) for e in (rec, default))
+    r, d = (metric_value(m, obj.metric) for m in (rec_here, default_here))
+    adv_here, adv_search = better_by(d, r), better_by(d0, p)
+    same = rec_here == rec.metrics and default_here == default.metrics
+    return {
+        "check": label, "overrides": extra,
+        "same_as_search": same,  # e.g. a new seed on a trace, which replays the same requests
+        "recommended": {"objective": r, "metrics": _headline(rec_here)},
+        "default": {"objective": d, "metrics": _headline(default_here)},
+        # the workload changed too, so this mixes the grid's fit with the workload's own variation
+        "degradation": None if (x := better_by(p, r)) is None else -x,
+        "advantage_over_default": adv_here,  # > 0: the recommendation beats the default here
+        "advantage_on_search": adv_search,
+        "advantage_lost": None if adv_here is None or adv_search is None else round(adv_search - adv_here, 6),
+    }
+
+
+HEADLINE = ("outcome", "eager_step_fraction", "eager_steps", "deferral_events", "deferred_requests",
+            "max_cg_wait_iters", "padded_token_fraction", "ttft_ms.p99", "tpot_ms.p99", "output_throughput_tok_s")
+
+
+def _headline(m: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k in HEADLINE:
+        v: Any = m
+        for part in k.split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        out[k] = v
+    return out
+
+
+def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
+    c = e.cand
+    return {
+        "rank": e.rank, "name": c.name, "space": c.space, "origin": c.origin, "feasible": e.feasible,
+        "violations": e.violations, "num_graphs": len(c.graphs),
+        "objective": metric_value(e.metrics, s.objective.metric), "estimate": c.estimate.to_dict(),
+        "megatron_args": c.knobs.megatron_args() if c.knobs else None,
+        "megatron_command": command_line(c.knobs.megatron_args()) if c.knobs else None,
+        "overrides": list(c.overrides), "graphs": [list(g) for g in c.graphs], "reused": e.reused,
+        "metrics": e.metrics,
+    }
+
+
+def pareto_names(s: Search, ranked: list[Evaluated]) -> list[str]:
+    """Completed candidates no other beats on both graph count and objective (fewest graphs first)."""
+    from cgbench.analysis.plots import pareto_front
+
+    pts = [e for e in ranked if e.metrics.get("outcome") == "completed"
+           and metric_value(e.metrics, s.objective.metric) is not None]
+    xy = [(float(len(e.cand.graphs)), metric_value(e.metrics, s.objective.metric)) for e in pts]
+    front = [pts[i] for i in pareto_front(xy, s.objective.maximize)]
+    return [e.cand.name for e in sorted(front, key=lambda e: (len(e.cand.graphs), e.rank))]
+
+
+def _improvement(s: Search, rec: Evaluated, default: Evaluated) -> dict[str, Any]:
+    obj = s.objective
+    a, b = metric_value(default.metrics, obj.metric), metric_value(rec.metrics, obj.metric)
+    better = None if a is None or b is None else ((b - a) if obj.maximize else (a - b))
+    return {
+        "objective": {"default": a, "recommended": b, "better_by": better,
+                      "better_by_fraction": round(better / abs(a), 6) if better is not None and a else None},
+        "num_graphs": {"default": len(default.cand.graphs), "recommended": len(rec.cand.graphs)},
+        "eager_step_fraction": {"default": default.metrics.get("eager_step_fraction"),
+                                "recommended": rec.metrics.get("eager_step_fraction")},
+        "estimate": {"default": default.cand.estimate.to_dict(), "recommended": rec.cand.estimate.to_dict()},
+    }
+
+
+def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evaluated | None,
+           checks: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    if rec is None:
+        notes.append("no candidate completed within the budgets and SLOs: raise a budget or relax an SLO")
+        return notes
+    if rec is default:
+        notes.append("the default grid is already the best candidate found: no grid within the budgets "
+                     f"had a better {s.objective.name} (ties go to fewer graphs)")
+        if s.default_kind not in ("megatron", "explicit", "decode_only", "none"):
+            notes.append(f"the default is a cg={s.default_kind} grid: its graphs as an explicit list are "
+                         "matched Megatron's way and need not run the same")
+    elif default.violations:
+        notes.append("the default grid does not meet the budgets/SLOs (" + "; ".join(default.violations) + ")")
+    if best_meg is None:
+        notes.append("no Megatron knob setting met the budgets and SLOs")
+    elif rec.cand.space == "explicit":
+        notes.append(f"Megatron's knobs cannot express the recommended list; the best Megatron setting is "
+                     f"{best_meg.cand.name} (rank {best_meg.rank})")
+    for c in checks:
+        if c["same_as_search"]:
+            notes.append(f"the re-check {c['check']} ran exactly as the search did (a trace replays the same "
+                         "requests whatever the seed): re-check on another workload with --check-workload")
+    notes.append("memory and capture time are estimates (see docs/advise.md), not simulated")
+    return notes
+
+
+def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, default: Evaluated,
+                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator) -> dict[str, Any]:
+    from cgbench.results.document import provenance
+
+    best_meg = next((e for e in ranked if e.feasible and e.cand.knobs is not None), None)
+    best_exp = next((e for e in ranked if e.feasible and e.cand.space == "explicit"), None)
+    doc = provenance()
+    doc.update({
+        "kind": REPORT_KIND,
+        "overrides": s.base,
+        "objective": {"name": s.objective.name, "metric": s.objective.metric,
+                      "direction": "max" if s.objective.maximize else "min", "unit": s.objective.unit},
+        "budgets": {"graphs": s.req.budget_graphs, "memory_gb": s.req.budget_memory_gb,
+                    "capture_s": s.req.budget_capture_s},
+        "slo": [x.to_dict() for x in s.slos],
+        "demand": {"steps": demand.steps, "distinct_shapes": len(demand.counts)},
+        "runs": {"ran": ev.ran, "reused": ev.reused},
+    })
+    if rec is not None:
+        meg_src = rec if rec.cand.knobs is not None else best_meg
+        doc["recommended"] = {
+            "name": rec.cand.name, "space": rec.cand.space, "num_graphs": len(rec.cand.graphs),
+            "graphs": [list(g) for g in rec.cand.graphs],
+            "all_prefills": rec.cand.knobs.all_prefills if rec.cand.knobs else s.all_prefills,
+            "overrides": list(rec.cand.overrides), "explicit_overrides": _explicit_line(s, rec),
+            "megatron_args": meg_src.cand.knobs.megatron_args() if meg_src and meg_src.cand.knobs else None,
+            "megatron_command": command_line(meg_src.cand.knobs.megatron_args())
+            if meg_src and meg_src.cand.knobs else None,
+            "megatron_args_from": meg_src.cand.name if meg_src else None,
+            "estimate": rec.cand.estimate.to_dict(), "metrics": rec.metrics,
+        }
+        doc["improvement"] = _improvement(s, rec, default)
+    else:
+        doc["recommended"] = None
+        doc["improvement"] = None
+    doc["default"] = {"name": "default", "num_graphs": len(default.cand.graphs), "rank": default.rank,
+                      "feasible": default.feasible, "violations": default.violations,
+                      "estimate": default.cand.estimate.to_dict(), "metrics": default.metrics}
+    doc["megatron"] = _entry(s, best_meg) if best_meg else None
+    doc["explicit"] = _entry(s, best_exp) if best_exp else None
+    doc["pareto"] = pareto_names(s, ranked)
+    doc["robustness"] = checks
+    doc["notes"] = _notes(s, rec, default, best_meg, checks)
+    doc["candidates"] = [_entry(s, e) for e in ranked]
+    return doc
+
+
+def _explicit_line(s: Search, e: Evaluated) -> list[str]:
+    """The ``cg`` overrides that run the recommended graphs as an explicit list."""
+    all_prefills = e.cand.knobs.all_prefills if e.cand.knobs else s.all_prefills
+    return explicit_overrides(e.cand.graphs, all_prefills)

@@ -1,0 +1,192 @@
+"""The runs of ``cgbench advise``: each candidate grid is a plain ``cgbench run`` of the given
+overrides plus its ``cg`` overrides. ``Evaluator`` runs them (in worker processes with ``jobs > 1``,
+results in submission order, so the same as one worker) and keeps each result for ``--resume``."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cgbench.analysis.advise_capture import CaptureEstimate
+from cgbench.analysis.advise_space import MegatronKnobs, Shape, shape_counts
+from cgbench.config.schema import ConfigError
+
+RUN_KIND = "cgbench-advise-run"
+
+
+def override_key(o: str) -> str:
+    return o.partition("=")[0].lstrip("+~")
+
+
+def is_cg(o: str) -> bool:
+    k = override_key(o)
+    return k == "cg" or k.startswith("cg.")
+
+
+def without_keys(overrides: Sequence[str], keys: set[str]) -> list[str]:
+    return [o for o in overrides if override_key(o) not in keys]
+
+
+def graphs_override(graphs: Sequence[Shape]) -> str:
+    return "cg.graphs=[" + ",".join(f"[{T},{P},{D}]" for T, P, D in graphs) + "]"
+
+
+def explicit_overrides(graphs: Sequence[Shape], all_prefills: bool) -> list[str]:
+    return ["cg=explicit", f"cg.all_prefills={str(all_prefills).lower()}", "cg.non_decode=true",
+            graphs_override(graphs)]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    space: str  # default | megatron | explicit
+    origin: str  # how it was built, in words
+    overrides: tuple[str, ...]  # the full override list of its run
+    graphs: tuple[Shape, ...]  # stored order
+    estimate: CaptureEstimate
+    knobs: MegatronKnobs | None = None
+    want_shapes: bool = False
+
+
+@dataclass
+class Evaluated:
+    cand: Candidate
+    metrics: dict[str, Any]
+    graph_usage: list[dict[str, Any]]
+    shapes: list[list[int]] | None
+    reused: bool
+    violations: list[str] = field(default_factory=list)
+    rank: int = 0
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+
+def evaluate(overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
+    """One candidate: a plain run of ``overrides`` (worker-process entry point)."""
+    from cgbench.config.compose import load_config
+    from cgbench.pipeline import run_point
+
+    doc = run_point(load_config(list(overrides)), list(overrides), trace=want_shapes)
+    rec = {"kind": RUN_KIND, "overrides": list(overrides), "metrics": doc["metrics"],
+           "graph_usage": doc["graph_usage"]}
+    if want_shapes:
+        rec["shapes"] = shape_counts(doc["steps"])
+    return rec
+
+
+def _failed(overrides: tuple[str, ...], e: BaseException) -> dict[str, Any]:
+    text = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+    return {"kind": RUN_KIND, "overrides": list(overrides), "graph_usage": [],
+            "metrics": {"outcome": "failed", "diagnosis": text}}
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+
+class Evaluator:
+    """Runs candidates (in worker processes when ``jobs > 1``), keeps each result under
+    ``out_dir/runs/`` and, with ``resume``, reuses a kept result of the same overrides."""
+
+    def __init__(self, jobs: int, out_dir: Path | None, resume: bool,
+                 on_done: Callable[[str, bool], None] | None = None) -> None:
+        self.jobs, self.out_dir, self.resume, self.on_done = jobs, out_dir, resume, on_done
+        self._pool: ProcessPoolExecutor | None = None
+        self.ran = self.reused = 0
+
+    def path(self, overrides: tuple[str, ...]) -> Path | None:
+        if self.out_dir is None:
+            return None
+        digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:16]
+        return self.out_dir / "runs" / f"{digest}.json"
+
+    def _kept(self, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any] | None:
+        path = self.path(overrides)
+        if not self.resume or path is None or not path.is_file():
+            return None
+        from cgbench.config.jsonio import read_json
+
+        try:
+            rec = read_json(path)
+        except ConfigError:
+            return None
+        ok = (isinstance(rec, dict) and rec.get("kind") == RUN_KIND and rec.get("overrides") == list(overrides)
+              and isinstance(rec.get("metrics"), dict) and (not want_shapes or "shapes" in rec))
+        return rec if ok else None
+
+    def _store(self, rec: dict[str, Any]) -> None:
+        path = self.path(tuple(rec["overrides"]))
+        if path is not None:
+            from cgbench.results.document import write_json_atomic
+
+            write_json_atomic(path, rec)
+
+    def run(self, jobs: list[tuple[str, tuple[str, ...], bool]]) -> list[tuple[dict[str, Any], bool]]:
+        """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order."""
+        out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
+        todo = []
+        for i, (label, ovr, shapes) in enumerate(jobs):
+            rec = self._kept(ovr, shapes)
+            if rec is not None:
+                out[i] = (rec, True)
+                self.reused += 1
+                if self.on_done:
+                    self.on_done(label, True)
+            else:
+                todo.append(i)
+        if self.jobs == 1 or len(todo) <= 1:
+            for i in todo:
+                label, ovr, shapes = jobs[i]
+                try:
+                    rec = evaluate(ovr, shapes)
+                except Exception as e:  # one broken candidate must not lose the search
+                    rec = _failed(ovr, e)
+                out[i] = (self._finish(label, rec), False)
+        else:
+            pool = self._get_pool()
+            running: dict[Future, int] = {pool.submit(evaluate, jobs[i][1], jobs[i][2]): i for i in todo}
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = running.pop(fut)
+                    try:
+                        rec = fut.result()
+                    except Exception as e:
+                        rec = _failed(jobs[i][1], e)
+                    out[i] = (self._finish(jobs[i][0], rec), False)
+        return [o for o in out if o is not None]
+
+    def _finish(self, label: str, rec: dict[str, Any]) -> dict[str, Any]:
+        if rec["metrics"]["outcome"] != "failed":  # a failed run is retried by --resume
+            self._store(rec)
+        self.ran += 1
+        if self.on_done:
+            self.on_done(label, False)
+        return rec
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, not fork: the parent may run Rich's refresh thread
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_worker_init)
+        return self._pool
+
+    def close(self, *, abort: bool = False) -> None:
+        if self._pool is None:
+            return
+        if abort:
+            busy = list((getattr(self._pool, "_processes", None) or {}).values())
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for proc in busy:
+                proc.terminate()
+        else:
+            self._pool.shutdown(wait=True)
+        self._pool = None

@@ -1,0 +1,373 @@
+"""The ``advise`` command (registered on ``cgbench.cli.app.app``): search the captured-graph grid a
+workload needs under a budget. The search is ``cgbench.analysis.advise``; this module parses,
+prints and writes files."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from cgbench.config.schema import ConfigError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+# no square brackets: the error line is printed as Rich markup, which would eat "[plot]"
+PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
+GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cg=advised with hydra.searchpath=[file://<out>]
+
+
+def _ui():
+    from cgbench.cli import app as cli  # late: app.py imports this module to register the command
+
+    return cli
+
+
+def _number(text: str | None, option: str, kind: type) -> Any:
+    if text is None:
+        return None
+    try:
+        v = kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"{option}: must be {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(v):
+        raise ConfigError(f"{option}: must be finite, got {text!r}")
+    return v
+
+
+def _pct(x: Any) -> str:
+    return f"{100.0 * x:.1f}%" if isinstance(x, (int, float)) else "-"
+
+
+def _fmt(x: Any, digits: int = 1) -> str:
+    """Compact: 1,234 / 12.3k / 4.6M (tables must fit 80 columns)."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "-"
+    a = abs(x)
+    if a >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if a >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:,.{digits}f}"
+
+
+def _short(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:,.0f}"
+
+
+def _objective_text(doc: dict[str, Any], v: Any) -> str:
+    if doc["objective"]["name"] == "eager_fraction":
+        return _pct(v)
+    return _fmt(v, 1)
+
+
+def ranked_table(doc: dict[str, Any]) -> Table:
+    """One row per candidate, best first (fits 80 columns; reasons a candidate is not eligible are
+    listed by ``ineligible_lines``)."""
+    from rich import box
+    from rich.table import Table
+
+    obj = doc["objective"]
+    unit = f" ({obj['unit']})" if obj["unit"] else ""
+    t = Table(title=f"{len(doc['candidates'])} candidates, best first by {obj['name']}{unit} "
+                    f"({'higher' if obj['direction'] == 'max' else 'lower'} is better); * on the Pareto front "
+                    "(objective vs graphs), x not eligible; defer: deferral events, wait: longest wait (iterations), "
+                    "pad: padded share of graphed tokens; GB, cap: estimated graph memory and capture seconds",
+              box=box.SIMPLE_HEAVY, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("candidate", no_wrap=True)
+    header = {"throughput": "tok/s", "ttft_p99": "TTFT\np99 ms", "tpot_p99": "TPOT\np99 ms",
+              "eager_fraction": "eager\n(obj.)"}[obj["name"]]
+    for col in ("graphs", header, "eager", "defer", "wait", "pad", "GB", "cap"):
+        t.add_column(col, justify="right", no_wrap=True)
+    front = set(doc["pareto"])
+    for c in doc["candidates"]:
+        m = c["metrics"]
+        mark = "x" if c["violations"] else ("*" if c["name"] in front else " ")
+        t.add_row(f"{mark}{c['name']}", str(c["num_graphs"]), _objective_text(doc, c["objective"]),
+                  _pct(m.get("eager_step_fraction")), _fmt(m.get("deferral_events")),
+                  _fmt(m.get("max_cg_wait_iters")), _pct(m.get("padded_token_fraction")),
+                  f"{c['estimate']['memory_gb']:.2f}", _short(c["estimate"]["capture_s"]),
+                  style="dim" if c["violations"] else ("bold" if c["rank"] == 1 else ""))
+    return t
+
+
+def ineligible_lines(doc: dict[str, Any]) -> list[str]:
+    return [f"x {c['name']}: {'; '.join(c['violations'])}" for c in doc["candidates"] if c["violations"]]
+
+
+def robustness_table(doc: dict[str, Any]) -> Table | None:
+    from rich import box
+    from rich.table import Table
+
+    if not doc["robustness"]:
+        return None
+    name = doc["objective"]["name"]
+    t = Table(title="robustness: the recommendation and the default re-run elsewhere; advantage = how much "
+                    "better the recommendation is than the default (on the search -> there)",
+              box=box.SIMPLE_HEAVY, title_justify="left", show_edge=False, padding=(0, 1, 0, 0))
+    for col in ("check", f"recommended\n{name}", f"default\n{name}", "advantage", "recommended\neager"):
+        t.add_column(col, justify="left" if col == "check" else "right", overflow="fold")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:+.2f}%"
+
+    for c in doc["robustness"]:
+        t.add_row(c["check"], _objective_text(doc, c["recommended"]["objective"]),
+                  _objective_text(doc, c["default"]["objective"]),
+                  f"{pct(c['advantage_on_search'])} -> {pct(c['advantage_over_default'])}",
+                  _pct(c["recommended"]["metrics"].get("eager_step_fraction")))
+    return t
+
+
+def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
+    rec = doc["recommended"]
+    lines = []
+    if rec is None:
+        return ["no recommendation: " + "; ".join(doc["notes"])]
+    imp = doc["improvement"]
+    o = imp["objective"]
+    frac = o["better_by_fraction"]
+    change = "" if frac is None else f" ({'+' if frac >= 0 else ''}{100 * frac:.2f}% better)" if frac else " (equal)"
+    lines.append(f"recommended: {rec['name']} ({rec['space']}), {rec['num_graphs']} graphs "
+                 f"(default {imp['num_graphs']['default']}); {doc['objective']['name']} "
+                 f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
+                 f"{change}; eager steps {_pct(imp['eager_step_fraction']['recommended'])} vs "
+                 f"{_pct(imp['eager_step_fraction']['default'])}")
+    if rec["megatron_command"]:
+        src = rec["megatron_args_from"]
+        own = src == rec["name"]
+        lines.append(f"Megatron arguments{'' if own else f' (best Megatron setting, {src})'}: "
+                     f"{rec['megatron_command']}")
+    if "cg_file" in files:
+        out = files["cg_file"].parent.parent.resolve()
+        lines.append(f"explicit list ({rec['num_graphs']} graphs): {files['cg_file']}  ->  cgbench run "
+                     f"'hydra.searchpath=[file://{out}]' cg={GROUP_NAME} ...")
+        lines.append(f"  or: cgbench run cg=explicit cg.all_prefills={str(rec['all_prefills']).lower()} "
+                     f"\"cg.graphs=$(cat {files['graphs_file']})\" ...")
+    return lines
+
+
+def write_outputs(doc: dict[str, Any], out_dir: Path, plot: bool) -> dict[str, Path]:
+    """advise.json, the recommended grid as a cg-group YAML and as a JSON list, and the Pareto plot."""
+    from cgbench.results.document import write_json_atomic
+
+    files = {"report": write_json_atomic(out_dir / "advise.json", doc)}
+    rec = doc["recommended"]
+    if rec is not None:
+        files["cg_file"] = _write_text(out_dir / "cg" / f"{GROUP_NAME}.yaml", cg_yaml(doc))
+        files["graphs_file"] = _write_text(out_dir / "recommended_graphs.json", json.dumps(rec["graphs"]) + "\n")
+    if plot:
+        files["plot"] = pareto_plot(doc, out_dir / "pareto.png")
+    return files
+
+
+def cg_yaml(doc: dict[str, Any]) -> str:
+    rec = doc["recommended"]
+    head = [f"# cgbench advise: {rec['name']} ({rec['space']}), {rec['num_graphs']} graphs, "
+            f"objective {doc['objective']['name']} = {rec['metrics'] and _objective_value(doc, rec)}",
+            f"# searched for: {' '.join(doc['overrides']) or '(defaults)'}",
+            "kind: explicit", f"all_prefills: {str(rec['all_prefills']).lower()}", "non_decode: true", "graphs:"]
+    return "\n".join(head + [f"  - [{T}, {P}, {D}]" for T, P, D in rec["graphs"]]) + "\n"
+
+
+def _objective_value(doc: dict[str, Any], rec: dict[str, Any]) -> Any:
+    from cgbench.analysis.advise import metric_value
+
+    return metric_value(rec["metrics"], doc["objective"]["metric"])
+
+
+def _write_text(path: Path, text: str) -> Path:
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ConfigError(PLOT_HINT) from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
+    """Objective against graph count: every completed candidate by space, the front joined."""
+    plt = _pyplot()
+    obj = doc["objective"]
+    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    done = [c for c in doc["candidates"] if c["metrics"].get("outcome") == "completed" and c["objective"] is not None]
+    for space, marker in (("megatron", "o"), ("explicit", "s"), ("default", "*")):
+        pts = [c for c in done if c["space"] == space]
+        if pts:
+            ax.scatter([c["num_graphs"] for c in pts], [c["objective"] for c in pts], marker=marker,
+                       s=140 if space == "default" else 36, label=space, zorder=2 if space == "default" else 3,
+                       alpha=0.8)
+    by_name = {c["name"]: c for c in done}
+    front = [by_name[n] for n in doc["pareto"] if n in by_name]
+    ax.plot([c["num_graphs"] for c in front], [c["objective"] for c in front], color="0.3", ls="--", lw=1,
+            label="Pareto front", zorder=2)
+    rec = doc["recommended"]
+    if rec is not None and rec["name"] in by_name:
+        c = by_name[rec["name"]]
+        ax.scatter([c["num_graphs"]], [c["objective"]], s=220, facecolors="none", edgecolors="red", lw=1.2,
+                   label=f"recommended ({c['name']})", zorder=4)
+    ax.axvline(doc["budgets"]["graphs"], color="0.6", lw=0.8, ls=":", label="graph budget")
+    values = [c["objective"] for c in done]
+    if values and min(values) > 0 and max(values) > 20 * min(values):
+        ax.set_yscale("log")  # a starved candidate would flatten every other point
+    ax.set_xlabel("captured graphs")
+    ax.set_ylabel(f"{obj['metric']}" + (f" ({obj['unit']})" if obj["unit"] else ""))
+    ax.set_title(f"cgbench advise: {' '.join(doc['overrides']) or 'defaults'}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _default_out(overrides: list[str]) -> Path:
+    from cgbench.config.compose import load_config
+
+    cfg = load_config(overrides)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return Path(cfg.out_dir) / "advise" / f"{stamp}_{cfg.model.name}_{cfg.policy.name}"
+
+
+def advise_cmd(
+    overrides: Annotated[Optional[list[str]], typer.Argument(
+        help="Hydra overrides of the workload to advise for (model, engine, policy, workload, seed...). A cg "
+        "choice here is the default grid the search compares with.", show_default=False)] = None,
+    budget_graphs: Annotated[Optional[str], typer.Option(
+        "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
+        show_default=False)] = None,
+    budget_memory: Annotated[Optional[str], typer.Option(
+        "--budget-memory", metavar="GB", help="Most estimated graph memory, GB.", show_default=False)] = None,
+    budget_capture: Annotated[Optional[str], typer.Option(
+        "--budget-capture-s", metavar="S", help="Most estimated capture time, seconds.", show_default=False)] = None,
+    objective: Annotated[str, typer.Option(
+        "--objective", metavar="NAME", help="throughput (output tok/s, max), ttft_p99 or tpot_p99 (ms, min), "
+        "eager_fraction (min).")] = "throughput",
+    slo: Annotated[Optional[list[str]], typer.Option(
+        "--slo", metavar="NAME=VALUE", help="A constraint a candidate must meet (repeatable): ttft_p99, "
+        "tpot_p99 (ms), eager_fraction, max_wait (iterations) at most VALUE; throughput at least VALUE.",
+        show_default=False)] = None,
+    candidates: Annotated[str, typer.Option(
+        "--candidates", "-n", metavar="N", help="Candidates to simulate (both spaces and refinement; the default grid, "
+        "profile and robustness runs come on top).")] = "24",
+    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1).")] = "1",
+    check_seed: Annotated[Optional[str], typer.Option(
+        "--check-seed", metavar="SEED", help="Seed of the robustness re-check (default: seed + 1).",
+        show_default=False)] = None,
+    check_workload: Annotated[Optional[list[str]], typer.Option(
+        "--check-workload", metavar="OVERRIDE", help="Overrides of a second workload to re-check on (repeatable, e.g. "
+        "--check-workload workload=burst).", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option(
+        "--out", "-o", metavar="DIR", help="Folder for the report, the grid files and every candidate's result "
+        "(default: <out_dir>/advise/<time>_<model>_<policy>/).", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Reuse the candidate results already in --out (an interrupted search "
+        "continues).")] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar="table|json", help="table or json.")] = "table",
+    plot: Annotated[bool, typer.Option("--plot", help="Also draw the Pareto front (objective vs graphs) "
+                                       "to <out>/pareto.png (needs matplotlib).")] = False,
+) -> None:
+    """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
+
+    Two spaces: Megatron's own knobs (a pasteable Megatron command line) and explicit graph lists \
+built from the shapes the workload produces (a file usable with [bold]cg=explicit[/bold]). Every \
+candidate is simulated on the workload; the report ranks them, draws the Pareto front, compares with \
+the default grid and re-checks the recommendation on another seed. See docs/advise.md.
+
+    Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
+130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
+    """
+    ui = _ui()
+    with ui.user_errors():
+        from cgbench.analysis.advise import AdviseRequest, run_advise
+
+        if budget_graphs is None:
+            raise ConfigError("--budget-graphs: required (the most graphs a candidate may capture)")
+        if fmt not in ("table", "json"):
+            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
+        if plot:
+            _pyplot()
+        ovr = list(overrides or [])
+        req = AdviseRequest(
+            overrides=ovr, budget_graphs=_number(budget_graphs, "--budget-graphs", int),
+            budget_memory_gb=_number(budget_memory, "--budget-memory", float),
+            budget_capture_s=_number(budget_capture, "--budget-capture-s", float), objective=objective,
+            slos=list(slo or []), candidates=_number(candidates, "--candidates", int),
+            jobs=_number(jobs, "--jobs", int), check_seed=_number(check_seed, "--check-seed", int),
+            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
+        from cgbench.analysis.advise import check_request
+
+        check_request(req)
+        if req.out_dir is None:
+            req.out_dir = _default_out(ovr)
+        try:
+            doc = _run_with_progress(req, run_advise)
+        except KeyboardInterrupt:
+            ui.err.print(f"interrupted: finished candidates are kept in {req.out_dir}; `cgbench advise --out "
+                         f"{req.out_dir} --resume` with the same arguments continues", highlight=False,
+                         soft_wrap=True)
+            raise typer.Exit(130) from None
+        files = write_outputs(doc, req.out_dir, plot)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc) + "\n")
+    else:
+        ui.out.print(ranked_table(doc))
+        for line in ineligible_lines(doc):
+            ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
+        rob = robustness_table(doc)
+        for line in summary_lines(doc, files):
+            ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
+        if rob is not None:
+            ui.out.print(rob)
+        for note in doc["notes"]:
+            ui.out.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
+    for key in ("report", "plot"):
+        if key in files:
+            ui.err.print(f"{key}: {files[key]}", highlight=False, soft_wrap=True)
+    if doc["recommended"] is None:
+        raise typer.Exit(1)
+
+
+def _run_with_progress(req, run_advise) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = _ui().err
+    with Progress(TextColumn("advise {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_progress(text: str, total: int | None) -> None:
+            if total is not None:
+                progress.reset(task, total=total, description=text)
+            else:
+                progress.update(task, advance=1)
+
+        return run_advise(req, progress=on_progress)
