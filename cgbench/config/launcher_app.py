@@ -155,7 +155,7 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     saved, interrupted, stopped_early = sys.argv, False, False
     sys.argv = hydra_argv(plan, launcher, job_root, jobs=jobs, resume=resume, parallel=parallel)
     try:
-        with _hydra_raises():
+        with _hydra_raises(), _watching(launcher):
             entry()
     except SystemExit as e:
         if e.code not in (None, 0):
@@ -191,6 +191,17 @@ def _hydra_raises() -> Iterator[None]:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = saved
+
+
+@contextmanager
+def _watching(launcher: str) -> Iterator[None]:
+    if launcher != "submitit_slurm":
+        yield
+        return
+    from cgbench.config.slurm_array import queue_aware_watcher
+
+    with queue_aware_watcher():
+        yield
 
 
 def _first_line(e: BaseException) -> str:

@@ -11,13 +11,17 @@ Only imported on the SLURM path; uses the SLURM clients (squeue, sacct, scancel)
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+NOT_RECORDED = "CANCELLED (no accounting record)"  # see queue_aware_watcher
 SUBMITIT_FOLDER = ".submitit"  # the launcher's default submitit_folder: ${hydra.sweep.dir}/.submitit/%j
 _TASK_FOLDER = re.compile(r"(\d+)_(\d+)")
 # states in which a task may still run (or be requeued); anything else is final
@@ -66,16 +70,51 @@ def array_job_ids(job_root: Path) -> dict[int, str]:
     return out
 
 
+def _queued() -> set[str] | None:
+    """This user's jobs and array tasks in the queue (pending or running); None if squeue fails."""
+    r = subprocess.run(["squeue", "-h", "-r", "-u", str(os.getuid()), "-o", "%i"], capture_output=True, text=True)
+    return set(r.stdout.split()) if r.returncode == 0 else None
+
+
 def _active(arrays: list[str]) -> set[str]:
-    """Tasks of these arrays still in the queue (squeue; a job already purged from it is not)."""
-    r = subprocess.run(["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(arrays)], capture_output=True, text=True)
-    return set(r.stdout.split()) if r.returncode == 0 else set()
+    queued = _queued() or set()
+    return {j for j in queued if j.partition("_")[0] in arrays}
+
+
+def _watcher(delay_s: int = 30):
+    """submitit's sacct watcher, plus: an array task cancelled while it was still pending never reaches
+    accounting (SLURM drops it from the array), so submitit would wait for it forever. A task that
+    sacct does not know and squeue no longer lists is reported as ``NOT_RECORDED`` (cancelled)."""
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    class QueueAwareWatcher(SlurmInfoWatcher):
+        def update(self) -> None:
+            super().update()
+            unknown = [j for j in self._registered - self._finished if j not in self._info_dict]
+            queued = _queued() if unknown else None
+            for j in unknown if queued is not None else ():
+                if j not in queued:
+                    self._info_dict[j] = {"JobID": j, "State": NOT_RECORDED}
+                    self._finished.add(j)
+
+    return QueueAwareWatcher(delay_s=delay_s)
+
+
+@contextmanager
+def queue_aware_watcher() -> Iterator[None]:
+    """While Hydra's submitit launcher waits for the array, its jobs use ``_watcher``."""
+    from submitit.slurm.slurm import SlurmJob
+
+    saved = SlurmJob.watcher
+    SlurmJob.watcher = _watcher()
+    try:
+        yield
+    finally:
+        SlurmJob.watcher = saved
 
 
 def _states(job_ids: list[str]) -> dict[str, str]:
-    from submitit.slurm.slurm import SlurmInfoWatcher
-
-    watcher = SlurmInfoWatcher(delay_s=60)
+    watcher = _watcher()
     for j in job_ids:
         watcher.register_job(j)
     watcher.update()
@@ -116,9 +155,15 @@ def settle(job_root: Path, *, cancel: bool, wait: bool, poll_s: float = 1.0,
             except KeyboardInterrupt:
                 subprocess.run(["scancel", *arrays], capture_output=True)
                 _say(f"cancelled SLURM array {', '.join(arrays)}")
-    deadline = time.monotonic() + accounting_s
+    # sacct may lag a moment behind the queue: ask again while a task is not final (a task it has no
+    # record of for a few seconds was dropped from the array: cancelled while pending)
+    t0 = time.monotonic()
     states = _states(list(ids.values()))
-    while any(s.upper() in ACTIVE_STATES for s in states.values()) and time.monotonic() < deadline:
+    while time.monotonic() - t0 < accounting_s:
+        active = any(s.upper() in ACTIVE_STATES for s in states.values())
+        unrecorded = NOT_RECORDED in states.values() and time.monotonic() - t0 < 5
+        if not (active or unrecorded):
+            break
         time.sleep(poll_s)
         states = _states(list(ids.values()))
     return {num: ArrayTask(j, num, states[j], _log_path(job_root, j)) for num, j in ids.items()}
