@@ -131,6 +131,9 @@ def hydra_argv(plan: SweepPlan, launcher: str, job_root: Path, *, jobs: int, res
     user_keys = {o.partition("=")[0].lstrip("+~") for o in plan.hydra_overrides}
     if launcher == "joblib" and "hydra.launcher.n_jobs" not in user_keys:
         argv.append(f"hydra.launcher.n_jobs={jobs}")
+    if launcher == "submitit_slurm" and "hydra.launcher.submitit_folder" in user_keys:
+        raise ConfigError("hydra.launcher.submitit_folder: cgbench keeps submitit's files in <sweep folder>/"
+                          f"{JOBS_FOLDER}/<time>/.submitit, where it finds the array's tasks and logs")
     if launcher == "submitit_slurm" and parallel is not None:
         if "hydra.launcher.array_parallelism" in user_keys:
             raise ConfigError("--jobs: sets hydra.launcher.array_parallelism with submitit_slurm; give one of them")
@@ -164,7 +167,9 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     except KeyboardInterrupt:
         interrupted = True
     except Exception as e:
-        if not slurm_array.is_job_error(e):
+        # submitit raises the same error type when sbatch refuses the array: nothing was submitted then
+        if not slurm_array.is_job_error(e) or (launcher == "submitit_slurm"
+                                               and not slurm_array.array_job_ids(job_root)):
             raise ConfigError(f"--launcher {launcher}: {_first_line(e)}") from None
         stopped_early = True  # a task ended without a result; the rest of the array may still run
     finally:
