@@ -22,8 +22,12 @@
 #                       (default 16817)
 #
 # Exit codes of start: 0 up (or already up), 3 SLURM cannot be provided here (not root, no apt-get, the
-# packages do not install); the reason is written to $CGBENCH_SLURM_DIR/unavailable, where the cluster
-# tests read it for their skip message. 1: a daemon did not come up (its log is printed).
+# packages do not install), 1 a daemon did not come up (its log is printed). Either way the reason is
+# written to $CGBENCH_SLURM_DIR/unavailable, where the cluster tests read it for their skip message.
+#
+# Timings on a 2-core Debian 12 VM shared with other work: start from nothing 40 s (apt-get 28 s, the
+# daemons 12 s), start with the packages installed 4 s, check 4 s, stop 10 s (MariaDB and slurmdbd
+# shut down cleanly).
 set -uo pipefail
 
 STATE=${CGBENCH_SLURM_DIR:-${TMPDIR:-/tmp}/cgbench-slurm}
@@ -159,6 +163,7 @@ sql() { mariadb --no-defaults -S "$STATE/db/mysqld.sock" -u root -e "$1"; }
 node_idle() { [[ $(sinfo -h -N -o %T 2>/dev/null) == idle ]]; }
 
 fail() {  # fail DAEMON: print its log tail and stop what was started
+    printf '%s did not come up (logs in %s)\n' "$1" "$STATE/log" > "$STATE/unavailable"
     say "$1 did not come up; last lines of its log:"
     tail -n 15 "$STATE/log/$1.log" "$STATE/log/$1.out" 2>/dev/null >&2
     do_stop
