@@ -177,8 +177,8 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
         if GlobalHydra.instance().is_initialized():
             GlobalHydra.instance().clear()
     tasks: dict[int, slurm_array.ArrayTask] = {}
-    if launcher == "submitit_slurm":
-        tasks = slurm_array.settle(job_root, cancel=interrupted, wait=stopped_early or interrupted)
+    if launcher == "submitit_slurm" and (stopped_early or interrupted):  # else every task returned its result
+        tasks = slurm_array.settle(job_root, cancel=interrupted, wait=True)
     results = collect(plan, job_root, resume=resume, finished=not interrupted, tasks=tasks)
     return _write_index(plan, results, launcher, jobs, interrupted)
 
