@@ -57,10 +57,13 @@ ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
 	$(BIN)/cgbench sweep sweep=ci --out results/sweeps/ci-check
 	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
+test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm-local.sh start first; skipped without it)
+	$(BIN)/pytest -q -rs -m slurm tests/test_slurm.py
+
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh
 
 clean: ## Remove the venv and caches (keeps results/)
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint test test-fast sweep bench baseline ci-gate gpu-check clean
+.PHONY: help install dev run lint test test-fast test-slurm sweep bench baseline ci-gate gpu-check clean

@@ -217,7 +217,7 @@ def sweep_cmd(
         "already holds results is refused unless --resume.")] = None,
     jobs: Annotated[Optional[int], typer.Option(
         "--jobs", "-j", min=1, help="Points run in parallel worker processes (default: sweep.jobs). "
-        "With --launcher joblib: its n_jobs.")] = None,
+        "With --launcher joblib: its n_jobs; submitit_slurm: the array's array_parallelism.")] = None,
     repeat: Annotated[Optional[int], typer.Option(
         "--repeat", "-r", min=1, help="Run each point N times with seeds seed, seed+1, ... "
         "(default: sweep.repeat).")] = None,
@@ -242,8 +242,8 @@ def sweep_cmd(
 (2 models x 3 policies x 3 grids); [bold]sweep=NAME[/bold] runs conf/sweep/NAME.yaml, with axes given \
 here replacing its axes of the same key. Every point is composed and checked before anything runs.
 
-    Exit 0 when every point finished, 1 when a point failed, 2 on a config error, 130 when \
-interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
+    Exit 0 when every point finished, 1 when a point failed or is missing (a cancelled SLURM task), 2 on \
+a config error, 130 when interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
     """
     ui = _ui()
     with ui.user_errors():
@@ -266,7 +266,8 @@ interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
             if launcher:
                 from cgbench.config.launcher_app import JOBS_FOLDER, hydra_argv
 
-                argv = hydra_argv(plan, launcher, plan.out_dir / JOBS_FOLDER / "<time>", jobs=n_jobs, resume=resume)
+                argv = hydra_argv(plan, launcher, plan.out_dir / JOBS_FOLDER / "<time>", jobs=n_jobs, resume=resume,
+                                  parallel=jobs)
                 ui.out.print("hydra command line: " + " ".join(argv[1:]), highlight=False, soft_wrap=True,
                              markup=False)
             return
@@ -280,11 +281,16 @@ interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
             from cgbench.analysis.sweep import write_summary_csv
             from cgbench.config.launcher_app import launch
 
-            outcome = launch(plan, launcher, jobs=n_jobs, resume=resume)
+            outcome = launch(plan, launcher, jobs=n_jobs, resume=resume, parallel=jobs)
             write_summary_csv(outcome)
         else:
             outcome = _run_in_process(plan, n_jobs, resume)
     print_summary(outcome, fmt)
+    if launcher:  # the launcher's jobs printed nothing here: name each point they left unfinished
+        for r in outcome.results:
+            if r.status != "done":
+                ui.err.print(_point_line(r, r.point.index + 1, len(outcome.results)), highlight=False,
+                             soft_wrap=True)
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)
     if outcome.interrupted:
@@ -293,10 +299,14 @@ interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
                      f"other {total - done}",
                      highlight=False, soft_wrap=True)
         raise typer.Exit(130)
-    failed = outcome.count("failed")
+    failed, missing = outcome.count("failed"), outcome.count("pending")
     if failed:
         ui.err.print(f"[red]{failed} of {total} points failed[/red] (errors in {outcome.index_path})",
                      highlight=False, soft_wrap=True)
+    if missing:  # e.g. SLURM array tasks cancelled with scancel
+        ui.err.print(f"[yellow]{missing} of {total} points missing[/yellow]; `cgbench sweep --resume` with the "
+                     "same arguments runs them", highlight=False, soft_wrap=True)
+    if failed or missing:
         raise typer.Exit(1)
 
 

@@ -123,7 +123,8 @@ METRICS: tuple[Metric, ...] = (
        needs_clock=True),
     _M("total_throughput_tok_s", TOK_S, HIGHER, "total throughput", "(output + prompt tokens of completed "
        "requests) / makespan", needs_clock=True),
-    _M("request_throughput_req_s", REQ_S, HIGHER, "request throughput", "completed requests / makespan", needs_clock=True),
+    _M("request_throughput_req_s", REQ_S, HIGHER, "request throughput", "completed requests / makespan",
+       needs_clock=True),
     _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan",
        needs_clock=True),
     _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests",
