@@ -102,17 +102,11 @@ def _number(value: Any, where: str) -> float:
 
 def load_rules(path: Path | None = None) -> list[Rule]:
     """Read a rules YAML: ``rules: {metric: {better: lower|higher|exact, abs_tol, rel_tol, ...}}``."""
-    import yaml
+    from cgbench.safeio import load_yaml_text, read_text
 
     path = Path(path) if path is not None else default_rules_path()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"--rules: cannot read {path}: {e.strerror or e}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', None) or e}") from e
+    # bounded: a FIFO or /dev/zero is refused, not read; tolerances are finite and 64-bit
+    data = load_yaml_text(read_text(path, "--rules", max_bytes=1024 * 1024), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("rules"), dict) or not data["rules"]:
         raise ConfigError(f"{path}: needs a non-empty 'rules:' mapping of metric -> rule")
     rules = []

@@ -20,7 +20,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from cgbench.config.schema import BenchConfig, ConfigError, validate
+from cgbench.config.limits import validate_within_limits
+from cgbench.config.schema import BenchConfig, ConfigError
 
 GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", "sweep")
 
@@ -87,7 +88,7 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
         raise ConfigError(_error_text(e)) from e
     assert isinstance(obj, BenchConfig)
     _resolve_paths(obj)
-    return validate(obj)
+    return validate_within_limits(obj)  # finiteness, names, sizes, validate(), resource estimates
 
 
 def _resolve_paths(cfg: BenchConfig) -> None:

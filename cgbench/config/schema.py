@@ -323,3 +323,31 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
     return cfg
+
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def check_finite(cfg: Any, key: str = "") -> Any:
+    """Every number in a config (dataclass tree) is finite and every integer fits in 64 bits:
+    ``hardware.peak_flops=inf`` or ``workload.prompt_len.sigma=nan`` would turn into NaN/Infinity
+    in the results, and an integer beyond 64 bits overflows wherever it meets numpy."""
+    import dataclasses
+    import math
+
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        for f in dataclasses.fields(cfg):
+            check_finite(getattr(cfg, f.name), f"{key}.{f.name}" if key else f.name)
+    elif isinstance(cfg, bool) or cfg is None or isinstance(cfg, str):
+        pass
+    elif isinstance(cfg, int):
+        _require(-INT64_MAX - 1 <= cfg <= INT64_MAX, key, f"{cfg} does not fit in 64 bits")
+    elif isinstance(cfg, float):
+        _require(math.isfinite(cfg), key, f"must be a finite number, got {cfg}")
+    elif isinstance(cfg, (list, tuple)):
+        for i, v in enumerate(cfg):
+            check_finite(v, f"{key}[{i}]")
+    elif isinstance(cfg, dict):
+        for k, v in cfg.items():
+            check_finite(v, f"{key}.{k}")
+    return cfg

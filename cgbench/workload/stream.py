@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import replace
 
 from cgbench.config.schema import BenchConfig, WorkloadConfig, validate
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
 from cgbench.workload.lengths import sample_lengths
-from cgbench.workload.trace import read_trace, write_trace
+from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
 __all__ = ["ArrivalStream", "RequestSpec", "generate_requests", "make_stream", "read_trace",
            "sample_lengths", "stream_rng", "write_trace"]
@@ -40,7 +39,7 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     the stream sets them on release). Raises ConfigError for an invalid workload or trace."""
     validate(BenchConfig(workload=w))
     if w.trace:
-        return [replace(s, arrival_s=s.arrival_s * w.time_scale) for s in read_trace(w.trace)]
+        return scale_arrivals(read_trace(w.trace), w.time_scale)
     n = w.num_requests
     times = arrival_times(w.arrival, n, stream_rng(seed, "arrival"))
     prompts = sample_lengths(w.prompt_len, n, stream_rng(seed, "prompt_len"), "workload.prompt_len")
