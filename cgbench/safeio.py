@@ -79,6 +79,12 @@ def _cwd_gone() -> bool:
     return False
 
 
+def require_cwd() -> None:
+    """ConfigError when the working directory was deleted (every relative path would fail)."""
+    if _cwd_gone():
+        raise ConfigError("the working directory no longer exists: cd to an existing folder")
+
+
 def _os_error(what: str, path: str | Path, e: OSError) -> ConfigError:
     if not Path(path).is_absolute() and isinstance(e, FileNotFoundError) and _cwd_gone():
         return ConfigError(f"{what} {path}: the working directory no longer exists")
@@ -139,16 +145,42 @@ def check_writable(path: str | Path, what: str = "") -> Path:
     p = Path(path)
     label = f"{what} " if what else ""
     target = _target(p, label.strip())
+    created = _make_parents(target, p, label)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target.name), suffix=".tmp", dir=target.parent)
         os.close(fd)
         os.unlink(tmp)
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
     except OSError as e:
+        _remove_dirs(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     return target
+
+
+def _make_parents(target: Path, p: Path, label: str) -> list[Path]:
+    """Create the missing parent folders of ``target``; returns them (deepest first) so a failed
+    write can remove what it created."""
+    missing = []
+    d = target.parent
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        _remove_dirs(missing)
+        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
+    except OSError as e:
+        _remove_dirs(missing)
+        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    return missing
+
+
+def _remove_dirs(dirs: list[Path]) -> None:
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def clean_stale_temps(target: Path) -> int:
@@ -189,12 +221,7 @@ def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
     label = f"{what} " if what else ""
     data = text.encode("utf-8")
     target = _target(p, label.strip())
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
-    except OSError as e:
-        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    created = _make_parents(target, p, label)
     clean_stale_temps(target)
     tmp = None
     try:
@@ -210,6 +237,10 @@ def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
             tmp = None
         _fsync_dir(target.parent)
     except OSError as e:
+        if tmp is not None:
+            _unlink(tmp)
+            tmp = None
+        _remove_dirs(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     finally:
         if tmp is not None:
@@ -218,6 +249,13 @@ def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
             except OSError:
                 pass
     return target
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _fsync_dir(d: Path) -> None:

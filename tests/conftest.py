@@ -28,3 +28,29 @@ def _isolate_cwd(tmp_path, monkeypatch):
     """Every test runs in its own folder so default result paths never touch the repo."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
+
+
+def _strict_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+@pytest.fixture(autouse=True)
+def _results_are_strict_json(tmp_path):
+    """After every test, every JSON file under its tmp folder parses with a strict parser (no NaN,
+    Infinity or -Infinity). Inputs a test writes on purpose as hostile live under ``hostile_inputs/``;
+    files that are not JSON at all (a test's broken fixture) are not results and are skipped."""
+    import json
+
+    yield
+    for path in tmp_path.rglob("*.json"):
+        if "hostile_inputs" in path.parts or not path.is_file() or path.is_symlink():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            json.loads(text)  # lenient: is it JSON at all?
+        except (ValueError, OSError, RecursionError):
+            continue
+        try:
+            json.loads(text, parse_constant=_strict_constant)
+        except ValueError as e:
+            pytest.fail(f"{path}: {e}: a file written during the test is not strict JSON")

@@ -20,8 +20,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from cgbench.config.limits import validate_within_limits
+from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.schema import BenchConfig, ConfigError
+from cgbench.safeio import require_cwd
 
 GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", "sweep")
 
@@ -66,6 +67,7 @@ def _error_text(e: BaseException) -> str:
 
 def compose_dict(overrides: list[str]) -> DictConfig:
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError."""
+    require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():
             cfg = compose(config_name="config", overrides=list(overrides))
@@ -126,6 +128,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                 if o.is_sweep_override():
                     if not o.is_discrete_sweep():
                         raise ConfigError(f"{key}: interval() sweeps are not supported; list values instead")
+                    check_sweep_axis(key, o.value())  # a zero step, an endless or huge range
                     values = [f"{key}={v}" for v in o.sweep_string_iterator()]
                     if not values:
                         raise ConfigError(f"{key}: the sweep has no values")
@@ -134,6 +137,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                     axes.append([f"{key}={o.get_value_element_as_str()}"])
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(_error_text(e)) from e
+    check_sweep_points(axes)
     return [list(p) for p in itertools.product(*axes)]
 
 

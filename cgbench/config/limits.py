@@ -8,7 +8,8 @@ has is refused at once with the numbers and the key to change, not after minutes
 3. sizes that are expanded before validation (``model.layer_pattern`` x ``model.pattern_repeat``)
    are bounded;
 4. the cross-field rules of ``schema.validate``;
-5. estimates of what the run would build: the captured-graph grid (``estimate_graphs``) and the
+5. ranges the simulated clock can represent (``check_ranges``: hardware rates, arrival spans);
+6. estimates of what the run would build: the captured-graph grid (``estimate_graphs``) and the
    memory the simulated requests take (``estimate_request_bytes``).
 
 The memory limit is ``CGBENCH_MEMORY_LIMIT_GB`` (default 4) GiB; every other limit is far above any
@@ -33,6 +34,8 @@ MAX_COVERAGE_REQUESTS = 2_048
 BYTES_PER_REQUEST = 1_500
 DEFAULT_MEMORY_LIMIT_GB = 4.0
 MEMORY_LIMIT_ENV = "CGBENCH_MEMORY_LIMIT_GB"
+
+MAX_SWEEP_POINTS = 10_000  # composing one point takes ~10-50 ms; 10,000 points are minutes of planning
 
 # config values that become parts of file names (result paths, sweep folders)
 NAME_KEYS = (("model", "name"), ("workload", "name"), ("hardware", "name"), ("sweep", "name"))
@@ -141,6 +144,33 @@ def estimate_request_bytes(cfg: BenchConfig) -> int:
     return cfg.workload.num_requests * BYTES_PER_REQUEST
 
 
+# Rates the simulator's clock can represent: below these a step or an arrival gap is more than
+# ~30 years (1e9 s) and sums of them lose all precision or overflow to infinity.
+MIN_RATE = {"hardware.peak_flops": 1e6, "hardware.hbm_bandwidth": 1e6}
+MAX_RATE = {"hardware.peak_flops": 1e24, "hardware.hbm_bandwidth": 1e21}
+MAX_SIM_SECONDS = 1e9
+
+
+def check_ranges(cfg: BenchConfig) -> None:
+    h = cfg.hardware
+    for key, eff_key in (("peak_flops", "flops_efficiency"), ("hbm_bandwidth", "bandwidth_efficiency")):
+        name = f"hardware.{key}"
+        effective = getattr(h, key) * getattr(h, eff_key)
+        if not MIN_RATE[name] <= effective <= MAX_RATE[name]:
+            raise ConfigError(f"{name}: {getattr(h, key):g} x hardware.{eff_key} {getattr(h, eff_key):g} = "
+                              f"{effective:g} per second, outside the simulated range "
+                              f"[{MIN_RATE[name]:g}, {MAX_RATE[name]:g}]")
+    for key in ("kernel_launch_us", "graph_launch_us"):
+        if getattr(h, key) * 1e-6 > MAX_SIM_SECONDS:
+            raise ConfigError(f"hardware.{key}: {getattr(h, key):g} us is longer than {MAX_SIM_SECONDS:g} s")
+    w = cfg.workload
+    if w.trace is None and w.arrival.process in ("poisson", "gamma", "constant") and w.arrival.rate > 0:
+        span = w.num_requests / w.arrival.rate
+        if span > MAX_SIM_SECONDS:
+            raise ConfigError(f"workload.arrival.rate: {w.num_requests:,} requests at {w.arrival.rate:g}/s arrive "
+                              f"over about {span:.3g} s, more than {MAX_SIM_SECONDS:g} s; raise the rate")
+
+
 def check_estimates(cfg: BenchConfig) -> None:
     graphs, key = estimate_graphs(cfg)
     if graphs > MAX_GRAPHS:
@@ -162,11 +192,37 @@ def check_coverage_size(max_requests: int) -> None:
                           "lower engine.max_requests")
 
 
+def check_sweep_axis(key: str, sweep: object) -> None:
+    """A Hydra ``range()`` axis: a zero or non-finite step, or more values than a sweep may hold,
+    is refused before the values are listed."""
+    start, stop, step = (getattr(sweep, k, None) for k in ("start", "stop", "step"))
+    if step is None or start is None or stop is None:
+        return  # a choice list: its values are already in memory
+    if any(isinstance(v, float) and not math.isfinite(v) for v in (start, stop, step)):
+        raise ConfigError(f"{key}: range({start}, {stop}, {step}) needs finite numbers")
+    if step == 0:
+        raise ConfigError(f"{key}: range({start}, {stop}, {step}): the step must not be 0")
+    count = max(0, math.ceil((stop - start) / step))
+    if count > MAX_SWEEP_POINTS:
+        raise ConfigError(f"{key}: range({start}, {stop}, {step}) has {count:,} values, more than the "
+                          f"{MAX_SWEEP_POINTS:,}-point limit of a sweep; use a larger step or split the sweep")
+
+
+def check_sweep_points(axes: list[list[str]]) -> None:
+    """The Cartesian product of the axes, refused before it is built when it is too large."""
+    total = math.prod(len(a) for a in axes)
+    if total > MAX_SWEEP_POINTS:
+        sizes = " x ".join(str(len(a)) for a in axes if len(a) > 1)
+        raise ConfigError(f"sweep: {sizes} = {total:,} points, more than the {MAX_SWEEP_POINTS:,}-point limit; "
+                          "sweep fewer values or split the sweep")
+
+
 def validate_within_limits(cfg: BenchConfig) -> BenchConfig:
     """The checks of the module docstring, in order; returns ``cfg``."""
     check_finite(cfg)
     check_names(cfg)
     check_sizes(cfg)
     validate(cfg)
+    check_ranges(cfg)
     check_estimates(cfg)
     return cfg
