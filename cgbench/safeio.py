@@ -320,7 +320,7 @@ def read_bytes(path: str | Path, key: str = "", max_bytes: int = MAX_FILE_BYTES)
             raise ConfigError(f"{where}: the working directory no longer exists") from None
         raise ConfigError(f"{where}: no such file") from None
     except IsADirectoryError:
-        raise ConfigError(f"{where}: is a directory, not a file") from None
+        raise ConfigError(f"{where}: is a directory, not a regular file") from None
     except OSError as e:
         raise ConfigError(f"{where}: cannot read: {_reason(e)}") from None
     try:

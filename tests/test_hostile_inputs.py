@@ -130,7 +130,7 @@ def hostile(tmp_path: Path) -> Iterator[dict[str, Path]]:
         "config_list": _result(config=[1]), "env_int": _result(environment=5),
         "metrics_empty": {"schema_version": 1, "metrics": {}}, "config_model_str": _result(config={"model": "x"}),
         "steps_str": _result(steps="x"), "steps_bad": _result(steps=[{"step": 0}]),
-        "usage_ints": _result(graph_usage=[1, 2]),
+        "usage_ints": _result(graph_usage=[1, 2]), "env_backend_list": _result(environment={"backend": [1]}),
     }.items():
         text(f"{name}.json", json.dumps(doc))
     f["markup"] = d
@@ -245,6 +245,7 @@ CASES: list[tuple[str, str]] = [
     ("plot {steps_str_json}", "'steps'"),
     ("plot {steps_bad_json}", "'steps[0]'"),
     ("plot {usage_ints_json}", "'graph_usage[0]'"),
+    ("compare {env_backend_list_json} {env_backend_list_json}", "'environment.backend'"),
 ]
 
 
@@ -441,3 +442,63 @@ def test_a_non_finite_metric_fails_the_write_naming_the_metric(tmp_path):
     with pytest.raises(ConfigError, match=r"metrics\.ttft_ms\.p99: not a finite number"):
         write_json_atomic(tmp_path / "r.json", _result(metrics={"ttft_ms": {"p50": 1.0, "p99": float("inf")}}))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_concurrent_writers_leave_one_complete_file_and_no_temporaries(tmp_path):
+    """Eight processes write the same path at once: the file is exactly one writer's document."""
+    out = tmp_path / "r.json"
+    code = ("import sys\n"
+            "from cgbench import safeio\n"
+            "for _ in range(20):\n"
+            "    safeio.write_json_atomic(sys.argv[1], {'writer': int(sys.argv[2]), 'pad': 'x' * 200000})\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(out), str(i)]) for i in range(8)]
+    assert [p.wait(timeout=TIME_LIMIT_S) for p in procs] == [0] * 8
+    doc = json.loads(out.read_text())
+    assert doc["writer"] in range(8) and len(doc["pad"]) == 200000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_a_live_writers_temporary_file_is_not_removed(tmp_path):
+    import fcntl
+
+    from cgbench import safeio
+
+    live = tmp_path / ".r.json.live1234.tmp"
+    with open(live, "w") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        os.utime(live, (time.time() - 60, time.time() - 60))
+        safeio.write_text_atomic(tmp_path / "r.json", "{}\n")
+        assert live.exists()
+    assert safeio.clean_stale_temps(tmp_path / "r.json") == 1 and not live.exists()
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
+    (lambda p: p.mkdir(), "is a directory, not a regular file"),
+    (lambda p: p.symlink_to("/dev/zero"), "is a character device, not a regular file"),
+    (lambda p: None, "no such file"),
+])
+def test_bounded_reader_says_what_the_path_is(tmp_path, make, words):
+    from cgbench.config.schema import ConfigError
+    from cgbench.safeio import read_text
+
+    path = tmp_path / "x.json"
+    make(path)
+    with pytest.raises(ConfigError) as e:
+        read_text(path, "key")
+    assert str(e.value) == f"key: {path}: {words}"
+
+
+def test_bounded_reader_stops_at_the_limit_even_when_the_size_lies(tmp_path):
+    from cgbench.config.schema import ConfigError
+    from cgbench.safeio import read_text
+
+    with pytest.raises(ConfigError, match="more than the 1,000-byte limit"):
+        read_text("/proc/self/maps" if os.path.getsize("/proc/self/maps") == 0 else tmp_path, max_bytes=1000)
+
+
+def test_a_line_break_in_a_file_name_stays_one_escaped_line(tmp_path):
+    bad = tmp_path / "a\nb\u2028c.json"
+    r = runner.invoke(app, ["compare", str(bad), str(bad)])
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [f"error: {tmp_path}/a\\nb\\u2028c.json: no such file or directory"]

@@ -21,7 +21,17 @@ LENGTH_DISTS = ("fixed", "uniform", "normal", "lognormal", "histogram")
 
 
 class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key."""
+    """A configuration value is invalid; the message names the key.
+
+    The message is always one line: control characters and line separators that came in with user
+    text (a key or file name holding a newline) are shown escaped (``\\n``)."""
+
+    def __str__(self) -> str:
+        return super().__str__().translate(_ESCAPES)
+
+
+# every character str.splitlines() breaks on, and the other C0 controls, shown as escapes
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029]}
 
 
 @dataclass

@@ -75,6 +75,9 @@ def _check_shape(path: Path, doc: dict) -> None:
         for i, rec in enumerate(doc.get(key) or []):
             if not isinstance(rec, dict):
                 raise ConfigError(f"{path}: '{key}[{i}]' must be an object, got {type(rec).__name__}")
+    for key, value in (doc.get("environment") or {}).items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{path}: 'environment.{key}' must be a string or null, got {type(value).__name__}")
     for group, value in (doc.get("config") or {}).items():
         if group in _CONFIG_GROUPS and not isinstance(value, dict):
             raise ConfigError(f"{path}: 'config.{group}' must be an object, got {type(value).__name__}")
