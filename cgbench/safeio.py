@@ -356,29 +356,17 @@ def read_text(path: str | Path, key: str = "", max_bytes: int = MAX_FILE_BYTES) 
         raise ConfigError(f"{_where(path, key)}: cannot read: not a UTF-8 text file") from None
 
 
-def parse_int64(text: str) -> int:
-    """``int(text)`` for ``json.loads(parse_int=...)``: refuses integers beyond 64 bits before
-    converting (a 5,000-digit integer would otherwise raise the interpreter's digit-limit error)."""
-    digits = text.lstrip("-")
-    if len(digits) > MAX_INT_DIGITS or int(text) > INT64_MAX or int(text) < -INT64_MAX - 1:
-        raise NumberError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} "
-                           f"({len(digits)} digits) does not fit in 64 bits")
+def parse_int64(text: str) -> int | BigInt:
+    """``int(text)`` for ``json.loads(parse_int=...)``. An integer of more than 19 digits is not
+    converted (a 5,000-digit one would hit the interpreter's digit limit): it becomes a ``BigInt``
+    that ``check_tree`` refuses naming its key."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        return BigInt(text)
     return int(text)
 
 
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise NumberError(f"number {text[:24]} is out of range (not finite as a 64-bit float)")
-    return value
-
-
-def _parse_constant(text: str) -> Any:
-    raise NumberError(f"{text} is not a number JSON allows (NaN and Infinity are refused)")
-
-
-class NumberError(ValueError):
-    """A number in a parsed text is out of range (raised by the parse hooks)."""
+class BigInt(str):
+    """The text of an integer too long to fit in 64 bits (see ``parse_int64``)."""
 
 
 def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH, finite: bool = True) -> Any:
@@ -390,6 +378,8 @@ def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH, finite: bool 
     while stack:
         v, depth, at = stack.pop()
         label = f"{where}: {at}" if at else where
+        if isinstance(v, BigInt):
+            raise ConfigError(f"{label}: integer {v[:20]}... ({len(v.lstrip('-'))} digits) does not fit in 64 bits")
         if isinstance(v, bool) or v is None or isinstance(v, str):
             continue
         if isinstance(v, int):
@@ -398,7 +388,7 @@ def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH, finite: bool 
             continue
         if isinstance(v, float):
             if finite and not math.isfinite(v):
-                raise ConfigError(f"{label}: {v} is not a finite number")
+                raise ConfigError(f"{label}: {v} is not a finite number (NaN and Infinity are refused)")
             continue
         if isinstance(v, (dict, list, tuple)):
             if depth >= max_depth:
@@ -416,12 +406,10 @@ def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH, finite: bool 
 def load_json_text(text: str, where: str) -> Any:
     """Strict, bounded JSON: refuses NaN/Infinity, integers beyond 64 bits, deep nesting."""
     try:
-        value = json.loads(text, parse_int=parse_int64, parse_float=_parse_float,
-                           parse_constant=_parse_constant)
+        # NaN, Infinity, 1e400 and long integers parse; check_tree then refuses them by key
+        value = json.loads(text, parse_int=parse_int64)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where}: line {e.lineno} column {e.colno}: not valid JSON: {e.msg}") from None
-    except NumberError as e:
-        raise ConfigError(f"{where}: {e}") from None
     except RecursionError:
         raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     return check_tree(value, where)

@@ -193,10 +193,10 @@ CASES: list[tuple[str, str]] = [
      "workload.prompt_len.sigma"),
     ("run policy=pad_guard policy.pad_guard.max_ratio=inf", "policy.pad_guard.max_ratio"),
     ("run cg.gpu_memory_gb=-inf", "cg.gpu_memory_gb"),
-    ("compare {nan_result_json} {nan_result_json}", "NaN"),
-    ("compare {inf_result_json} {inf_result_json}", "not finite"),
+    ("compare {nan_result_json} {nan_result_json}", "metrics.x: nan is not a finite number"),
+    ("compare {inf_result_json} {inf_result_json}", "metrics.x: inf is not a finite number"),
     ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {inf_rules_yaml}", "abs_tol"),
-    ("run backend.cost_model=calibrated backend.calibration={inf_calib_json}", "Infinity"),
+    ("run backend.cost_model=calibrated backend.calibration={inf_calib_json}", "tp_size: inf"),
     # markup in paths is printed verbatim
     ("compare {markup}/m[/]a.json {markup}/m[/]a.json", "m[/]a.json"),
     ("compare {markup}/[bold]a[/bold].json {markup}/[bold]a[/bold].json", "[bold]a[/bold].json"),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import ConfigError
-from cgbench.safeio import INT64_MAX, MAX_LINE_CHARS, NumberError, parse_int64, read_text
+from cgbench.safeio import INT64_MAX, MAX_LINE_CHARS, BigInt, parse_int64, read_text
 from cgbench.workload.arrivals import RequestSpec
 
 FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -46,6 +46,12 @@ def _format(path: Path) -> str:
                       f"(use {', '.join(_JSONL + _CSV)})")
 
 
+def _show(raw: Any) -> str:
+    """``repr(raw)``, shortened: a cell may hold thousands of characters."""
+    text = repr(str(raw) if isinstance(raw, BigInt) else raw)
+    return text if len(text) <= 40 else f"{text[:30]}...({len(text)} characters)"
+
+
 def _arrival(raw: Any, where: str) -> float:
     value = None
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -56,25 +62,30 @@ def _arrival(raw: Any, where: str) -> float:
         except ValueError:
             value = None
     if value is None or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: arrival_s: {raw!r} is not a non-negative number")
+        raise ConfigError(f"{where}: arrival_s: {_show(raw)} is not a non-negative number")
     if value > MAX_ARRIVAL_S:
-        raise ConfigError(f"{where}: arrival_s: {raw!r} is later than {MAX_ARRIVAL_S:g} s")
+        raise ConfigError(f"{where}: arrival_s: {_show(raw)} is later than {MAX_ARRIVAL_S:g} s")
     return value
 
 
 def _tokens(raw: Any, where: str, field: str) -> int:
     value = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
+    if isinstance(raw, BigInt) or (isinstance(raw, str) and len(raw.strip()) > 20):  # a sign and 19 digits
+        if raw.strip().lstrip("+-").isdigit():
+            raise ConfigError(f"{where}: {field}: {_show(raw)} does not fit in 64 bits")
+    elif isinstance(raw, int) and not isinstance(raw, bool):
         value = raw
     elif isinstance(raw, float) and raw.is_integer():
         value = int(raw)
-    elif isinstance(raw, str) and len(raw.strip()) <= 20:  # 20: a sign and 19 digits
+    elif isinstance(raw, str):
         try:
             value = int(raw.strip())
         except ValueError:
             value = None
-    if value is None or value < 1 or value > INT64_MAX:
-        raise ConfigError(f"{where}: {field}: {raw!r} is not a positive integer")
+    if value is not None and value > INT64_MAX:
+        raise ConfigError(f"{where}: {field}: {_show(raw)} does not fit in 64 bits")
+    if value is None or value < 1:
+        raise ConfigError(f"{where}: {field}: {_show(raw)} is not a positive integer")
     return value
 
 
@@ -94,8 +105,6 @@ def _jsonl_rows(lines: Iterable[str], label: str) -> Iterator[Row]:
             obj = json.loads(line, parse_int=parse_int64)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{where}: invalid JSON: {e.msg} (column {e.colno})") from None
-        except NumberError as e:
-            raise ConfigError(f"{where}: {e}") from None
         except RecursionError:
             raise ConfigError(f"{where}: invalid JSON: nested too deep") from None
         if not isinstance(obj, dict):
