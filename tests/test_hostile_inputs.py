@@ -502,3 +502,19 @@ def test_a_line_break_in_a_file_name_stays_one_escaped_line(tmp_path):
     r = runner.invoke(app, ["compare", str(bad), str(bad)])
     assert r.exit_code == 2
     assert r.stderr.strip().splitlines() == [f"error: {tmp_path}/a\\nb\\u2028c.json: no such file or directory"]
+
+
+def test_a_trace_too_long_for_the_memory_limit_is_refused_before_parsing(tmp_path, monkeypatch):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 1}\n' * 2000)
+    monkeypatch.setenv("CGBENCH_MEMORY_LIMIT_GB", "0.001")  # 1 MiB: 700 requests
+    r = runner.invoke(app, ["run", "workload=trace", f"workload.trace={trace}", "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [
+        f"error: workload.trace: {trace}: up to 2,001 requests need about 2.9 MiB (1,500 bytes each), more than "
+        "the 1.0 MiB limit; use a shorter trace (or raise CGBENCH_MEMORY_LIMIT_GB)"]
+    monkeypatch.setenv("CGBENCH_MEMORY_LIMIT_GB", "lots")
+    r = runner.invoke(app, ["run", SMALL, "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "error: CGBENCH_MEMORY_LIMIT_GB: must be a positive number of GiB, got 'lots'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]

@@ -30,7 +30,8 @@ MAX_GRAPHS = 100_000
 # tables of them.
 MAX_COVERAGE_REQUESTS = 2_048
 # Peak memory of one simulated run per request, measured with workload.num_requests of 20,000 and
-# 100,000 (1,190 and 1,214 bytes of peak RSS per request), rounded up for --trace/--requests records.
+# 100,000 (1,190 and 1,214 bytes of peak RSS per request), rounded up. Not covered: ``run --trace
+# --requests`` keeps per-step and per-request records, ~8,800 bytes a request in all (20,000 requests).
 BYTES_PER_REQUEST = 1_500
 DEFAULT_MEMORY_LIMIT_GB = 4.0
 MEMORY_LIMIT_ENV = "CGBENCH_MEMORY_LIMIT_GB"
@@ -55,7 +56,7 @@ def memory_limit_bytes() -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def check_names(cfg: BenchConfig) -> None:
@@ -181,6 +182,16 @@ def check_estimates(cfg: BenchConfig) -> None:
         raise ConfigError(f"workload.num_requests: {cfg.workload.num_requests:,} requests need about {_gib(need)} "
                           f"({BYTES_PER_REQUEST:,} bytes each), more than the {_gib(limit)} limit; lower "
                           f"workload.num_requests (or raise {MEMORY_LIMIT_ENV})")
+
+
+def check_trace_memory(lines: int, where: str) -> None:
+    """A trace of ``lines`` lines holds at most that many requests: refused before parsing when they
+    would need more than the memory limit."""
+    need, limit = lines * BYTES_PER_REQUEST, memory_limit_bytes()
+    if need > limit:
+        raise ConfigError(f"workload.trace: {where}: up to {lines:,} requests need about {_gib(need)} "
+                          f"({BYTES_PER_REQUEST:,} bytes each), more than the {_gib(limit)} limit; use a "
+                          f"shorter trace (or raise {MEMORY_LIMIT_ENV})")
 
 
 def check_coverage_size(max_requests: int) -> None:

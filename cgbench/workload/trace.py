@@ -24,8 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.limits import check_trace_memory
 from cgbench.config.schema import ConfigError
-from cgbench.safeio import INT64_MAX, MAX_LINE_CHARS, BigInt, parse_int64, read_text
+from cgbench.safeio import INT64_MAX, MAX_LINE_CHARS, BigInt, parse_int64, read_text, write_text_atomic
 from cgbench.workload.arrivals import RequestSpec
 
 FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -164,6 +165,7 @@ def read_trace(path: str | Path) -> list[RequestSpec]:
     label = str(path)
     # utf-8-sig (in read_text): spreadsheets often write a byte-order mark before the CSV header.
     text = read_text(p, "workload.trace")
+    check_trace_memory(text.count("\n") + 1, str(p))
     lines = io.StringIO(text, newline="")
     if kind == "jsonl":
         rows = list(_jsonl_rows(lines, label))
@@ -195,18 +197,18 @@ def scale_arrivals(specs: list[RequestSpec], time_scale: float) -> list[RequestS
 
 
 def write_trace(path: str | Path, specs: Iterable[RequestSpec]) -> None:
-    """Write ``specs`` as JSONL or CSV (by extension), in the order given; creates parent folders."""
+    """Write ``specs`` as JSONL or CSV (by extension), in the order given; creates parent folders.
+    The file is written by the one rule of ``cgbench.safeio`` (temporary file, fsync, rename)."""
     p = Path(path)
     kind = _format(p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", encoding="utf-8", newline="") as f:
-        if kind == "jsonl":
-            for s in specs:
-                obj = {"arrival_s": s.arrival_s, "prompt_tokens": s.prompt_tokens,
-                       "output_tokens": s.output_tokens}
-                f.write(json.dumps(obj) + "\n")
-        else:
-            writer = csv.writer(f, lineterminator="\n")
-            writer.writerow(FIELDS)
-            # str(float) is the shortest repr that parses back to the same float.
-            writer.writerows((s.arrival_s, s.prompt_tokens, s.output_tokens) for s in specs)
+    buf = io.StringIO()
+    if kind == "jsonl":
+        for s in specs:
+            obj = {"arrival_s": s.arrival_s, "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens}
+            buf.write(json.dumps(obj, allow_nan=False) + "\n")
+    else:
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(FIELDS)
+        # str(float) is the shortest repr that parses back to the same float.
+        writer.writerows((s.arrival_s, s.prompt_tokens, s.output_tokens) for s in specs)
+    write_text_atomic(p, buf.getvalue())
