@@ -109,6 +109,9 @@ def hostile(tmp_path: Path) -> Iterator[dict[str, Path]]:
     text("int_calib.json", json.dumps(_calibration(T=2**70)))
     text("int_state.json", (ROOT / "tests/states/11_1_step1.json").read_text()
          .replace('"max_tokens": 16384', '"max_tokens": ' + big_int))
+    state = json.loads((ROOT / "tests/states/11_1_step1.json").read_text())
+    state["cg"].update(kind="sglang", padding=False, max_capture_size=10**9)
+    text("big_grid_state.json", json.dumps(state))
     text("nan_result.json", '{"schema_version": 1, "metrics": {"x": NaN}}')
     text("inf_result.json", '{"schema_version": 1, "metrics": {"x": 1e400}}')
     text("inf_calib.json", json.dumps(_calibration())[:-1] + ', "tp_size": Infinity}')
@@ -183,6 +186,8 @@ CASES: list[tuple[str, str]] = [
     ("grid cg=sglang cg.padding=false engine.max_requests=100000000 engine.max_tokens=100000000", "graphs"),
     ("grid engine.max_requests=100000 engine.max_tokens=100000", "engine.max_requests"),
     ("run cg=megatron cg.sizes_per_octave=1000000", "cg.sizes_per_octave"),
+    ("schedule {big_grid_state_json}", "cg.max_capture_size"),
+    ("run cg=sglang cg.padding=false cg.max_capture_size=1000000000", "cg.max_capture_size"),
     # non-finite numbers
     ("run hardware.peak_flops=inf", "hardware.peak_flops"),
     ("run hardware.peak_flops=nan", "hardware.peak_flops"),

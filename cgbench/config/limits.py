@@ -172,11 +172,16 @@ def check_ranges(cfg: BenchConfig) -> None:
                               f"over about {span:.3g} s, more than {MAX_SIM_SECONDS:g} s; raise the rate")
 
 
-def check_estimates(cfg: BenchConfig) -> None:
-    graphs, key = estimate_graphs(cfg)
+def check_grid_size(cg: CGConfig, engine: EngineConfig) -> None:
+    """Refuse a grid config whose graph lists would exceed ``MAX_GRAPHS`` (before building them)."""
+    graphs, key = estimate_graphs(BenchConfig(cg=cg, engine=engine))
     if graphs > MAX_GRAPHS:
-        raise ConfigError(f"{key}: cg.kind={cfg.cg.kind} would build about {graphs:,} graphs, more than the "
+        raise ConfigError(f"{key}: cg.kind={cg.kind} would build about {graphs:,} graphs, more than the "
                           f"{MAX_GRAPHS:,}-graph limit; lower {key}")
+
+
+def check_estimates(cfg: BenchConfig) -> None:
+    check_grid_size(cfg.cg, cfg.engine)
     need, limit = estimate_request_bytes(cfg), memory_limit_bytes()
     if need > limit:
         raise ConfigError(f"workload.num_requests: {cfg.workload.num_requests:,} requests need about {_gib(need)} "
