@@ -79,6 +79,11 @@ def hostile(tmp_path: Path) -> Iterator[dict[str, Path]]:
         os.mknod(f["chardev"], stat.S_IFCHR | 0o666, os.makedev(1, 5))  # a private /dev/zero
     else:
         f["chardev"].symlink_to("/dev/zero")
+    f["blockdev"] = d / "block.jsonl"
+    if IS_ROOT:
+        os.mknod(f["blockdev"], stat.S_IFBLK | 0o600, os.makedev(7, 0))  # a loop device node, never opened
+    else:
+        os.mkfifo(f["blockdev"])
     f["dev_link"] = d / "dev_link.json"  # never the system /dev/null: a broken writer would replace it
     f["dev_link"].symlink_to(f["chardev"])
     f["fifo_link"] = d / "fifo_link.json"
@@ -150,6 +155,7 @@ CASES: list[tuple[str, str]] = [
     ("run " + SMALL + " --out {dev_link}", "character device"),
     ("run " + SMALL + " --out {sock}", "socket"),
     ("run " + SMALL + " --out {fifo_link}", "FIFO"),
+    ("run " + SMALL + " --out {blockdev}", "block device" if IS_ROOT else "FIFO"),
     ("run " + SMALL + " --out {dir_json}", "directory"),
     ("run " + SMALL + " --out {a_file}/r.json", "a_file"),
     # special files as input
@@ -157,6 +163,7 @@ CASES: list[tuple[str, str]] = [
     ("run workload=trace workload.trace={fifo_csv}", "FIFO"),
     ("run workload=trace workload.trace={dir_jsonl}", "is a directory"),
     ("run workload=trace workload.trace={zero_csv}", "character device"),
+    ("run workload=trace workload.trace={blockdev}", "block device" if IS_ROOT else "FIFO"),
     ("run workload=trace workload.trace={big_jsonl}", "byte limit"),
     # (compare and plot decide file-or-folder themselves and call a FIFO "no such file or directory")
     ("compare {fifo_json} {fifo_json}", "pipe.json"),
@@ -523,3 +530,30 @@ def test_a_trace_too_long_for_the_memory_limit_is_refused_before_parsing(tmp_pat
     assert r.exit_code == 2
     assert r.stderr.strip() == "error: CGBENCH_MEMORY_LIMIT_GB: must be a positive number of GiB, got 'lots'"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+@pytest.mark.parametrize("name,ok", [("hybrid", True), ("llama-3.1_8B+spec", True), ("a=b,c@d", True),
+                                     ("..", False), (".hidden", False), ("a/b", False), ("-x", False),
+                                     ("", False), ("a b", False), ("x" * 101, False), ("a\x00b", False)])
+def test_safe_name(name, ok):
+    from cgbench.config.schema import ConfigError
+    from cgbench.safeio import safe_name
+
+    if ok:
+        assert safe_name(name, "model.name") == name
+    else:
+        with pytest.raises(ConfigError, match="model.name: .* cannot be used in a file name"):
+            safe_name(name, "model.name")
+
+
+@pytest.mark.parametrize("rel,ok", [("a.json", True), ("sub/a.json", True), ("../x.json", False),
+                                    ("a/../../x.json", False), ("/etc/passwd", False), ("", False)])
+def test_inside_keeps_a_relative_path_under_its_root(tmp_path, rel, ok):
+    from cgbench.config.schema import ConfigError
+    from cgbench.safeio import inside
+
+    if ok:
+        assert inside(tmp_path, rel, "points[0].file") == tmp_path / rel
+    else:
+        with pytest.raises(ConfigError, match=r"points\[0\]\.file: .* must be a plain path inside"):
+            inside(tmp_path, rel, "points[0].file")
