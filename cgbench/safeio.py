@@ -116,6 +116,14 @@ def inside(root: str | Path, relative: str | Path, key: str) -> Path:
 
 
 def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for a moment, for all threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -133,9 +141,10 @@ def _target(path: Path, what: str) -> Path:
     except FileNotFoundError:
         return path
     except OSError as e:
-        raise _os_error(f"cannot write {what}", path, e) from None
+        raise _os_error(f"cannot write {what}".rstrip(), path, e) from None
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"cannot write {what} {path}: it is {kind_of(st.st_mode)}, not a regular file")
+        label = f"{what} {path}" if what else str(path)
+        raise ConfigError(f"cannot write {label}: it is {kind_of(st.st_mode)}, not a regular file")
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
@@ -243,11 +252,8 @@ def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
         _remove_dirs(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        if tmp is not None:  # interrupted (Ctrl-C) or refused after the temporary file was made
+            _unlink(tmp)
     return target
 
 
