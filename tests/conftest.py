@@ -34,7 +34,8 @@ def _isolate_cwd(tmp_path, monkeypatch):
 # launcher and signal tests that start processes, and the deep property searches. `make test` and
 # CI run everything.
 SLOW_MODULES = {"test_models", "test_kernels", "test_torch_backend", "test_torch_runner", "test_torch_graphs_logic",
-                "test_calibration", "test_gpu", "test_interrupt"}
+                "test_calibration", "test_gpu", "test_interrupt", "test_hostile_inputs", "test_reader_properties",
+                "test_slurm", "test_wheel", "test_readme"}
 SLOW_NAME_PARTS = ("launcher", "killed", "ctrl_c", "equals_oracle", "invariants", "wheel", "readme")
 
 
@@ -43,3 +44,29 @@ def pytest_collection_modifyitems(config, items):
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         if module in SLOW_MODULES or any(part in item.name for part in SLOW_NAME_PARTS):
             item.add_marker(pytest.mark.slow)
+
+
+def _strict_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+@pytest.fixture(autouse=True)
+def _results_are_strict_json(tmp_path):
+    """After every test, every JSON file under its tmp folder parses with a strict parser (no NaN,
+    Infinity or -Infinity). Inputs a test writes on purpose as hostile live under ``hostile_inputs/``;
+    files that are not JSON at all (a test's broken fixture) are not results and are skipped."""
+    import json
+
+    yield
+    for path in tmp_path.rglob("*.json"):
+        if "hostile_inputs" in path.parts or not path.is_file() or path.is_symlink():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            json.loads(text)  # lenient: is it JSON at all?
+        except (ValueError, OSError, RecursionError):
+            continue
+        try:
+            json.loads(text, parse_constant=_strict_constant)
+        except ValueError as e:
+            pytest.fail(f"{path}: {e}: a file written during the test is not strict JSON")

@@ -184,17 +184,11 @@ def _direction(name: str, spec: dict[str, Any], where: str) -> str | None:
 
 def load_rules(path: Path | None = None) -> list[Rule]:
     """Read a rules YAML: ``rules: {metric: {exact, abs_tol, rel_tol, deterministic, ...}}``."""
-    import yaml
+    from cgbench.safeio import load_yaml_text, read_text
 
     path = Path(path) if path is not None else default_rules_path()
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"--rules: cannot read {path}: {e.strerror or e}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', None) or e}") from e
+    # bounded: a FIFO or /dev/zero is refused, not read; tolerances are finite and 64-bit
+    data = load_yaml_text(read_text(path, "--rules", max_bytes=1024 * 1024), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("rules"), dict) or not data["rules"]:
         raise ConfigError(f"{path}: needs a non-empty 'rules:' mapping of metric -> rule")
     rules = []

@@ -30,9 +30,11 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.overrides import override_key
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
-from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason, validate
+from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
+from cgbench.safeio import require_cwd
 
 __all__ = ["GROUPS", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
            "expand_sweep", "group_options", "known_keys", "load_config", "to_bench_config", "user_config_dirs"]
@@ -160,6 +162,7 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
     ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``)."""
     search = _searchpath_override(user_config_dirs(config_dirs))
+    require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():
             cfg = compose(config_name="config", overrides=[*overrides, *search], return_hydra_config=with_hydra)
@@ -217,7 +220,7 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
         raise ConfigError(_error_text(e)) from e
     assert isinstance(obj, BenchConfig)
     _resolve_paths(obj)
-    return validate(obj)
+    return validate_within_limits(obj)  # finiteness, names, sizes, validate(), resource estimates
 
 
 
@@ -256,6 +259,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                 if o.is_sweep_override():
                     if not o.is_discrete_sweep():
                         raise ConfigError(f"{key}: interval() sweeps are not supported; list values instead")
+                    check_sweep_axis(key, o.value())  # a zero step, an endless or huge range
                     values = [f"{key}={v}" for v in o.sweep_string_iterator()]
                     if not values:
                         raise ConfigError(f"{key}: the sweep has no values")
@@ -264,6 +268,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                     axes.append([f"{key}={o.get_value_element_as_str()}"])
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(_error_text(e)) from e
+    check_sweep_points(axes)
     return [list(p) for p in itertools.product(*axes)]
 
 

@@ -26,7 +26,17 @@ OPEN_LOOP = ("poisson", "gamma", "constant")
 
 
 class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key."""
+    """A configuration value is invalid; the message names the key.
+
+    The message is always one line: control characters and line separators that came in with user
+    text (a key or file name holding a newline) are shown escaped (``\\n``)."""
+
+    def __str__(self) -> str:
+        return super().__str__().translate(_ESCAPES)
+
+
+# every character str.splitlines() breaks on, and the other C0 controls, shown as escapes
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029]}
 
 
 @dataclass
@@ -450,3 +460,31 @@ def unread_reason(key: str, unread: dict[str, str]) -> str | None:
         if key == k or key.startswith(k + "."):
             return why
     return None
+
+
+INT64_MAX = 2 ** 63 - 1
+
+
+def check_finite(cfg: Any, key: str = "") -> Any:
+    """Every number in a config (dataclass tree) is finite and every integer fits in 64 bits:
+    ``hardware.peak_flops=inf`` or ``workload.prompt_len.sigma=nan`` would turn into NaN/Infinity
+    in the results, and an integer beyond 64 bits overflows wherever it meets numpy."""
+    import dataclasses
+    import math
+
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        for f in dataclasses.fields(cfg):
+            check_finite(getattr(cfg, f.name), f"{key}.{f.name}" if key else f.name)
+    elif isinstance(cfg, bool) or cfg is None or isinstance(cfg, str):
+        pass
+    elif isinstance(cfg, int):
+        _require(-INT64_MAX - 1 <= cfg <= INT64_MAX, key, f"{cfg} does not fit in 64 bits")
+    elif isinstance(cfg, float):
+        _require(math.isfinite(cfg), key, f"must be a finite number, got {cfg}")
+    elif isinstance(cfg, (list, tuple)):
+        for i, v in enumerate(cfg):
+            check_finite(v, f"{key}[{i}]")
+    elif isinstance(cfg, dict):
+        for k, v in cfg.items():
+            check_finite(v, f"{key}.{k}")
+    return cfg

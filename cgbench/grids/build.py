@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cgbench.config.limits import check_grid_size
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
 from cgbench.grids import peers as peer_grids
 from cgbench.grids.lookup import Grid
@@ -27,6 +28,7 @@ def _explicit(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
 
 def build_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
     """The captured-graph grid that the ``cg`` config describes."""
+    check_grid_size(cg, engine)  # every caller (run, grid, schedule's state files) gets the limit
     strict = model.kind == "hybrid"
     kind = cg.kind
     if kind == "megatron":

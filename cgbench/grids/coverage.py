@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from cgbench.config.limits import check_coverage_size
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import (
     DECODE_ONLY_OVER_MAX,
@@ -129,6 +130,7 @@ def _tmax_tables(grid: Grid, R: int) -> tuple[np.ndarray, np.ndarray]:
 def coverage(grid: Grid, *, max_requests: int, max_tokens: int, max_sequence_length: int,
              num_speculative_tokens: int) -> Coverage:
     """Count exactly which reachable real shapes ``grid`` serves, and why it misses the rest."""
+    check_coverage_size(max_requests)  # (R + 1)^2 cells per table: refuse before allocating
     R, q, msl = max_requests, num_speculative_tokens + 1, max_sequence_length
     misses = dict.fromkeys(MISS_REASONS, 0)
 

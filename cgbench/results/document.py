@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import platform
 import subprocess
-import tempfile
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from cgbench import __version__
+from cgbench import __version__, safeio
 from cgbench.config.jsonio import read_json
 from cgbench.config.schema import ConfigError
 
@@ -80,58 +77,67 @@ def environment(backend: str, device: str, torch_version: str | None) -> dict[st
 
 
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=1, sort_keys=False) + "\n"
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """Strict JSON: a NaN or Infinity anywhere is a ConfigError naming its dotted path."""
+    return safeio.dumps_strict(doc)
 
 
 def write_json_atomic(path: Path, doc: dict) -> Path:
-    """Write via a temporary file in the same folder and rename: never a partial file."""
-    return write_text_atomic(path, dumps(doc))
+    """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync, rename over a regular
+    file or nothing): never a partial file, never a special file replaced, never NaN/Infinity."""
+    return safeio.write_json_atomic(path, doc)
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
-    """Write text via a temporary file in the same folder and rename: never a partial file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; a result is as readable as any file
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    """Text by the same rule (``cgbench.safeio``)."""
+    return safeio.write_text_atomic(path, text)
 
 
 def ensure_writable(path: Path) -> None:
     """Fail before a run, not after it, when its result could not be written."""
     path = Path(path)
-    if path.exists() and path.is_dir():
+    if path.is_dir():
         raise ConfigError(f"--out {path}: is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".cgbench-probe.", dir=path.parent)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as e:
-        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
+    safeio.check_writable(path, "--out")
+
+
+# top-level keys of a result and the JSON type each must have when present
+_TYPES: dict[str, tuple[type, str]] = {
+    "overrides": (list, "a list of strings"), "config": (dict, "an object"),
+    "environment": (dict, "an object"), "graph_usage": (list, "a list of objects"),
+    "steps": (list, "a list of objects"), "requests": (list, "a list of objects"),
+    "backend_report": (dict, "an object"),
+}
+
+
+def _check_shape(path: Path, doc: dict) -> None:
+    for key, (kind, words) in _TYPES.items():
+        if key in doc and doc[key] is not None and not isinstance(doc[key], kind):
+            raise ConfigError(f"{path}: '{key}' must be {words}, got {type(doc[key]).__name__}")
+    for i, o in enumerate(doc.get("overrides") or []):
+        if not isinstance(o, str):
+            raise ConfigError(f"{path}: 'overrides[{i}]' must be a string, got {type(o).__name__}")
+    for key in ("graph_usage", "steps", "requests"):
+        for i, rec in enumerate(doc.get(key) or []):
+            if not isinstance(rec, dict):
+                raise ConfigError(f"{path}: '{key}[{i}]' must be an object, got {type(rec).__name__}")
+    for key, value in (doc.get("environment") or {}).items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{path}: 'environment.{key}' must be a string or null, got {type(value).__name__}")
+    for group, value in (doc.get("config") or {}).items():
+        if group in _CONFIG_GROUPS and not isinstance(value, dict):
+            raise ConfigError(f"{path}: 'config.{group}' must be an object, got {type(value).__name__}")
+    for i, step in enumerate(doc.get("steps") or []):
+        real = step.get("real")
+        if not isinstance(step.get("step"), int) or not isinstance(real, list) or not real:
+            raise ConfigError(f"{path}: 'steps[{i}]' needs an integer 'step' and a non-empty list 'real'")
+
+
+_CONFIG_GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", "slo", "sweep")
 
 
 def load_result(path: Path) -> dict:
-    """Read one result JSON and check it is a cgbench result of a known schema."""
+    """Read one result JSON and check it is a cgbench result of a known schema, with the JSON
+    type each key must have (a wrong type is a ConfigError naming the file and the key)."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or "metrics" not in doc or "schema_version" not in doc:
@@ -140,4 +146,7 @@ def load_result(path: Path) -> dict:
         raise ConfigError(f"{path}: schema_version {doc['schema_version']!r}, expected {SCHEMA_VERSION}")
     if not isinstance(doc["metrics"], dict):
         raise ConfigError(f"{path}: 'metrics' must be an object")
+    if not doc["metrics"]:
+        raise ConfigError(f"{path}: 'metrics' is empty: a run always records its metrics")
+    _check_shape(path, doc)
     return doc

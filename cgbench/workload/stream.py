@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import replace
 
 from cgbench.config.schema import WorkloadConfig
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
 from cgbench.workload.lengths import sample_lengths
-from cgbench.workload.trace import read_trace, write_trace
+from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
 __all__ = ["ArrivalStream", "RequestSpec", "generate_requests", "make_stream", "read_trace",
            "sample_lengths", "stream_rng", "write_trace"]
@@ -39,7 +38,7 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     """The workload's requests, ids ``0..n-1`` in arrival order (closed-loop arrivals are 0.0 here;
     the stream sets them on release). ``w`` is trusted as validated; a bad trace file is a ConfigError."""
     if w.trace:
-        return [replace(s, arrival_s=s.arrival_s * w.time_scale) for s in read_trace(w.trace)]
+        return scale_arrivals(read_trace(w.trace), w.time_scale)
     n = w.num_requests
     times = arrival_times(w.arrival, n, stream_rng(seed, "arrival"))
     prompts = sample_lengths(w.prompt_len, n, stream_rng(seed, "prompt_len"), "workload.prompt_len")

@@ -1,0 +1,461 @@
+"""Safe file I/O: the one rule every file cgbench writes follows, and bounded readers.
+
+Writing (``write_text_atomic``): the text goes to a temporary file ``.NAME.XXXXXXXX.tmp`` in the
+target's folder, is flushed to disk (fsync) and renamed over the target, so a reader sees the old
+file or the new one, never a partial one. The rename replaces only a regular file (or nothing): a
+directory, FIFO, socket, character or block device, or a symlink to one, is refused before any
+work is done. A symlink to a regular file is followed (the link stays, its target is replaced).
+The file gets mode 0666 minus the umask (0644 under the usual 022), like any file a tool creates.
+Temporary files of earlier writers that died (SIGKILL, power loss) are removed on the next write
+of the same name: a live writer holds a lock on its temporary file, a dead one does not.
+Every failure (disk full, file too large, name too long, the working directory deleted, no
+permission) is one ``ConfigError`` line naming the path, and leaves no file behind.
+
+Reading (``read_text``, ``read_json``, ``load_json_text``, ``load_yaml_text``): only regular files
+are read (a FIFO would block, ``/dev/zero`` never ends), at most ``MAX_FILE_BYTES``; parsed values
+are at most ``MAX_DEPTH`` containers deep, integers fit in 64 bits, numbers are finite and
+``NaN``/``Infinity`` are refused. Every failure is one ``ConfigError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import math
+import os
+import re
+import stat
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cgbench.config.schema import ConfigError
+
+MAX_FILE_BYTES = 256 * 1024 * 1024  # no input cgbench reads comes near this (traces: ~40 B a request)
+MAX_DEPTH = 64  # containers inside containers; cgbench documents are at most ~6 deep
+MAX_INT_DIGITS = 19  # an integer must fit in 64 bits (the int-from-text limit is 4,300 digits)
+INT64_MAX = 2 ** 63 - 1
+MAX_LINE_CHARS = 1024 * 1024  # one JSONL record or CSV row
+MAX_NAME_CHARS = 100  # a config name used inside a file name
+STALE_TMP_AGE_S = 2.0  # a writer locks its temporary file right after creating it
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@,-]*")
+
+
+def kind_of(mode: int) -> str:
+    """What a ``st_mode`` is, in words ("a regular file", "a FIFO (named pipe)", ...)."""
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _where(path: str | Path, key: str) -> str:
+    return f"{key}: {path}" if key else str(path)
+
+
+def _reason(e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if e.errno == errno.EFBIG:
+        return "file too large (a file size limit was reached)"
+    if e.errno == errno.ENAMETOOLONG:
+        return "file name too long"
+    if e.errno == errno.EDQUOT:
+        return "disk quota exceeded"
+    return (e.strerror or str(e)).lower() if e.strerror else str(e)
+
+
+def _cwd_gone() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
+
+
+def require_cwd() -> None:
+    """ConfigError when the working directory was deleted (every relative path would fail)."""
+    if _cwd_gone():
+        raise ConfigError("the working directory no longer exists: cd to an existing folder")
+
+
+def _os_error(what: str, path: str | Path, e: OSError) -> ConfigError:
+    if not Path(path).is_absolute() and isinstance(e, FileNotFoundError) and _cwd_gone():
+        return ConfigError(f"{what} {path}: the working directory no longer exists")
+    return ConfigError(f"{what} {path}: {_reason(e)}")
+
+
+# ------------------------------------------------------------------------------------------ names
+
+
+def safe_name(value: str, key: str) -> str:
+    """``value`` if it can be one component of a file name (no separators, no ``..``, no leading
+    dot, at most ``MAX_NAME_CHARS``); else a ConfigError naming ``key``. Config names (model,
+    workload, sweep) become parts of result paths, so ``../../x`` would write outside the results."""
+    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS or not _SAFE_NAME.fullmatch(value):
+        raise ConfigError(f"{key}: {value!r} cannot be used in a file name: use letters, digits and "
+                          f"'._+=@,-' (not starting with '.' or '-', at most {MAX_NAME_CHARS} characters)")
+    return value
+
+
+def inside(root: str | Path, relative: str | Path, key: str) -> Path:
+    """``root / relative``, refused (ConfigError naming ``key``) when it would leave ``root``."""
+    rel = Path(relative)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ConfigError(f"{key}: {str(relative)!r} must be a plain path inside {root}")
+    return Path(root) / rel
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for a moment, for all threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _tmp_prefix(name: str) -> str:
+    # the temporary name must fit in NAME_MAX (255 bytes) even when the target's name nearly does
+    return f".{name[:200]}."
+
+
+def _target(path: Path, what: str) -> Path:
+    """The file to replace: ``path``, or a symlink's target. Refuses anything but a regular file."""
+    try:
+        st = os.stat(path)  # follows symlinks: a link to /dev/null is a character device
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise _os_error(f"cannot write {what}".rstrip(), path, e) from None
+    if not stat.S_ISREG(st.st_mode):
+        label = f"{what} {path}" if what else str(path)
+        raise ConfigError(f"cannot write {label}: it is {kind_of(st.st_mode)}, not a regular file")
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_writable(path: str | Path, what: str = "") -> Path:
+    """Fail before a run, not after it, when its file could not be written; returns the file that
+    will be replaced. Creates the parent folders (as the write would)."""
+    p = Path(path)
+    label = f"{what} " if what else ""
+    target = _target(p, label.strip())
+    created = _make_parents(target, p, label)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target.name), suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        _remove_dirs(created)
+        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    return target
+
+
+def _make_parents(target: Path, p: Path, label: str) -> list[Path]:
+    """Create the missing parent folders of ``target``; returns them (deepest first) so a failed
+    write can remove what it created."""
+    missing = []
+    d = target.parent
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        _remove_dirs(missing)
+        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
+    except OSError as e:
+        _remove_dirs(missing)
+        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    return missing
+
+
+def _remove_dirs(dirs: list[Path]) -> None:
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def clean_stale_temps(target: Path) -> int:
+    """Remove ``.NAME.XXXXXXXX.tmp`` files of ``target`` that no live writer holds; returns how many."""
+    prefix = _tmp_prefix(target.name)
+    pattern = re.compile(re.escape(prefix) + r"[A-Za-z0-9_]{8}\.tmp")
+    removed = 0
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return 0
+    now = time.time()
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < STALE_TMP_AGE_S:
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live writer: OSError
+            os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
+
+
+def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` by the one rule (module docstring); returns the path
+    written (a symlink's target when ``path`` is a link to a regular file)."""
+    p = Path(path)
+    label = f"{what} " if what else ""
+    data = text.encode("utf-8")
+    target = _target(p, label.strip())
+    created = _make_parents(target, p, label)
+    clean_stale_temps(target)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target.name), suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            _target(target, label.strip())  # a special file may have appeared meanwhile
+            os.replace(tmp, target)
+            tmp = None
+        _fsync_dir(target.parent)
+    except OSError as e:
+        if tmp is not None:
+            _unlink(tmp)
+            tmp = None
+        _remove_dirs(created)
+        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    finally:
+        if tmp is not None:  # interrupted (Ctrl-C) or refused after the temporary file was made
+            _unlink(tmp)
+    return target
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------ JSON out
+
+
+def first_non_finite(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN/Infinity in a JSON-like value, else None."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return at or "(top level)"
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def dumps_strict(doc: Any, indent: int | None = 1) -> str:
+    """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value."""
+    where = first_non_finite(doc)
+    if where is not None:
+        raise ConfigError(f"{where}: not a finite number; a result holds finite numbers only")
+    return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+
+
+def write_json_atomic(path: str | Path, doc: Any, what: str = "") -> Path:
+    """Strict JSON (no NaN/Infinity) written by the one rule."""
+    try:
+        text = dumps_strict(doc)
+    except ConfigError as e:
+        raise ConfigError(f"cannot write {what + ' ' if what else ''}{path}: {e}") from None
+    return write_text_atomic(path, text, what)
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def read_bytes(path: str | Path, key: str = "", max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; anything else is a ConfigError that
+    says what the path is ("is a directory", "is a FIFO (named pipe)", "no such file")."""
+    where = _where(path, key)
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer would block forever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if _cwd_gone() and not Path(path).is_absolute():
+            raise ConfigError(f"{where}: the working directory no longer exists") from None
+        raise ConfigError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory, not a regular file") from None
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read: {_reason(e)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{where}: is {kind_of(st.st_mode)}, not a regular file")
+        if st.st_size > max_bytes:
+            raise ConfigError(f"{where}: is {st.st_size:,} bytes, more than the {max_bytes:,}-byte limit")
+        os.set_blocking(fd, True)
+        chunks = []
+        total = 0
+        while True:  # bounded even when st_size lies (files under /proc report 0)
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise ConfigError(f"{where}: more than the {max_bytes:,}-byte limit")
+        return b"".join(chunks)
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read: {_reason(e)}") from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | Path, key: str = "", max_bytes: int = MAX_FILE_BYTES) -> str:
+    """``read_bytes`` decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    data = read_bytes(path, key, max_bytes)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{_where(path, key)}: cannot read: not a UTF-8 text file") from None
+
+
+def parse_int64(text: str) -> int | BigInt:
+    """``int(text)`` for ``json.loads(parse_int=...)``. An integer of more than 19 digits is not
+    converted (a 5,000-digit one would hit the interpreter's digit limit): it becomes a ``BigInt``
+    that ``check_tree`` refuses naming its key."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        return BigInt(text)
+    return int(text)
+
+
+class BigInt(str):
+    """The text of an integer too long to fit in 64 bits (see ``parse_int64``)."""
+
+
+def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH, finite: bool = True) -> Any:
+    """Walk a parsed JSON/YAML value without recursion: at most ``max_depth`` nested containers,
+    integers within 64 bits, floats finite (when ``finite``). Shared (aliased) nodes are visited
+    once, so a YAML alias bomb costs no more than its text."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        v, depth, at = stack.pop()
+        label = f"{where}: {at}" if at else where
+        if isinstance(v, BigInt):
+            raise ConfigError(f"{label}: integer {v[:20]}... ({len(v.lstrip('-'))} digits) does not fit in 64 bits")
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            continue
+        if isinstance(v, int):
+            if not -INT64_MAX - 1 <= v <= INT64_MAX:
+                raise ConfigError(f"{label}: integer does not fit in 64 bits")
+            continue
+        if isinstance(v, float):
+            if finite and not math.isfinite(v):
+                raise ConfigError(f"{label}: {v} is not a finite number (NaN and Infinity are refused)")
+            continue
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= max_depth:
+                raise ConfigError(f"{label}: nested more than {max_depth} levels deep")
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if isinstance(v, dict):
+                stack.extend((x, depth + 1, f"{at}.{k}" if at else str(k)) for k, x in v.items())
+            else:
+                stack.extend((x, depth + 1, f"{at}[{i}]") for i, x in enumerate(v))
+    return value
+
+
+def load_json_text(text: str, where: str) -> Any:
+    """Strict, bounded JSON: refuses NaN/Infinity, integers beyond 64 bits, deep nesting."""
+    try:
+        # NaN, Infinity, 1e400 and long integers parse; check_tree then refuses them by key
+        value = json.loads(text, parse_int=parse_int64)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: line {e.lineno} column {e.colno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    return check_tree(value, where)
+
+
+def read_json(path: str | Path, key: str = "") -> Any:
+    """A regular file of bounded size parsed by ``load_json_text``."""
+    return load_json_text(read_text(path, key), _where(path, key))
+
+
+def load_yaml_text(text: str, where: str, finite: bool = True) -> Any:
+    """``yaml.safe_load`` with the same bounds as JSON, and duplicate mapping keys refused."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+        keys = set()
+        for k, _ in node.value:
+            key = loader.construct_object(k, deep=True)
+            try:
+                duplicate = key in keys
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
+                                                        k.start_mark) from None
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
+            keys.add(key)
+        return loader.construct_mapping(node, deep=True)
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    try:
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}{line}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as e:  # int('9' * 5000) in the int resolver
+        raise ConfigError(f"{where}: invalid value: {str(e)[:120]}") from None
+    return check_tree(value, where, finite=finite)
