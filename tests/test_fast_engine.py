@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
+from cgbench.config.schema import SloConfig
 from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.pipeline import build_engine, metrics_of
@@ -24,7 +25,7 @@ def _run(cfg, reqs, concurrency=0, trace=True):
 
 
 def _everything(eng, state):
-    return (metrics_of(eng, state), graph_usage_records(state.stats, eng.grid.graphs),
+    return (metrics_of(eng, state, SloConfig()), graph_usage_records(state.stats, eng.grid.graphs),
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
