@@ -37,6 +37,10 @@ class Context:
     paused_count: int = 0
     chunked_request_id: int = -1
     admitted: list[Admission] = field(default_factory=list)
+    decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
+
+    def __post_init__(self) -> None:
+        self.decode_tokens = 1 + self.num_speculative_tokens
 
     @classmethod
     def from_engine(cls, e: EngineConfig) -> Context:
@@ -60,9 +64,6 @@ class Context:
     def total_request_count(self) -> int:
         return self.decode_count + self.paused_count + self.prefill_count
 
-    @property
-    def decode_tokens(self) -> int:
-        return 1 + self.num_speculative_tokens
 
     def begin_round(self, decodes: int, paused: int) -> None:
         self.prefill_count = 0
@@ -107,7 +108,8 @@ class Context:
 
     def decode_blocks_needed(self, req: Request) -> int:
         """Blocks ``req`` must gain before its next decode step (0 when its blocks hold it)."""
-        return max(0, ceil_div(req.kv_tokens + self.decode_tokens, self.block_size) - req.blocks)
+        need = -(-(req.kv_tokens + self.decode_tokens) // self.block_size) - req.blocks
+        return need if need > 0 else 0
 
     def resumable(self, paused: Sequence[Request], held_active: int, room: int) -> int:
         """How many paused requests, newest first, can resume (ref. 5.6): at most ``room`` of them, each

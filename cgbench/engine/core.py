@@ -57,10 +57,8 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
     else:
         stats.mixed_steps += k
     if graph is not None:
-        busy = stats.graphed_time_s
-        for dt in durations:
-            busy += dt
-        stats.graphed_time_s = busy
+        stats.graphed_time_s = (stats.graphed_time_s + durations[0] if k == 1
+                                else _add_in_order(stats.graphed_time_s, durations))
         pad = graph[0] - T
         stats.graphed_steps += k
         stats.graphed_tokens += k * T
@@ -73,15 +71,27 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
             usage[1] += k * T
             usage[2] += k * pad
     else:
-        busy = stats.eager_time_s
-        for dt in durations:
-            busy += dt
-        stats.eager_time_s = busy
+        stats.eager_time_s = (stats.eager_time_s + durations[0] if k == 1
+                              else _add_in_order(stats.eager_time_s, durations))
         stats.eager_steps += k
         stats.eager_tokens += k * T
         stats.eager_reasons[reason] += k
     if queue_len > stats.max_queue_len:
         stats.max_queue_len = queue_len
+
+
+def _add_in_order(total: float, durations: Sequence[float]) -> float:
+    """``total + d0 + d1 + ...`` left to right (a running sum, never reassociated)."""
+    if len(durations) > 512:
+        import numpy as np
+
+        acc = np.empty(len(durations) + 1)
+        acc[0] = total
+        acc[1:] = durations
+        return float(np.add.accumulate(acc)[-1])  # sequential: the same float as the loop below
+    for dt in durations:
+        total += dt
+    return total
 
 
 class EveryStepRows:
@@ -290,8 +300,9 @@ class Engine:
         needing: list[Request] = []
         for r in rows.stepped(self.step, self._step_start_s, now):
             r.kv_tokens += q
-            self._emit(r, min(q, r.decode_remaining))
-            if r.decode_remaining <= 0:
+            left = r.output_len - r.generated
+            self._emit(r, q if q < left else left)
+            if left <= q:
                 finished.append(r)
             elif ctx.decode_blocks_needed(r) > 0:
                 needing.append(r)
@@ -302,8 +313,11 @@ class Engine:
         done, decoding = self._process_admissions()
         if decoding:
             rows.add(decoding, self.step + 1, now)
-            needing.extend(r for r in decoding if ctx.decode_blocks_needed(r) > 0)
-        self._pause(needing)
+            for r in decoding:
+                if ctx.decode_blocks_needed(r) > 0:
+                    needing.append(r)
+        if needing or self.paused:
+            self._pause(needing)
         if self.check:
             self._check_blocks()
         return done or bool(finished)

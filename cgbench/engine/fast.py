@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from cgbench.engine.context import Context, ceil_div
+from cgbench.engine.context import Context
 from cgbench.engine.contract import StepRecord, StepWork, StretchPricer, attention_pairs, decode_growth
 from cgbench.engine.core import Engine, InvariantError, record_steps
 from cgbench.engine.request import Request
@@ -80,7 +80,7 @@ class AnchoredRows:
             self.rows[r.id] = row
             self.stored_kv += r.kv_tokens
             self.held_blocks += r.blocks
-            finish = first_step + ceil_div(r.output_len - r.generated, q) - 1
+            finish = first_step - (-(r.output_len - r.generated) // q) - 1  # + ceil((output - generated) / q)
             boundary = first_step + (r.blocks * bs - r.kv_tokens) // q - 1
             heapq.heappush(self.events, (min(finish, boundary), row.pos, row))
             if r.last_token_s != now_s:  # it missed steps while paused: its next gap is not one step
@@ -146,9 +146,8 @@ class FastEngine(Engine):
         self.pricer = pricer
 
     def _advance(self, result: RoundResult) -> None:
-        if not self.ctx.admitted and self._decode_stretch(result):
-            return
-        super()._advance(result)
+        if self.ctx.admitted or not self._decode_stretch(result):
+            Engine._advance(self, result)
 
     def _can_stretch(self) -> bool:
         return bool(self.rows) and not self.paused and not self.rows.irregular
@@ -179,7 +178,7 @@ class FastEngine(Engine):
             if nxt is not None and self.state.now_s >= nxt:
                 break
             self.ctx.begin_round(len(self.rows), 0)
-            super()._advance(RoundResult())
+            Engine._advance(self, RoundResult())
             # an eviction puts requests back in the queue: the next round may admit them
             if self.queue or not self._can_stretch() or self._out_of_bounds():
                 break
