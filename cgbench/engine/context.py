@@ -2,7 +2,7 @@
 
 Every KV block a request gains or loses goes through this class (admission, resume, release).
 
-Counters follow Megatron's ``DynamicInferenceContext`` (ref. section 5): at the start of a round
+Counters follow Megatron's ``DynamicInferenceContext``: at the start of a round
 ``P = 0``, ``D`` = running (non-paused, non-hidden) requests and ``A = D * (1 + spec)``; each
 admission adds its chunk to ``A`` and 1 to ``P``.
 """
@@ -78,7 +78,7 @@ class Context:
         return ceil_div(finished + tokens, bs) - ceil_div(finished, bs)
 
     def check_availability(self, req: Request) -> tuple[bool, bool, bool]:
-        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt (ref. 5.3)."""
+        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt."""
         request_ok = self.total_request_count < self.max_requests and self.paused_count == 0
         tokens_ok = self.active_tokens + req.remaining_prompt <= self.max_tokens
         kv_ok = self.free_blocks >= self.blocks_for(req.finished_chunk, req.remaining_prompt)
@@ -112,7 +112,7 @@ class Context:
         return need if need > 0 else 0
 
     def resumable(self, paused: Sequence[Request], held_active: int, room: int) -> int:
-        """How many paused requests, newest first, can resume (ref. 5.6): at most ``room`` of them, each
+        """How many paused requests, newest first, can resume: at most ``room`` of them, each
         with its blocks for the next step, within the active pool (``held_active`` blocks already held
         by running requests) and the free blocks."""
         avail = self.active_blocks - held_active

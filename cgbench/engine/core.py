@@ -1,6 +1,6 @@
 """The step loop: arrivals -> schedule -> real shape -> graph (or eager) -> run -> update.
 
-Reproduces Megatron's dynamic engine step lifecycle (ref. sections 4, 5.6 and 7). The scheduler
+Reproduces Megatron's dynamic engine step lifecycle. The scheduler
 and the graph choice never know which backend runs the step; the backend only returns its duration.
 
 The running decodes live in a row set. ``EveryStepRows`` (this module) steps every row every step:
@@ -348,7 +348,7 @@ class Engine:
                 decoding.append(r)
         return finished_any, decoding
 
-    # -- pause, resume, evict (ref. 5.6) ------------------------------------------------------------
+    # -- pause, resume, evict ---------------------------------------------------------------------
 
     def _pause(self, needing: list[Request]) -> None:
         """Rows that need a KV block they do not hold pause; then resume (LIFO), evict past the paused

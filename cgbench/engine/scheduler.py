@@ -1,4 +1,4 @@
-"""One scheduling round: strict FIFO admission from the waiting queue (ref. section 6).
+"""One scheduling round: strict FIFO admission from the waiting queue.
 
 Both paths look only at the head and stop at the first request they cannot admit (head-of-line
 blocking). Gating (PR #4870) is active only when ``gating_active`` says so. ``GraphChoice`` is the
