@@ -8,7 +8,7 @@ from cgbench.config.schema import CGConfig, PolicyConfig
 from cgbench.engine.context import Context
 from cgbench.engine.policies import make_policy
 from cgbench.engine.request import Outcome, Request
-from cgbench.engine.scheduler import Scheduler
+from cgbench.engine.scheduler import Scheduler, gating_active
 from cgbench.grids.build import build_grid
 from tests.helpers import make_cfg, run_engine, specs
 
@@ -55,8 +55,8 @@ def _round(kind: str, policy: str, decodes: int, prompts: list[int], chunked: bo
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked)
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     ctx = Context.from_engine(cfg.engine)
-    sched = Scheduler(ctx, grid, make_policy(PolicyConfig(name=policy)), chunked_prefill=chunked,
-                      gating_enabled=True)
+    pol = make_policy(PolicyConfig(name=policy))
+    sched = Scheduler(ctx, grid, pol, chunked_prefill=chunked, gating=gating_active(pol, cfg.cg, grid))
     queue = deque()
     for i, p in enumerate(prompts, start=1):
         r = Request(id=i, prompt_len=p, output_len=8)
@@ -81,8 +81,8 @@ def test_trace_11_2_strict_defers_third_request():
 
 
 def _round_again(ctx, queue, grid):
-    sched = Scheduler(ctx, grid, make_policy(PolicyConfig(name="megatron")), chunked_prefill=False,
-                      gating_enabled=True)
+    pol = make_policy(PolicyConfig(name="megatron"))
+    sched = Scheduler(ctx, grid, pol, chunked_prefill=False, gating=gating_active(pol, CGConfig(), grid))
     sched.schedule(queue)
     return [(a.request.id, a.chunk) for a in ctx.admitted]
 
@@ -125,7 +125,9 @@ def test_chunked_prefill_skips_request_when_token_budget_exhausted():
                    max_sequence_length=128, cg=CGConfig(non_decode=False))
     ctx = Context.from_engine(cfg.engine)
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-    sched = Scheduler(ctx, grid, make_policy(cfg.policy), chunked_prefill=True, gating_enabled=False)
+    pol = make_policy(cfg.policy)
+    sched = Scheduler(ctx, grid, pol, chunked_prefill=True, gating=gating_active(pol, cfg.cg, grid))
+    assert not sched.gating_active
     a, b = Request(1, 16, 4), Request(2, 8, 4)
     a.start_prefill(16)
     b.start_prefill(8)
@@ -182,7 +184,9 @@ def test_a_round_that_admits_nothing_counts_no_snap_split():
     cfg = make_cfg(kind="transformer", policy="megatron", chunked=True)
     ctx = Context.from_engine(cfg.engine)
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-    sched = Scheduler(ctx, grid, make_policy(cfg.policy), chunked_prefill=True, gating_enabled=True)
+    pol = make_policy(cfg.policy)
+    sched = Scheduler(ctx, grid, pol, chunked_prefill=True, gating=gating_active(pol, cfg.cg, grid))
+    assert sched.gating_active
     r = Request(1, 2, 4)
     r.start_prefill(2)
     queue = deque([r])

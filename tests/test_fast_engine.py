@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
+from cgbench.config.schema import SloConfig
 from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.pipeline import build_engine, metrics_of
@@ -24,7 +25,7 @@ def _run(cfg, reqs, concurrency=0, trace=True):
 
 
 def _everything(eng, state):
-    return (metrics_of(eng, state), graph_usage_records(state.stats, eng.grid.graphs),
+    return (metrics_of(eng, state, SloConfig()), graph_usage_records(state.stats, eng.grid.graphs),
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
@@ -66,3 +67,38 @@ def test_eviction_inside_a_stretch_hands_back_to_the_scheduler():
     slow = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs))
     assert fast == slow
     assert fast[0]["requests"]["evicted_events"] == 3
+
+
+class _StepOnly:
+    """A pricer that prices single steps only (as the calibrated cost model does)."""
+
+    def __init__(self, pricer) -> None:
+        self.name = pricer.name
+        self.step_time = pricer.step_time
+
+
+def test_a_pricer_without_stretch_methods_runs_the_same_steps():
+    """The sim backend hands the fast engine a ``StretchPricer`` for any pricer: one without stretch
+    methods is priced step by step (``PerStepPricing``), on the one-by-one and the numpy path alike."""
+    from cgbench.backends.sim.backend import PerStepPricing, SimBackend
+    from cgbench.backends.sim.factory import make_cost_model
+    from cgbench.workload.arrivals import RequestSpec
+    from tests.helpers import make_cfg
+
+    cfg = make_cfg(kind="hybrid", policy="megatron", chunked=True)
+    reqs = [RequestSpec(i, 0.003 * i, 40 + 7 * i, 150 + 13 * i) for i in range(12)]
+    roofline = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+    assert isinstance(SimBackend(_StepOnly(roofline)).pricer, PerStepPricing)
+    assert SimBackend(roofline).pricer is roofline
+    fast_cfg = replace(cfg, engine=replace(cfg.engine, oracle=False))
+    oracle = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs, trace=False))
+    assert oracle[0]["steps"] > 100
+    for vector_min_steps in (64, 1):
+        FastEngine.vector_min_steps = vector_min_steps
+        try:
+            for pricer in (roofline, _StepOnly(roofline)):
+                eng = build_engine(fast_cfg, backend=SimBackend(pricer), stream=ArrivalStream(reqs))
+                assert isinstance(eng, FastEngine)
+                assert _everything(eng, eng.run()) == oracle
+        finally:
+            FastEngine.vector_min_steps = 64

@@ -505,7 +505,7 @@ def run_and_snapshot(cfg, reqs):
     rounds = []
 
     def schedule(queue):
-        snap = json.loads(json.dumps(state_from_engine(eng)))
+        snap = json.loads(json.dumps(state_from_engine(eng, cfg)))
         before = list(queue)
         warned = eng.scheduler.counters.starvation_warnings
         step = len(eng.state.trace)

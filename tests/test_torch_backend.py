@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 from cgbench.backends.torch.backend import TorchBackend  # noqa: E402
 from cgbench.config.compose import load_config  # noqa: E402
 from cgbench.engine.request import Outcome  # noqa: E402
-from cgbench.pipeline import build_engine, metrics_of  # noqa: E402
+from cgbench.grids.build import build_grid  # noqa: E402
+from cgbench.pipeline import build_engine, make_backend, metrics_of  # noqa: E402
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec  # noqa: E402
 
 LENGTHS = [(5, 7), (33, 5), (17, 9), (48, 4), (9, 8), (26, 6)]
@@ -31,23 +32,29 @@ VARIANTS = [
 ]
 
 
+def _torch_backend(cfg) -> TorchBackend:
+    backend, _, _ = make_backend(cfg, build_grid(cfg.cg, cfg.engine, cfg.model))
+    assert isinstance(backend, TorchBackend)
+    return backend
+
+
 def _generate(model: str, overrides: list[str]):
     cfg = load_config([f"model={model}", "engine=small", "backend=torch", "backend.device=cpu", *overrides])
     cfg = replace(cfg, engine=replace(cfg.engine, check_invariants=True))
-    backend = TorchBackend(cfg)
+    backend = _torch_backend(cfg)
     specs = [RequestSpec(i, 0.0, p, o) for i, (p, o) in enumerate(LENGTHS)]
     eng = build_engine(cfg, backend=backend, stream=ArrivalStream(specs))
     state = eng.run()
     assert state.outcome == "completed", state.diagnosis
     assert all(r.outcome == Outcome.COMPLETED for r in state.requests)
-    return {r.id: list(r.token_ids) for r in state.requests}, eng, state, backend
+    return {r.id: backend.token_ids(r) for r in state.requests}, eng, state, backend
 
 
 @pytest.fixture(scope="module", params=["tiny_transformer", "tiny_hybrid"])
 def alone(request):
     model = request.param
     cfg = load_config([f"model={model}", "engine=small", "backend=torch", "backend.device=cpu"])
-    backend = TorchBackend(cfg)
+    backend = _torch_backend(cfg)
     expected = {i: backend.runner.generate_alone(backend.runner.prompt_tokens(i, p), o)
                 for i, (p, o) in enumerate(LENGTHS)}
     return model, expected
@@ -69,9 +76,9 @@ def test_torch_step_metrics_equal_the_simulator():
     torch_cfg = load_config([*ovr, "backend=torch", "backend.device=cpu"])
     sim = build_engine(sim_cfg)
     sim_state = sim.run()
-    real = build_engine(torch_cfg, backend=TorchBackend(torch_cfg))
+    real = build_engine(torch_cfg, backend=_torch_backend(torch_cfg))
     real_state = real.run()
-    ms, mr = metrics_of(sim, sim_state), metrics_of(real, real_state)
+    ms, mr = metrics_of(sim, sim_state, sim_cfg.slo), metrics_of(real, real_state, torch_cfg.slo)
     for key in ("steps", "graphed_steps", "eager_steps", "eager_steps_by_reason", "deferral_events",
                 "max_cg_wait_iters", "snap_splits", "ttft_steps", "tpot_steps", "e2e_steps", "requests",
                 "output_tokens", "queue_wait_iters"):

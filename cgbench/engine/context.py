@@ -1,27 +1,24 @@
-"""The dynamic context the scheduler reads: budgets, batch counters and the KV block pool.
+"""The dynamic context: budgets, batch counters and the KV block pool.
 
-Counters follow Megatron's ``DynamicInferenceContext`` (ref. section 5): at the start of a round
+Every KV block a request gains or loses goes through this class (admission, resume, release).
+
+Counters follow Megatron's ``DynamicInferenceContext``: at the start of a round
 ``P = 0``, ``D`` = running (non-paused, non-hidden) requests and ``A = D * (1 + spec)``; each
 admission adds its chunk to ``A`` and 1 to ``P``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cgbench.config.schema import EngineConfig
+from cgbench.engine.contract import Admission
 from cgbench.engine.request import Request
 
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-@dataclass(slots=True)
-class Admission:
-    request: Request
-    chunk: int
-    final: bool
 
 
 @dataclass(slots=True)
@@ -40,6 +37,10 @@ class Context:
     paused_count: int = 0
     chunked_request_id: int = -1
     admitted: list[Admission] = field(default_factory=list)
+    decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
+
+    def __post_init__(self) -> None:
+        self.decode_tokens = 1 + self.num_speculative_tokens
 
     @classmethod
     def from_engine(cls, e: EngineConfig) -> Context:
@@ -63,16 +64,13 @@ class Context:
     def total_request_count(self) -> int:
         return self.decode_count + self.paused_count + self.prefill_count
 
-    @property
-    def decode_tokens(self) -> int:
-        return 1 + self.num_speculative_tokens
 
     def begin_round(self, decodes: int, paused: int) -> None:
         self.prefill_count = 0
         self.decode_count = decodes
         self.paused_count = paused
         self.active_tokens = decodes * self.decode_tokens
-        self.admitted.clear()
+        self.admitted = []  # a new list: the last step's StepWork may still hold the old one
 
     def blocks_for(self, finished: int, tokens: int) -> int:
         """New blocks needed to append ``tokens`` after ``finished`` stored tokens."""
@@ -80,7 +78,7 @@ class Context:
         return ceil_div(finished + tokens, bs) - ceil_div(finished, bs)
 
     def check_availability(self, req: Request) -> tuple[bool, bool, bool]:
-        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt (ref. 5.3)."""
+        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt."""
         request_ok = self.total_request_count < self.max_requests and self.paused_count == 0
         tokens_ok = self.active_tokens + req.remaining_prompt <= self.max_tokens
         kv_ok = self.free_blocks >= self.blocks_for(req.finished_chunk, req.remaining_prompt)
@@ -104,5 +102,43 @@ class Context:
         return adm
 
     def release(self, req: Request) -> None:
+        """``req`` gives back every block it holds (finished or evicted)."""
         self.free_blocks += req.blocks
         req.blocks = 0
+
+    def decode_blocks_needed(self, req: Request) -> int:
+        """Blocks ``req`` must gain before its next decode step (0 when its blocks hold it)."""
+        need = -(-(req.kv_tokens + self.decode_tokens) // self.block_size) - req.blocks
+        return need if need > 0 else 0
+
+    def resumable(self, paused: Sequence[Request], held_active: int, room: int) -> int:
+        """How many paused requests, newest first, can resume: at most ``room`` of them, each
+        with its blocks for the next step, within the active pool (``held_active`` blocks already held
+        by running requests) and the free blocks."""
+        avail = self.active_blocks - held_active
+        k = cum = new = 0
+        for r in reversed(paused):
+            need = self.decode_blocks_needed(r)
+            if k + 1 > room or cum + r.blocks + need > avail or new + need > self.free_blocks:
+                break
+            k += 1
+            cum += r.blocks + need
+            new += need
+        return k
+
+    def grant_decode_blocks(self, req: Request) -> None:
+        """Give a resuming request the blocks its next decode step needs."""
+        need = self.decode_blocks_needed(req)
+        self.free_blocks -= need
+        req.blocks += need
+
+    def paused_kept(self, paused: Sequence[Request]) -> int:
+        """How many paused requests, oldest first, keep their KV: those within the paused-block budget,
+        plus one that may overflow into the active pool; the rest are evicted."""
+        held = keep = 0
+        for r in paused:
+            if held + r.blocks > self.paused_block_budget:
+                break
+            held += r.blocks
+            keep += 1
+        return min(len(paused), keep + 1)

@@ -1,58 +1,33 @@
-"""The step loop: arrivals -> schedule -> real shape -> match (or eager) -> run -> update.
+"""The step loop: arrivals -> schedule -> real shape -> graph (or eager) -> run -> update.
 
-Reproduces Megatron's dynamic engine step lifecycle (ref. sections 4, 5.6 and 7). The scheduler
-and matcher never know which backend runs the step; the backend only returns its duration.
+Reproduces Megatron's dynamic engine step lifecycle. The scheduler
+and the graph choice never know which backend runs the step; the backend only returns its duration.
+
+The running decodes live in a row set. ``EveryStepRows`` (this module) steps every row every step:
+with it, ``Engine`` is the oracle. The event-proportional engine (``cgbench.engine.fast``) swaps in
+rows that advance in aggregate and adds decode stretches; everything else (emission, finishing,
+pause/resume/evict, accounting, invariants) is this module's, for both.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from cgbench.config.schema import BenchConfig
-from cgbench.engine.context import Admission, Context, ceil_div
-from cgbench.engine.contract import StepWork
+from cgbench.config.schema import EngineConfig
+from cgbench.engine.context import Context, ceil_div
+from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.policies import Policy
-from cgbench.engine.request import Outcome, Request
-from cgbench.engine.scheduler import RoundResult, Scheduler
+from cgbench.engine.request import Outcome, Request, make_request
+from cgbench.engine.scheduler import GraphChoice, RoundResult, Scheduler
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import ArrivalStream, RequestSpec
 
 
-class StepBackend(Protocol):
-    has_clock: bool
-
-    def run_step(self, work: StepWork, admitted: list[Admission], decodes: list[Request]) -> float:
-        """Run (or cost) one step; return its duration in seconds."""
-        ...
-
-    def release(self, req: Request) -> None: ...
-
-
 class InvariantError(AssertionError):
     """An internal engine invariant broke; the message names the step and request."""
-
-
-@dataclass(slots=True)
-class StepRecord:
-    step: int
-    t_s: float
-    dt_s: float
-    real: tuple[int, int, int]
-    graph: tuple[int, int, int] | None
-    eager_reason: str | None
-    admitted: list[tuple[int, int, bool]]
-    deferred: int | None
-    queue_len: int
-    paused: int
-
-    def to_json(self) -> dict:
-        return {"step": self.step, "t_s": round(self.t_s, 9), "dt_s": round(self.dt_s, 9),
-                "real": list(self.real), "graph": list(self.graph) if self.graph else None,
-                "eager_reason": self.eager_reason, "admitted": [list(a) for a in self.admitted],
-                "deferred": self.deferred, "queue_len": self.queue_len, "paused": self.paused}
 
 
 @dataclass
@@ -65,29 +40,130 @@ class RunState:
     now_s: float = 0.0
 
 
+def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,
+                 reason: str | None, durations: Sequence[float], queue_len: int) -> None:
+    """Account ``len(durations)`` steps of real shape ``(T, P, D)``, all replaying ``graph`` (or all eager
+    for ``reason``). Their durations are added to the busy time one by one, in step order, so a
+    stretch recorded at once gives the same floats as its steps recorded one at a time."""
+    k = len(durations)
+    if k == 0:
+        return
+    stats.steps += k
+    stats.tokens += k * T
+    if P == 0:
+        stats.decode_only_steps += k
+    elif D == 0:
+        stats.prefill_only_steps += k
+    else:
+        stats.mixed_steps += k
+    if graph is not None:
+        stats.graphed_time_s = (stats.graphed_time_s + durations[0] if k == 1
+                                else _add_in_order(stats.graphed_time_s, durations))
+        pad = graph[0] - T
+        stats.graphed_steps += k
+        stats.graphed_tokens += k * T
+        stats.padded_tokens += k * pad
+        usage = stats.graph_usage.get(graph)
+        if usage is None:
+            stats.graph_usage[graph] = [k, k * T, k * pad]
+        else:
+            usage[0] += k
+            usage[1] += k * T
+            usage[2] += k * pad
+    else:
+        stats.eager_time_s = (stats.eager_time_s + durations[0] if k == 1
+                              else _add_in_order(stats.eager_time_s, durations))
+        stats.eager_steps += k
+        stats.eager_tokens += k * T
+        stats.eager_reasons[reason] += k
+    if queue_len > stats.max_queue_len:
+        stats.max_queue_len = queue_len
+
+
+def _add_in_order(total: float, durations: Sequence[float]) -> float:
+    """``total + d0 + d1 + ...`` left to right (a running sum, never reassociated)."""
+    if len(durations) > 512:
+        import numpy as np
+
+        acc = np.empty(len(durations) + 1)
+        acc[0] = total
+        acc[1:] = durations
+        return float(np.add.accumulate(acc)[-1])  # sequential: the same float as the loop below
+    for dt in durations:
+        total += dt
+    return total
+
+
+class EveryStepRows:
+    """The running decodes in Megatron's active-row order, every one stepped every step (the oracle)."""
+
+    __slots__ = ("ctx", "q", "running")
+
+    def __init__(self, ctx: Context, stats: StepStats) -> None:
+        self.ctx = ctx
+        self.q = ctx.decode_tokens
+        self.running: list[Request] = []  # up to date at every step boundary
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    @property
+    def stored_kv(self) -> int:
+        """KV tokens the rows hold at the step boundary."""
+        return sum(r.kv_tokens for r in self.running)
+
+    @property
+    def held_blocks(self) -> int:
+        return sum(r.blocks for r in self.running)
+
+    def add(self, reqs: Sequence[Request], first_step: int, now_s: float) -> None:
+        """``reqs`` decode from step ``first_step`` on, after the current rows."""
+        self.running.extend(reqs)
+
+    def stepped(self, step: int, start_s: float, now_s: float) -> Sequence[Request]:
+        """The rows the engine must step one by one at the end of ``step`` (here: all of them)."""
+        return self.running
+
+    def drop(self, reqs: Sequence[Request]) -> None:
+        """``reqs`` stop decoding (finished, or paused for a KV block)."""
+        gone = {id(r) for r in reqs}
+        self.running = [r for r in self.running if id(r) not in gone]
+
+    def settle(self, last_step: int) -> None:
+        """Bring every row's counters up to the end of ``last_step`` (they always are here)."""
+
+    def check(self, step: int) -> None:
+        bs = self.ctx.block_size
+        for r in self.running:
+            if r.blocks < ceil_div(r.kv_tokens + self.q, bs):
+                raise InvariantError(f"step {step}: running request {r.id} lacks a KV block")
+
+
 class Engine:
-    def __init__(self, cfg: BenchConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: ArrivalStream, *, trace: bool = False) -> None:
-        e = cfg.engine
-        self.cfg = cfg
+    rows_class: type = EveryStepRows
+
+    def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
+                 stream: ArrivalStream, *, gating: bool, trace: bool = False) -> None:
+        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
         self.grid = grid
         self.policy = policy
         self.backend = backend
         self.stream = stream
         self.keep_trace = trace
-        self.ctx = Context.from_engine(e)
-        gating_enabled = cfg.cg.all_prefills and cfg.cg.non_decode and grid.non_decode
-        self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=e.chunked_prefill,
-                                   gating_enabled=gating_enabled, flash_attn_guard=e.flash_attn_guard)
-        self.q = 1 + e.num_speculative_tokens  # tokens per decode row
-        self.resume_limit = min(e.max_requests, e.max_tokens // self.q)
-        self.check = e.check_invariants
-        self.stall_steps = e.stall_steps or 8 * e.max_sequence_length + 1000
+        self.max_sequence_length = engine.max_sequence_length
+        self.chunked_prefill = engine.chunked_prefill
+        self.ctx = Context.from_engine(engine)
+        self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
+                                   gating=gating, flash_attn_guard=engine.flash_attn_guard)
+        self.graphs = GraphChoice(grid, policy)
+        self.q = self.ctx.decode_tokens  # tokens per decode row
+        self.check = engine.check_invariants
+        self.stall_steps = engine.stall_steps or 8 * engine.max_sequence_length + 1000
+        self.state = RunState()
         self.queue: deque[Request] = deque()
-        self.active: list[Request] = []  # running decodes, in Megatron's active-row order
+        self.rows = self.rows_class(self.ctx, self.state.stats)  # running decodes
         self.paused: list[Request] = []  # oldest first; resume takes from the right (LIFO)
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
-        self.state = RunState()
         self.step = 0
         self._step_start_s = 0.0
         self.total_work = 0  # prompt + output tokens of every request that arrived (bounds the steps)
@@ -96,18 +172,16 @@ class Engine:
     # -- arrivals ---------------------------------------------------------------------------------
 
     def _arrive(self, spec: RequestSpec) -> None:
-        e = self.cfg.engine
-        msl = e.max_sequence_length
-        req = Request(id=spec.id, prompt_len=spec.prompt_tokens,
-                      output_len=max(0, min(spec.output_tokens, msl - spec.prompt_tokens)),
-                      arrival_s=spec.arrival_s, arrival_step=self.step)
+        ctx, msl = self.ctx, self.max_sequence_length
+        req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
+                           arrival_s=spec.arrival_s, arrival_step=self.step)
         self.state.requests.append(req)
         reason = ""
         if spec.prompt_tokens > msl:
             reason = "prompt_exceeds_max_sequence_length"
-        elif not e.chunked_prefill and spec.prompt_tokens > e.max_tokens:
+        elif not self.chunked_prefill and spec.prompt_tokens > ctx.max_tokens:
             reason = "prompt_exceeds_max_tokens"
-        elif ceil_div(spec.prompt_tokens + req.output_len, e.block_size) > self.ctx.active_blocks:
+        elif ceil_div(spec.prompt_tokens + req.output_len, ctx.block_size) > ctx.active_blocks:
             reason = "kv_block_overflow"
         if reason:
             self._fail(req, reason)
@@ -131,7 +205,7 @@ class Engine:
                 self._arrive(spec)
                 self.total_work += spec.prompt_tokens + spec.output_tokens
             ctx = self.ctx
-            ctx.begin_round(self._decode_count(), len(self.paused))
+            ctx.begin_round(len(self.rows), len(self.paused))
             queued_before = len(self.queue)
             result = self.scheduler.schedule(self.queue)
             if ctx.active_tokens == 0:
@@ -147,17 +221,18 @@ class Engine:
             if ctx.admitted and (len(self.queue) < queued_before
                                  or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
                 self.last_progress = self.step
-            elif not ctx.admitted and self._decode_stretch(result):
-                if self._out_of_bounds():
-                    break
-                continue
-            self._run_step(result.deferred)
-            if self._update():
-                self.last_progress = self.step
-            self.step += 1
+            self._advance(result)
             if self._out_of_bounds():
                 break
+        self.rows.settle(self.step - 1)
         return st
+
+    def _advance(self, result: RoundResult) -> None:
+        """Run the step this round scheduled."""
+        self._run_step(result.deferred)
+        if self._update():
+            self.last_progress = self.step
+        self.step += 1
 
     @property
     def step_bound(self) -> int:
@@ -176,81 +251,26 @@ class Engine:
             return True
         return False
 
-    def _decode_stretch(self, result: RoundResult) -> bool:
-        """Hook for the event-proportional engine: run the decode-only steps up to the next event in one
-        move, starting with this round's step. True if it ran any."""
-        return False
-
     def _run_step(self, deferred: Request | None) -> None:
         ctx, st = self.ctx, self.state
         T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
         if self.check:
             self._check_budgets(T, P, D)
-        graph, reason = self.grid.lookup(T, P, D)
-        if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
-            graph, reason = None, "pad_guard"
-        q = self.q
-        decode_ctx = self._decode_context_tokens()
-        context_tokens = decode_ctx
-        pairs = q * (decode_ctx - D * q) + D * q * (q + 1) // 2  # each decode row attends its whole context
-        for a in ctx.admitted:
-            done = a.request.finished_chunk  # already includes this chunk
-            context_tokens += done
-            pairs += a.chunk * (done - a.chunk) + a.chunk * (a.chunk + 1) // 2
-        key = tuple(graph) if graph is not None else None
-        work = StepWork(T, P, D, context_tokens, key, pairs)
-        dt = self.backend.run_step(work, ctx.admitted, self._decode_rows())
+        graph, reason = self.graphs.resolve(T, P, D)
+        admitted = ctx.admitted
+        context_tokens = self.rows.stored_kv + D * self.q
+        for a in admitted:
+            context_tokens += a.request.finished_chunk  # already includes this chunk
+        dt = self.backend.run_step(StepWork(T, P, D, context_tokens, graph, None, reason, admitted),
+                                   self.rows.running)
         self._step_start_s = st.now_s
-        admitted = [(a.request.id, a.chunk, a.final) for a in ctx.admitted] if self.keep_trace else []
-        self._account(T, P, D, key, reason, dt, deferred, admitted)
-
-    def _account(self, T: int, P: int, D: int, key: tuple[int, int, int] | None, reason: str | None, dt: float,
-                 deferred: Request | None, admitted: list[tuple[int, int, bool]]) -> None:
-        """Step statistics, the optional trace record, and the clock."""
-        st, stats = self.state, self.state.stats
-        stats.steps += 1
-        stats.tokens += T
-        if P == 0:
-            stats.decode_only_steps += 1
-        elif D == 0:
-            stats.prefill_only_steps += 1
-        else:
-            stats.mixed_steps += 1
-        if key is not None:
-            stats.graphed_steps += 1
-            stats.graphed_tokens += T
-            stats.padded_tokens += key[0] - T
-            stats.graphed_time_s += dt
-            usage = stats.graph_usage.get(key)
-            if usage is None:
-                stats.graph_usage[key] = [1, T, key[0] - T]
-            else:
-                usage[0] += 1
-                usage[1] += T
-                usage[2] += key[0] - T
-        else:
-            stats.eager_steps += 1
-            stats.eager_tokens += T
-            stats.eager_time_s += dt
-            stats.eager_reasons[reason] += 1
-        if len(self.queue) > stats.max_queue_len:
-            stats.max_queue_len = len(self.queue)
+        record_steps(st.stats, T, P, D, graph, reason, (dt,), len(self.queue))
         if self.keep_trace:
-            st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), key, reason, admitted,
+            st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), graph, reason,
+                                       [(a.request.id, a.chunk, a.final) for a in admitted],
                                        deferred.id if deferred is not None else None, len(self.queue),
                                        len(self.paused)))
         st.now_s += dt
-
-    # -- hooks the event-proportional engine overrides ---------------------------------------------
-
-    def _decode_count(self) -> int:
-        return len(self.active)
-
-    def _decode_context_tokens(self) -> int:
-        return sum(r.kv_tokens + self.q for r in self.active)
-
-    def _decode_rows(self) -> list[Request]:
-        return self.active
 
     # -- update_requests --------------------------------------------------------------------------
 
@@ -275,25 +295,32 @@ class Engine:
 
     def _update(self) -> bool:
         """Megatron's update_requests after a step. Returns True if a request finished."""
-        q = self.q
-        finished_any = False
-        still: list[Request] = []
-        for r in self.active:
+        q, ctx, rows, now = self.q, self.ctx, self.rows, self.state.now_s
+        finished: list[Request] = []
+        needing: list[Request] = []
+        for r in rows.stepped(self.step, self._step_start_s, now):
             r.kv_tokens += q
-            self._emit(r, min(q, r.decode_remaining))
-            if r.decode_remaining <= 0:
+            left = r.output_len - r.generated
+            self._emit(r, q if q < left else left)
+            if left <= q:
+                finished.append(r)
+            elif ctx.decode_blocks_needed(r) > 0:
+                needing.append(r)
+        if finished:
+            rows.drop(finished)
+            for r in finished:
                 self._finish(r)
-                finished_any = True
-            else:
-                still.append(r)
         done, decoding = self._process_admissions()
-        finished_any |= done
-        still.extend(decoding)
-        self.active = still
-        self._pause_resume_evict()
+        if decoding:
+            rows.add(decoding, self.step + 1, now)
+            for r in decoding:
+                if ctx.decode_blocks_needed(r) > 0:
+                    needing.append(r)
+        if needing or self.paused:
+            self._pause(needing)
         if self.check:
             self._check_blocks()
-        return finished_any
+        return done or bool(finished)
 
     def _process_admissions(self) -> tuple[bool, list[Request]]:
         """The step's prefill chunks: first-admission accounting, the hidden chunked request, first
@@ -321,26 +348,17 @@ class Engine:
                 decoding.append(r)
         return finished_any, decoding
 
-    def _blocks_needed(self, r: Request) -> int:
-        return max(0, ceil_div(r.kv_tokens + self.q, self.ctx.block_size) - r.blocks)
+    # -- pause, resume, evict ---------------------------------------------------------------------
 
-    def _pause_resume_evict(self) -> None:
-        needing = [r for r in self.active if self._blocks_needed(r) > 0]
+    def _pause(self, needing: list[Request]) -> None:
+        """Rows that need a KV block they do not hold pause; then resume (LIFO), evict past the paused
+        budget, resume again. A pause counts when the request missed a step: it is still paused, or
+        was evicted from the paused region."""
         if needing:
-            self.active = [r for r in self.active if self._blocks_needed(r) == 0]
+            self.rows.drop(needing)
             self.paused.extend(needing)
             for r in needing:
                 r.pauses += 1
-        if len(self.active) > self.resume_limit and self.chunked is None:
-            excess = self.active[self.resume_limit:]
-            self.active = self.active[:self.resume_limit]
-            self.paused.extend(excess)
-            needing = needing + excess
-        self._settle_paused(needing)
-
-    def _settle_paused(self, needing: list[Request]) -> None:
-        """Resume (LIFO), evict past the paused budget, resume again (ref. 5.6). A pause counts when the
-        request missed a step: it is still paused, or was evicted from the paused region."""
         if not self.paused:
             return
         self._resume()
@@ -351,44 +369,19 @@ class Engine:
     def _resume(self) -> None:
         if not self.paused:
             return
-        ctx = self.ctx
-        held_active = self._held_active_blocks()
-        if self.chunked is not None:
-            held_active += self.chunked.blocks
-        active_avail = ctx.active_blocks - held_active
-        limit = self.resume_limit - self._decode_count()
-        k = cum = new = 0
-        for r in reversed(self.paused):
-            need = self._blocks_needed(r)
-            if k + 1 > limit or cum + r.blocks + need > active_avail or new + need > ctx.free_blocks:
-                break
-            k += 1
-            cum += r.blocks + need
-            new += need
+        ctx, paused = self.ctx, self.paused
+        held = self.rows.held_blocks + (self.chunked.blocks if self.chunked is not None else 0)
+        k = ctx.resumable(paused, held, ctx.max_requests - len(self.rows))
         if k == 0:
             return
-        resumed = self.paused[len(self.paused) - k:]
-        del self.paused[len(self.paused) - k:]
+        resumed = paused[len(paused) - k:]
+        del paused[len(paused) - k:]
         for r in resumed:
-            need = self._blocks_needed(r)
-            ctx.free_blocks -= need
-            r.blocks += need
-        self._reactivate(resumed)
-
-    def _held_active_blocks(self) -> int:
-        return sum(r.blocks for r in self.active)
-
-    def _reactivate(self, resumed: list[Request]) -> None:
-        self.active.extend(resumed)
+            ctx.grant_decode_blocks(r)
+        self.rows.add(resumed, self.step + 1, self.state.now_s)
 
     def _evict(self) -> None:
-        budget, held, keep = self.ctx.paused_block_budget, 0, 0
-        for r in self.paused:
-            if held + r.blocks > budget:
-                break
-            held += r.blocks
-            keep += 1
-        keep = min(len(self.paused), keep + 1)  # one paused request may overflow into the active pool
+        keep = self.ctx.paused_kept(self.paused)
         evicted = self.paused[keep:]
         if not evicted:
             return
@@ -403,7 +396,7 @@ class Engine:
             r.cg_wait_iters = 0
             new_prompt = r.prompt_len + r.generated
             self.state.stats.evicted_events += 1
-            if not self.cfg.engine.chunked_prefill and new_prompt > self.ctx.max_tokens:
+            if not self.chunked_prefill and new_prompt > self.ctx.max_tokens:
                 self._fail(r, "evicted_prompt_exceeds_max_tokens")
                 continue
             r.start_prefill(new_prompt)
@@ -437,12 +430,11 @@ class Engine:
                                      f"{r.kv_tokens + a.chunk} tokens")
 
     def _check_blocks(self) -> None:
-        held = sum(r.blocks for r in self.active) + sum(r.blocks for r in self.paused)
+        """KV conservation: every block is held by a running, paused or the chunked request, or free."""
+        held = self.rows.held_blocks + sum(r.blocks for r in self.paused)
         if self.chunked is not None:
             held += self.chunked.blocks
         if held + self.ctx.free_blocks != self.ctx.pool_blocks:
             raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + free "
                                  f"{self.ctx.free_blocks} != pool {self.ctx.pool_blocks}")
-        for r in self.active:
-            if r.blocks < ceil_div(r.kv_tokens + self.q, self.ctx.block_size):
-                raise InvariantError(f"step {self.step}: running request {r.id} lacks a KV block")
+        self.rows.check(self.step)

@@ -1,130 +1,156 @@
 """The event-proportional engine: the same steps, metrics and trace as ``Engine``, at O(1) per step.
 
-Running decodes are not touched every step. Each carries an *anchor* ``(step, generated, kv)`` from
-which its state at any later step follows (it advances ``q`` tokens per step), and one entry in an
-event heap for the step at which something happens to it: it finishes, or its next token crosses
-a KV block boundary. A step costs O(1) plus the events it contains; counters (tokens emitted, KV
-tokens read, inter-token gaps) are advanced in aggregate. ``Engine`` (step by step, every request
-every step) is the oracle this must equal, metric for metric (tests/test_fast_engine.py).
+Two things differ from the oracle, and only these live here:
+
+* **Anchored rows** (``AnchoredRows``). A running decode is not touched every step: its side record
+  holds an *anchor* ``(step, generated, kv)`` from which its state at any later step follows (it
+  advances ``q`` tokens per step), and one entry in an event heap for the step at which something
+  happens to it: it finishes, or its next token crosses a KV block boundary. A step hands the
+  engine only the rows with an event (or whose last gap was irregular); tokens emitted, KV tokens
+  read and inter-token gaps of the others are advanced in aggregate.
+* **Decode stretches** (``FastEngine``). When a round admits nothing, the decode-only steps up to the
+  next event that could change a scheduling decision run in one move, priced by the injected
+  ``StretchPricer``.
+
+``Engine`` (step by step, every request every step) is the oracle this must equal, metric for metric
+(tests/test_fast_engine.py).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
-from cgbench.engine.context import ceil_div
-from cgbench.engine.contract import StepWork
-from cgbench.engine.core import Engine, InvariantError, RunState, StepRecord
+from cgbench.engine.context import Context
+from cgbench.engine.contract import StepRecord, StepWork, StretchPricer, attention_pairs, decode_growth
+from cgbench.engine.core import Engine, InvariantError, record_steps
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
+from cgbench.results.metrics import StepStats
 
 
-class FastEngine(Engine):
-    # numpy pays off only on long stretches; short ones run one by one (the results are identical)
-    vector_min_steps = 64
+class _Row:
+    """A running decode's anchor: its state at the start of step ``step`` (the fast engine's own)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.rows: dict[int, Request] = {}  # running decodes; insertion order == Megatron's row order
-        self.sum_kv = 0  # sum of kv_tokens over rows, current at the step boundary
-        self.held_active = 0  # KV blocks held by rows
-        self.events: list[tuple[int, int, int, Request]] = []  # (step, row position, epoch, request)
-        self.irregular: dict[int, Request] = {}  # rows whose next token does not follow the last step
-        self.next_pos = 0
+    __slots__ = ("req", "step", "gen", "kv", "pos")
 
-    # -- row bookkeeping -----------------------------------------------------------------------------
+    def __init__(self, req: Request, step: int, pos: int) -> None:
+        self.req = req
+        self.step = step
+        self.gen = req.generated
+        self.kv = req.kv_tokens
+        self.pos = pos  # row position (Megatron's active-row order)
 
-    def _add_row(self, r: Request, first_step: int) -> None:
-        """``r`` (materialized) decodes from ``first_step`` on."""
-        r.anchor_step = first_step
-        r.anchor_gen = r.generated
-        r.anchor_kv = r.kv_tokens
-        r.pos = self.next_pos
-        self.next_pos += 1
-        r.epoch += 1
-        self.rows[r.id] = r
-        self.sum_kv += r.kv_tokens
-        self.held_active += r.blocks
-        q = self.q
-        finish = first_step + ceil_div(r.output_len - r.generated, q) - 1
-        room = r.blocks * self.ctx.block_size - r.kv_tokens
-        boundary = first_step + room // q - 1
-        heapq.heappush(self.events, (min(finish, boundary), r.pos, r.epoch, r))
+    def materialize(self, through_step: int, q: int) -> None:
+        """Bring the request's counters up to the end of step ``through_step`` (anchor untouched)."""
+        r = self.req
+        n = (through_step - self.step + 1) * q
+        r.generated = min(r.output_len, self.gen + n)
+        r.kv_tokens = self.kv + n
 
-    def _materialize(self, r: Request, through_step: int) -> None:
-        """Bring ``r``'s counters up to the end of step ``through_step`` (anchor untouched)."""
-        n = (through_step - r.anchor_step + 1) * self.q
-        r.generated = min(r.output_len, r.anchor_gen + n)
-        r.kv_tokens = r.anchor_kv + n
 
-    def _remove_row(self, r: Request) -> None:
-        del self.rows[r.id]
-        r.epoch += 1
-        self.sum_kv -= r.kv_tokens
-        self.held_active -= r.blocks
-        self.irregular.pop(r.id, None)
+def _row_position(row: _Row) -> int:
+    return row.pos
 
-    # -- Engine hooks --------------------------------------------------------------------------------
 
-    def _decode_count(self) -> int:
+class AnchoredRows:
+    """The running decodes, advanced in aggregate between their events (see the module docstring)."""
+
+    def __init__(self, ctx: Context, stats: StepStats) -> None:
+        self.ctx = ctx
+        self.q = ctx.decode_tokens
+        self.itl = stats.itl
+        self.rows: dict[int, _Row] = {}  # insertion order == Megatron's row order
+        self.stored_kv = 0  # Σ kv_tokens over the rows, current at the step boundary
+        self.held_blocks = 0  # KV blocks held by the rows
+        self.events: list[tuple[int, int, _Row]] = []  # (step, row position, row); stale once dropped
+        self.irregular: dict[int, _Row] = {}  # rows whose next gap is not one step (resumed)
+        self.running: Sequence[Request] = ()  # never materialized: runs only with a pricer backend
+        self._fired: dict[int, _Row] = {}
+        self._next_pos = 0
+
+    def __len__(self) -> int:
         return len(self.rows)
 
-    def _decode_context_tokens(self) -> int:
-        return self.sum_kv + len(self.rows) * self.q
+    def add(self, reqs: Sequence[Request], first_step: int, now_s: float) -> None:
+        q, bs = self.q, self.ctx.block_size
+        for r in reqs:
+            row = _Row(r, first_step, self._next_pos)
+            self._next_pos += 1
+            self.rows[r.id] = row
+            self.stored_kv += r.kv_tokens
+            self.held_blocks += r.blocks
+            finish = first_step - (-(r.output_len - r.generated) // q) - 1  # + ceil((output - generated) / q)
+            boundary = first_step + (r.blocks * bs - r.kv_tokens) // q - 1
+            heapq.heappush(self.events, (min(finish, boundary), row.pos, row))
+            if r.last_token_s != now_s:  # it missed steps while paused: its next gap is not one step
+                self.irregular[r.id] = row
 
-    def _decode_rows(self) -> list[Request]:
-        return []
-
-    def run(self) -> RunState:
-        state = super().run()
-        last = self.step - 1
-        for r in self.rows.values():
-            self._materialize(r, last)
-        return state
-
-    def _update(self) -> bool:
-        q, s = self.q, self.step
-        now = self.state.now_s
-        start = self._step_start_s
-        stats = self.state.stats
-        finished_any = False
-        d = len(self.rows)
+    def stepped(self, step: int, start_s: float, now_s: float) -> Sequence[Request]:
+        """Advance every row through ``step``: the rows without an event in aggregate; the others are
+        returned, in row order, brought up to the start of ``step`` for the engine to step."""
+        rows, q = self.rows, self.q
+        d = len(rows)
         irregular, self.irregular = self.irregular, {}
         special = dict(irregular)
         events = self.events
-        while events and events[0][0] <= s:
-            _, _, epoch, r = heapq.heappop(events)
-            if epoch == r.epoch and r.id in self.rows:
-                special[r.id] = r
+        while events and events[0][0] <= step:
+            row = heapq.heappop(events)[2]
+            if rows.get(row.req.id) is row:
+                special[row.req.id] = row
         regular = d - len(special)
         if regular:
-            stats.itl[now - start] = stats.itl.get(now - start, 0) + regular * q
-        self.sum_kv += d * q
-        needing: list[Request] = []
-        for r in sorted(special.values(), key=_row_position) if special else ():
-            n = min(q, r.output_len - (r.anchor_gen + (s - r.anchor_step) * q))
-            gap = now - (r.last_token_s if r.id in irregular else start)
-            stats.itl[gap] = stats.itl.get(gap, 0) + n
-            self._materialize(r, s)
-            r.last_token_s = now
-            if r.generated >= r.output_len:
-                self._remove_row(r)
-                self._finish(r)
-                finished_any = True
-            elif self._blocks_needed(r) > 0:
-                needing.append(r)
-            elif r.id not in irregular:  # cannot happen: an event is a finish or a block boundary
-                raise InvariantError(f"step {s}: request {r.id} had an event with nothing to do")
-        done, decoding = self._process_admissions()
-        finished_any |= done
-        for r in decoding:
-            self._add_row(r, s + 1)
-            if self._blocks_needed(r) > 0:
-                needing.append(r)
-        self._pause_resume_evict_rows(needing)
-        if self.check:
-            self._check_blocks()
-        return finished_any
+            gap = now_s - start_s
+            self.itl[gap] = self.itl.get(gap, 0) + regular * q
+        self.stored_kv += d * q
+        self._fired = special
+        if not special:
+            return ()
+        out = []
+        for row in sorted(special.values(), key=_row_position) if len(special) > 1 else special.values():
+            row.materialize(step - 1, q)
+            if row.req.id not in irregular:
+                row.req.last_token_s = start_s  # a regular row's last token came at the previous step's end
+            out.append(row.req)
+        for rid in irregular:
+            self._fired.pop(rid, None)  # an irregular row may step and stay
+        return out
+
+    def drop(self, reqs: Sequence[Request]) -> None:
+        for r in reqs:
+            del self.rows[r.id]
+            self.stored_kv -= r.kv_tokens
+            self.held_blocks -= r.blocks
+            self.irregular.pop(r.id, None)
+            self._fired.pop(r.id, None)
+
+    def settle(self, last_step: int) -> None:
+        for row in self.rows.values():
+            row.materialize(last_step, self.q)
+
+    def check(self, step: int) -> None:
+        if self._fired:  # an event is a finish or a block boundary: the row must have left
+            raise InvariantError(f"step {step}: request {next(iter(self._fired))} had an event with nothing to do")
+        if self.held_blocks != sum(row.req.blocks for row in self.rows.values()):
+            raise InvariantError(f"step {step}: held-block counter drifted")
+
+
+class FastEngine(Engine):
+    rows_class = AnchoredRows
+    # numpy pays off only on long stretches; short ones run one by one (the results are identical)
+    vector_min_steps = 64
+
+    def __init__(self, *args, pricer: StretchPricer, **kwargs) -> None:
+        """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
+        super().__init__(*args, **kwargs)
+        self.pricer = pricer
+
+    def _advance(self, result: RoundResult) -> None:
+        if self.ctx.admitted or not self._decode_stretch(result):
+            Engine._advance(self, result)
+
+    def _can_stretch(self) -> bool:
+        return bool(self.rows) and not self.paused and not self.rows.irregular
 
     def _decode_stretch(self, result: RoundResult) -> bool:
         """This round admitted nothing: run its decode-only step and the ones after it in one move, up
@@ -132,130 +158,109 @@ class FastEngine(Engine):
         watchdog, or any event while requests wait). Until then nothing changes but counters, so
         every round is this round again (the same head deferred again) and every step has this
         shape and graph, with a cost that grows with the context. With an empty queue, finishes and
-        KV block boundaries are handled in passing by the ordinary update."""
+        KV block boundaries are handled in passing by the ordinary update. True if it ran any step."""
         if not self._can_stretch():
             return False
         head = result.deferred
         first = self.step
+        events = self.rows.events
         while True:
-            stop = self.events[0][0] if self.events else self.step_bound + 1
+            stop = events[0][0] if events else self.step_bound + 1
             stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
             if head is not None and self.policy.timeout_iters >= 0:
                 stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
             self._quiet_steps(stop, result, head, first)
             # an event at this step; handle it here only if no round could admit anything after it
             if (self.step >= self.last_progress + self.stall_steps + 1 or self.step > self.step_bound
-                    or self.queue or not self.events or self.events[0][0] != self.step):
+                    or self.queue or not events or events[0][0] != self.step):
                 break
             nxt = self.stream.next_arrival_s()
             if nxt is not None and self.state.now_s >= nxt:
                 break
             self.ctx.begin_round(len(self.rows), 0)
-            self._run_step(None)
-            if self._update():
-                self.last_progress = self.step
-            self.step += 1
+            Engine._advance(self, RoundResult())
             # an eviction puts requests back in the queue: the next round may admit them
             if self.queue or not self._can_stretch() or self._out_of_bounds():
                 break
         return self.step > first
 
-    def _can_stretch(self) -> bool:
-        return bool(self.rows) and not self.paused and not self.irregular and len(self.rows) <= self.resume_limit
-
     def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int) -> None:
         """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk."""
-        q, st, stats = self.q, self.state, self.state.stats
         if self.step >= stop:
             return
-        d = len(self.rows)
-        T = d * q
-        if len(self.queue) > stats.max_queue_len:
-            stats.max_queue_len = len(self.queue)
+        rows = self.rows
+        d = len(rows)
+        T = d * self.q
+        graph, reason = self.graphs.resolve(T, 0, d)
+        work = StepWork(T, 0, d, rows.stored_kv + T, graph, None, reason)
+        work.attention_pairs = attention_pairs(work)
         nxt = self.stream.next_arrival_s()
-        graph, reason = self.grid.lookup(T, 0, d)
-        key = tuple(graph) if graph is not None else None
-        cost = self.backend.cost_model
-        series = getattr(cost, "decode_stretch_times", None)
-        pairs_const = d * q * (q + 1) // 2
         begin = self.step
-        if series is not None and not self.keep_trace and self._long_stretch(stop, d, T, key, nxt, pairs_const):
-            now, busy = self._quiet_steps_vectorized(series, stop, first, d, T, key, nxt, head, result)
+        if not self.keep_trace and self._long_stretch(stop, work, nxt):
+            durations = self._quiet_steps_vectorized(work, stop, first, nxt, head, result)
         else:
-            now, busy = self._quiet_steps_one_by_one(cost, stop, first, d, T, key, reason, nxt, head, result,
-                                                     pairs_const)
-        # integer counters in one move (the float ones were advanced step by step above, in order)
-        k = self.step - begin
-        st.now_s = now
-        stats.steps += k
-        stats.tokens += k * T
-        stats.decode_only_steps += k
-        if key is not None:
-            stats.graphed_time_s = busy
-            stats.graphed_steps += k
-            stats.graphed_tokens += k * T
-            stats.padded_tokens += k * (key[0] - T)
-            usage = stats.graph_usage.setdefault(key, [0, 0, 0])
-            usage[0] += k
-            usage[1] += k * T
-            usage[2] += k * (key[0] - T)
-        else:
-            stats.eager_time_s = busy
-            stats.eager_steps += k
-            stats.eager_tokens += k * T
-            stats.eager_reasons[reason] += k
+            durations = self._quiet_steps_one_by_one(work, stop, first, nxt, head, result)
+        rows.stored_kv += (self.step - begin) * T
+        record_steps(self.state.stats, T, 0, d, graph, reason, durations, len(self.queue))
 
-    def _long_stretch(self, stop: int, d: int, T: int, key, nxt: float | None, pairs_const: int) -> bool:
+    def _long_stretch(self, stop: int, work: StepWork, nxt: float | None) -> bool:
         if stop - self.step < self.vector_min_steps:
             return False
         if nxt is None:
             return True
-        dt = self.backend.cost_model.step_time(StepWork(T, 0, d, self.sum_kv + T, key, self.q * self.sum_kv
-                                                        + pairs_const))
-        return (nxt - self.state.now_s) >= self.vector_min_steps * dt
+        return (nxt - self.state.now_s) >= self.vector_min_steps * self.pricer.step_time(work)
 
-    def _quiet_steps_one_by_one(self, cost, stop, first, d, T, key, reason, nxt, head, result, pairs_const):
-        st, stats, q = self.state, self.state.stats, self.q
-        make_stepper = getattr(cost, "stepper", None)
-        if make_stepper is not None:
-            step_cost = make_stepper(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const))
-        else:
-            def step_cost(ctx: int, pairs: int) -> float:
-                return cost.step_time(StepWork(T, 0, d, ctx, key, pairs))
-        itl = stats.itl
+    def _quiet_steps_one_by_one(self, work: StepWork, stop: int, first: int, nxt: float | None,
+                                head: Request | None, result: RoundResult) -> list[float]:
+        st = self.state
+        step_cost = self.pricer.stepper(work)
+        ctx_step, pairs_step = decode_growth(work)
+        ctx, pairs, T = work.context_tokens, work.attention_pairs, work.tokens
+        itl = st.stats.itl
         itl_get = itl.get
         trace = st.trace if self.keep_trace else None
-        queue_len, head_id = len(self.queue), head.id if head is not None else None
-        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
-        while self.step < stop and (self.step == first or nxt is None or now < nxt):
-            if head is not None and self.step > first:  # this round's deferral is already counted
-                self.scheduler._register_wait(head, result)
-            dt = step_cost(self.sum_kv + T, q * self.sum_kv + pairs_const)
+        shape, queue_len, head_id = (T, 0, work.decodes), len(self.queue), head.id if head is not None else None
+        register_waits = self.scheduler.register_waits
+        durations: list[float] = []
+        now, step = st.now_s, self.step
+        while step < stop and (step == first or nxt is None or now < nxt):
+            if head is not None and step > first:  # this round's deferral is already counted
+                register_waits(head, 1, result)
+            dt = step_cost(ctx, pairs)
             if trace is not None:
-                trace.append(StepRecord(self.step, now, dt, (T, 0, d), key, reason, [], head_id, queue_len, 0))
+                trace.append(StepRecord(step, now, dt, shape, work.graph, work.eager_reason, [], head_id,
+                                        queue_len, 0))
             start, now = now, now + dt
-            busy += dt
+            durations.append(dt)
             gap = now - start
             itl[gap] = itl_get(gap, 0) + T
-            self.sum_kv += T
-            self.step += 1
-        return now, busy
+            ctx += ctx_step
+            pairs += pairs_step
+            step += 1
+        self.step = step
+        st.now_s = now
+        return durations
 
-    def _quiet_steps_vectorized(self, series, stop, first, d, T, key, nxt, head, result):
-        """The same steps with the cost model evaluated a chunk at a time (numpy); the clock and the
-        busy time are still running sums in step order (``add.accumulate`` is sequential), so every
-        float equals the one-by-one loop's."""
+    def _quiet_steps_vectorized(self, work: StepWork, stop: int, first: int, nxt: float | None,
+                                head: Request | None, result: RoundResult) -> list[float]:
+        """The same steps with the pricer evaluated a chunk at a time (numpy); the clock is still a
+        running sum in step order (``add.accumulate`` is sequential), so every float equals the
+        one-by-one loop's."""
         import numpy as np
 
-        st, stats, q = self.state, self.state.stats, self.q
-        itl = stats.itl
+        st = self.state
+        itl = st.stats.itl
         itl_get = itl.get
-        now, busy = st.now_s, stats.graphed_time_s if key is not None else stats.eager_time_s
-        pairs_const = d * q * (q + 1) // 2
+        ctx_step, pairs_step = decode_growth(work)
+        ctx, pairs, T = work.context_tokens, work.attention_pairs, work.tokens
+        series = self.pricer.decode_stretch_times
+        durations: list[float] = []
+        now = st.now_s
         chunk = 32
         while self.step < stop:
             n = min(chunk, stop - self.step)
-            dts = series(StepWork(T, 0, d, self.sum_kv + T, key, q * self.sum_kv + pairs_const), n, T, q * T)
+            dts = series(StepWork(T, 0, work.decodes, ctx, work.graph, pairs, work.eager_reason), n,
+                         ctx_step, pairs_step)
             clock = np.empty(n + 1)
             clock[0] = now
             clock[1:] = dts
@@ -273,55 +278,13 @@ class FastEngine(Engine):
                 self.scheduler.register_waits(head, waits, result)
             for gap in (clock[1:n + 1] - clock[:n]).tolist():
                 itl[gap] = itl_get(gap, 0) + T
-            acc = np.empty(n + 1)
-            acc[0] = busy
-            acc[1:] = dts[:n]
-            busy = float(np.add.accumulate(acc)[-1])
+            durations.extend(dts[:n].tolist())
             now = float(clock[n])
-            self.sum_kv += n * T
+            ctx += n * ctx_step
+            pairs += n * pairs_step
             self.step += n
             if n < len(dts):
                 break
             chunk = min(chunk * 4, 4096)
-        return now, busy
-
-    def _pause_resume_evict_rows(self, needing: list[Request]) -> None:
-        if not needing and not self.paused and len(self.rows) <= self.resume_limit:
-            return
-        for r in needing:
-            self._remove_row(r)
-            r.pauses += 1
-        self.paused.extend(needing)
-        if len(self.rows) > self.resume_limit and self.chunked is None:
-            excess = list(self.rows.values())[self.resume_limit:]
-            for r in excess:
-                self._materialize(r, self.step)  # a no-op for rows that start next step
-                r.last_token_s = self.state.now_s
-                self._remove_row(r)
-            self.paused.extend(excess)
-            needing = needing + excess
-        self._settle_paused(needing)
-
-    def _held_active_blocks(self) -> int:
-        return self.held_active
-
-    def _reactivate(self, resumed: list[Request]) -> None:
-        now = self.state.now_s
-        for r in resumed:
-            self._add_row(r, self.step + 1)
-            if r.last_token_s != now:  # it missed steps while paused: its next gap is not one step
-                self.irregular[r.id] = r
-
-    def _check_blocks(self) -> None:
-        held = self.held_active + sum(r.blocks for r in self.paused)
-        if self.chunked is not None:
-            held += self.chunked.blocks
-        if held + self.ctx.free_blocks != self.ctx.pool_blocks:
-            raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + free "
-                                 f"{self.ctx.free_blocks} != pool {self.ctx.pool_blocks}")
-        if self.held_active != sum(r.blocks for r in self.rows.values()):
-            raise InvariantError(f"step {self.step}: held-block counter drifted")
-
-
-def _row_position(r: Request) -> int:
-    return r.pos
+        st.now_s = now
+        return durations

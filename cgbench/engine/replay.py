@@ -46,8 +46,8 @@ from cgbench.config.schema import (
 )
 from cgbench.engine.context import Context
 from cgbench.engine.policies import make_policy
-from cgbench.engine.request import Request
-from cgbench.engine.scheduler import Scheduler
+from cgbench.engine.request import Request, make_request
+from cgbench.engine.scheduler import GraphChoice, Scheduler, gating_active
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 
@@ -206,11 +206,6 @@ class RoundState:
     grid: Grid
     description: str = ""
 
-    @property
-    def gating_enabled(self) -> bool:
-        """The engine's condition (``Engine.__init__``); a policy must also gate."""
-        return self.cg.all_prefills and self.cg.non_decode and self.grid.non_decode
-
     def context(self) -> Context:
         """A fresh ``Context`` holding this state's counters."""
         ctx = Context.from_engine(self.engine)
@@ -227,11 +222,9 @@ class RoundState:
         """Fresh ``Request`` objects for the queue, head first."""
         msl = self.engine.max_sequence_length
         queue: deque[Request] = deque()
-        for q in self.queue:
-            prompt = q.finished + q.prompt_tokens
-            req = Request(id=q.id, prompt_len=prompt, output_len=max(0, msl - prompt))
-            req.start_prefill(q.prompt_tokens)
-            req.finished_chunk = q.finished
+        for q in self.queue:  # the output is unknown: the longest the sequence length allows
+            req = make_request(q.id, q.finished + q.prompt_tokens, msl, msl)
+            req.start_prefill(q.prompt_tokens, q.finished)
             req.cg_wait_iters = q.cg_wait_iters
             queue.append(req)
         return queue
@@ -443,15 +436,12 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
     queue = state.requests()
     everyone = list(queue)
     sched = Scheduler(ctx, state.grid, pol, chunked_prefill=state.engine.chunked_prefill,
-                      gating_enabled=state.gating_enabled, flash_attn_guard=state.engine.flash_attn_guard)
+                      gating=gating_active(pol, state.cg, state.grid),
+                      flash_attn_guard=state.engine.flash_attn_guard)
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
-    graph, reason = None, None
-    if T > 0:  # as Engine._run_step
-        graph, reason = state.grid.lookup(T, P, D)
-        if graph is not None and pol.forward_guard(T, P, graph.token_count):
-            graph, reason = None, "pad_guard"
+    graph, reason = GraphChoice(state.grid, pol).resolve(T, P, D) if T > 0 else (None, None)
     candidate = None
     if result.deferred is not None:
         rem = result.deferred.remaining_prompt
@@ -465,7 +455,7 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
         batch_after=(T, P, D),
         chunked_request_id=ctx.chunked_request_id,
         warnings=sched.counters.starvation_warnings,
-        graph=tuple(graph) if graph is not None else None,
+        graph=graph,
         eager_reason=reason,
         step_runs=T > 0,
         deferred=result.deferred.id if result.deferred is not None else None,
@@ -484,13 +474,14 @@ def replay_all(state: RoundState, policies: typing.Sequence[str] = POLICIES) -> 
 # From a live engine
 
 
-def state_from_engine(engine: Any) -> dict[str, Any]:
-    """The state-file document of ``engine`` (a ``cgbench.engine.core.Engine``) at the start of a round:
-    call it after ``engine.ctx.begin_round(...)`` and before ``engine.scheduler.schedule(...)``.
+def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
+    """The state-file document of ``engine`` (a ``cgbench.engine.core.Engine`` built from ``cfg``) at the
+    start of a round: call it after ``engine.ctx.begin_round(...)`` and before
+    ``engine.scheduler.schedule(...)``.
 
     Megatron-family grids are written as their explicit list in stored order; peers' grids (which
     match non-strictly and may need exact decode sizes) as their ``cg`` keys, regenerated on load."""
-    cfg, ctx = engine.cfg, engine.ctx
+    ctx = engine.ctx
     engine_doc: dict[str, Any] = asdict(cfg.engine)
     engine_doc["free_blocks"] = ctx.free_blocks
     if engine.grid.name in PEER_GRID_KINDS:

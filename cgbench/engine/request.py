@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -44,18 +44,20 @@ class Request:
     pauses: int = 0
     outcome: Outcome = Outcome.WAITING
     fail_reason: str = ""
-    token_ids: list[int] = field(default_factory=list)  # real backends only
-    # the event-proportional engine's anchor: state at the start of step anchor_step
-    anchor_step: int = 0
-    anchor_gen: int = 0
-    anchor_kv: int = 0
-    pos: int = 0  # row position (Megatron's active-row order)
-    epoch: int = 0  # invalidates stale event-heap entries
 
-    def start_prefill(self, prompt_tokens: int) -> None:
+    def start_prefill(self, prompt_tokens: int, finished: int = 0) -> None:
+        """A (re-)prefill pass with ``prompt_tokens`` still to prefill after ``finished`` already done."""
         self.remaining_prompt = prompt_tokens
-        self.finished_chunk = 0
+        self.finished_chunk = finished
 
     @property
     def decode_remaining(self) -> int:
         return self.output_len - self.generated
+
+
+def make_request(id: int, prompt_tokens: int, output_tokens: int, max_sequence_length: int, *,
+                 arrival_s: float = 0.0, arrival_step: int = 0) -> Request:
+    """A new request; its output is clamped so that prompt + output fits ``max_sequence_length``."""
+    return Request(id=id, prompt_len=prompt_tokens,
+                   output_len=max(0, min(output_tokens, max_sequence_length - prompt_tokens)),
+                   arrival_s=arrival_s, arrival_step=arrival_step)

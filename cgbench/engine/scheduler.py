@@ -1,8 +1,9 @@
-"""One scheduling round: strict FIFO admission from the waiting queue (ref. section 6).
+"""One scheduling round: strict FIFO admission from the waiting queue.
 
 Both paths look only at the head and stop at the first request they cannot admit (head-of-line
-blocking). Gating (PR #4870) is active only when the policy gates, ``cg.all_prefills`` is on,
-non-decode graphs are in use and the grid is non-empty.
+blocking). Gating (PR #4870) is active only when ``gating_active`` says so. ``GraphChoice`` is the
+one place a step's shape becomes a graph (or eager, and why); the engine, the event-proportional
+engine and the ``schedule`` command's replay all use these two.
 """
 
 from __future__ import annotations
@@ -10,10 +11,45 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from cgbench.config.schema import CGConfig
 from cgbench.engine.context import Context
 from cgbench.engine.policies import DEFER, Policy
 from cgbench.engine.request import Request
 from cgbench.grids.lookup import Grid
+
+_CACHE_LIMIT = 1 << 18
+
+
+def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
+    """Whether admission is gated on the grid: the policy gates, ``cg.all_prefills`` and ``cg.non_decode``
+    are on, and the grid is non-empty with at least one prefill/mixed graph."""
+    return policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0 and grid.non_decode
+
+
+class GraphChoice:
+    """The graph a step of real shape ``(T, P, D)`` replays: the grid's match, unless the policy's
+    forward guard refuses it; ``(None, reason)`` when the step runs eager. Memoized per shape."""
+
+    __slots__ = ("grid", "policy", "_cache")
+
+    def __init__(self, grid: Grid, policy: Policy) -> None:
+        self.grid = grid
+        self.policy = policy
+        self._cache: dict[tuple[int, int, int], tuple[tuple[int, int, int] | None, str | None]] = {}
+
+    def resolve(self, T: int, P: int, D: int) -> tuple[tuple[int, int, int] | None, str | None]:
+        key = (T, P, D)
+        hit = self._cache.get(key)
+        if hit is None:
+            graph, reason = self.grid.lookup(T, P, D)
+            if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
+                hit = (None, "pad_guard")
+            else:
+                hit = (tuple(graph) if graph is not None else None, reason)
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[key] = hit
+        return hit
 
 
 @dataclass(slots=True)
@@ -32,12 +68,13 @@ class RoundResult:
 
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating_enabled: bool, flash_attn_guard: bool = True) -> None:
+                 gating: bool, flash_attn_guard: bool = True) -> None:
+        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
         self.chunked_prefill = chunked_prefill
-        self.gating_active = policy.gates and gating_enabled and len(grid.graphs) > 0
+        self.gating_active = gating
         self.flash_attn_guard = flash_attn_guard
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
@@ -48,9 +85,6 @@ class Scheduler:
         return self._schedule_non_chunked(queue)
 
     # -- gating helpers (Megatron's _register_cg_wait / _cg_admission_check) --------------------
-
-    def _register_wait(self, req: Request, result: RoundResult) -> None:
-        self.register_waits(req, 1, result)
 
     def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
         """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
@@ -82,7 +116,7 @@ class Scheduler:
                 if self.candidate_hits(req.remaining_prompt):
                     req.cg_wait_iters = 0
                 elif self.policy.on_non_chunked_miss(req.cg_wait_iters) == DEFER:
-                    self._register_wait(req, result)
+                    self.register_waits(req, 1, result)
                     result.stop_reason = "deferred"
                     return result
                 else:
@@ -121,7 +155,7 @@ class Scheduler:
                 else:
                     idle = ctx.prefill_count == 0 and ctx.decode_count == 0
                     if self.policy.on_chunk_miss(req.cg_wait_iters, idle) == DEFER:
-                        self._register_wait(req, result)
+                        self.register_waits(req, 1, result)
                         result.stop_reason = "deferred"
                         return result
                     req.cg_wait_iters = 0

@@ -75,7 +75,7 @@ def _ratio(a: float, b: float) -> float:
     return round(a / b, 6) if b else 0.0
 
 
-def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: float, has_clock: bool,
+def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: float,
                     slo: SloConfig, outcome: str, diagnosis: str, counters: dict[str, int]) -> dict:
     done = [r for r in requests if r.outcome == Outcome.COMPLETED]
     failed = [r for r in requests if r.outcome == Outcome.FAILED]
@@ -125,9 +125,8 @@ def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: fl
         "paused_events": stats.paused_events,
     }
     m["output_tokens"] = output_tokens
-    if has_clock:
-        m.update(_time_metrics(stats, requests, done, emitted, deferred, makespan_s, slo,
-                               output_tokens, prompt_tokens))
+    m.update(_time_metrics(stats, requests, done, emitted, deferred, makespan_s, slo,
+                           output_tokens, prompt_tokens))
     return m
 
 
@@ -194,6 +193,4 @@ def request_record(r: Request) -> dict:
         "finish_s": round(r.finish_s, 9), "chunks": r.chunks, "deferrals": r.deferrals,
         "max_cg_wait_iters": r.max_cg_wait, "evictions": r.evictions, "pauses": r.pauses,
     }
-    if r.token_ids:
-        rec["token_ids"] = list(r.token_ids)
     return rec

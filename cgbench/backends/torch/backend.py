@@ -9,30 +9,31 @@ buffers; a miss runs eager. Step times are wall clock on the CPU and CUDA events
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import torch
 
 from cgbench.backends.torch.graphs import CudaGraphRunner
 from cgbench.backends.torch.runner import StepRow, TorchRunner
-from cgbench.config.schema import BenchConfig
-from cgbench.engine.context import Admission
+from cgbench.config.schema import BackendConfig, EngineConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 from cgbench.engine.request import Request
-from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
 
 
 class TorchBackend:
-    has_clock = True
+    pricer = None  # steps really run: the engine steps every request (no decode stretches)
 
-    def __init__(self, cfg: BenchConfig) -> None:
-        self.runner = TorchRunner(cfg.model, cfg.engine, seed=cfg.seed, device=cfg.backend.device,
-                                  dtype=cfg.backend.dtype)
+    def __init__(self, model: ModelConfig, engine: EngineConfig, backend: BackendConfig, *, seed: int,
+                 grid: Grid) -> None:
+        """``grid``: the run's captured-graph grid (captured as CUDA graphs on a CUDA device)."""
+        self.runner = TorchRunner(model, engine, seed=seed, device=backend.device, dtype=backend.dtype)
         self.on_cuda = self.runner.device.type == "cuda"
         self.graphs: CudaGraphRunner | None = None
         if self.on_cuda:
-            grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-            self.graphs = CudaGraphRunner(self.runner, grid.graphs, time_budget_s=cfg.backend.capture_budget_s,
-                                          memory_budget_gb=cfg.backend.capture_memory_gb)
+            self.graphs = CudaGraphRunner(self.runner, grid.graphs, time_budget_s=backend.capture_budget_s,
+                                          memory_budget_gb=backend.capture_memory_gb)
+        self.tokens: dict[int, list[int]] = {}  # request id -> tokens generated (kept across evictions)
         self.replayed = 0
         self.eager = 0
         self.eager_instead_of_graph = 0  # matcher hit, but the shape was not captured (over budget)
@@ -45,12 +46,16 @@ class TorchBackend:
     def torch_version(self) -> str:
         return torch.__version__
 
+    def token_ids(self, req: Request) -> list[int]:
+        return list(self.tokens.get(req.id, ()))
+
     def _prompt(self, r: Request) -> list[int]:
         # the sequence to (re-)prefill: the prompt, plus what was generated before an eviction
-        return self.runner.prompt_tokens(r.id, r.prompt_len) + r.token_ids[:r.generated]
+        return self.runner.prompt_tokens(r.id, r.prompt_len) + self.tokens.get(r.id, [])[:r.generated]
 
-    def run_step(self, work: StepWork, admitted: list[Admission], decodes: list[Request]) -> float:
-        rows: list[StepRow] = [StepRow(r.id, [r.token_ids[r.generated - 1]], r.kv_tokens) for r in decodes]
+    def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:
+        admitted = work.admitted
+        rows: list[StepRow] = [StepRow(r.id, [self.tokens[r.id][r.generated - 1]], r.kv_tokens) for r in decodes]
         for a in admitted:
             start = a.request.finished_chunk - a.chunk
             rows.append(StepRow(a.request.id, self._prompt(a.request)[start:start + a.chunk], start))
@@ -67,12 +72,14 @@ class TorchBackend:
             dt = time.perf_counter() - t0
             self.eager += 1
         for r, tok in zip(decodes, tokens, strict=False):
-            if len(r.token_ids) < r.output_len:
-                r.token_ids.append(tok)
+            ids = self.tokens[r.id]
+            if len(ids) < r.output_len:
+                ids.append(tok)
         for a, tok in zip(admitted, tokens[len(decodes):], strict=True):
             r = a.request
-            if a.final and len(r.token_ids) < r.output_len:
-                r.token_ids.append(tok)
+            ids = self.tokens.setdefault(r.id, [])
+            if a.final and len(ids) < r.output_len:
+                ids.append(tok)
         return dt
 
     def release(self, req: Request) -> None:
