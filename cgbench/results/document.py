@@ -105,7 +105,10 @@ _TYPES: dict[str, tuple[type, str]] = {
     "overrides": (list, "a list of strings"), "config": (dict, "an object"),
     "environment": (dict, "an object"), "graph_usage": (list, "a list of objects"),
     "steps": (list, "a list of objects"), "requests": (list, "a list of objects"),
-    "backend_report": (dict, "an object"),
+    "backend_report": (dict, "an object"), "labels": (dict, "an object"), "warnings": (list, "a list"),
+    "capture": (dict, "an object"),
+    "git_sha": (str, "a string"), "git_dirty": (bool, "true or false"), "git_diff_hash": (str, "a string"),
+    "cgbench_version": (str, "a string"), "created_at": (str, "a string"),
 }
 
 
