@@ -463,6 +463,28 @@ def test_table_round_trips_through_json(tmp_path: Path) -> None:
     assert CalibratedCostModel.from_file(path).step_time(w) == CalibratedCostModel(table).step_time(w)
 
 
+@pytest.mark.parametrize("old_id", ["cgbench.calibration/1", "cgbench.backends.torch_calibration/1"])
+def test_tables_with_an_earlier_schema_id_still_load(tmp_path: Path, old_id: str) -> None:
+    table = make_table(curved_ms, tp_size=1, notes="synthetic")
+    path = tmp_path / "cal.json"
+    table.save(path)
+    data = json.loads(path.read_text())
+    data["schema"] = old_id
+    path.write_text(json.dumps(data))
+    assert CalibrationTable.load(path) == table
+
+
+def test_an_unknown_schema_id_says_what_is_read(tmp_path: Path) -> None:
+    table = make_table(curved_ms, tp_size=1, notes="synthetic")
+    path = tmp_path / "cal.json"
+    table.save(path)
+    data = json.loads(path.read_text())
+    data["schema"] = "cgbench.calibration/9"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"schema: expected 'cgbench.calibration/2' \(or an earlier id"):
+        CalibrationTable.load(path)
+
+
 def _mutations() -> list[tuple[str, object, str]]:
     def drop(key):
         return lambda d: d.pop(key)

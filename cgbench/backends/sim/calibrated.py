@@ -30,7 +30,10 @@ from typing import Any
 from cgbench.config.schema import MODEL_KINDS, ConfigError
 from cgbench.engine.contract import StepWork
 
-CALIBRATION_SCHEMA = "cgbench.backends.torch_calibration/1"
+CALIBRATION_SCHEMA = "cgbench.calibration/2"
+# Earlier ids of the same table format: /1 was written as "cgbench.calibration/1", then under a
+# module-path id. Version 2 only settles the id; tables with either old id load unchanged.
+CALIBRATION_SCHEMAS_READ = (CALIBRATION_SCHEMA, "cgbench.calibration/1", "cgbench.backends.torch_calibration/1")
 
 
 # --------------------------------------------------------------------------- calibration table
@@ -90,8 +93,10 @@ class CalibrationTable:
 
         if not isinstance(data, dict):
             raise fail("(top level)", f"must be a JSON object, got {type(data).__name__}")
-        if data.get("schema") != CALIBRATION_SCHEMA:
-            raise fail("schema", f"expected {CALIBRATION_SCHEMA!r}, got {data.get('schema')!r}")
+        if data.get("schema") not in CALIBRATION_SCHEMAS_READ:
+            raise fail("schema", f"expected {CALIBRATION_SCHEMA!r} (or an earlier id of the same format: "
+                       f"{', '.join(repr(x) for x in CALIBRATION_SCHEMAS_READ[1:])}), got {data.get('schema')!r}; "
+                       "re-measure with `cgbench calibrate` to write a current table")
         model = data.get("model")
         if not isinstance(model, dict):
             raise fail("model", "must be an object with 'name' and 'kind'")

@@ -42,7 +42,7 @@ from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 
 MODES = ("graphed", "eager")
-REPORT_SCHEMA = "cgbench.backends.torch_calibration-report/1"
+REPORT_SCHEMA = "cgbench.calibration-report/2"
 CTX_FRACTIONS = (1 / 16, 1 / 4, 1 / 2)  # decode contexts, as fractions of engine.max_sequence_length
 PREFILL_COUNTS = (1, 2, 4, 8)  # P of the prefill-only steps
 MIXED_PREFILLS = (1, 2, 4)  # P of the mixed steps
