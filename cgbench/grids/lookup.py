@@ -102,7 +102,7 @@ class Grid:
         return self.lookup(real.token_count, real.prefill_req_count, real.decode_req_count)[0]
 
     def find_chunk_size(self, active_tokens: int, prefill: int, decode: int, max_chunk: int) -> int | None:
-        """``_find_cg_chunk_size`` on this grid: first graph in stored order (ref. 6.2)."""
+        """``_find_cg_chunk_size`` on this grid: first graph in stored order (docs/design.md §6.3)."""
         ts = self._chunk_cache.get((prefill, decode))
         if ts is None:
             # Which graphs serve (g.T, prefill+1, decode) does not depend on the active tokens.

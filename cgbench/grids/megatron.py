@@ -95,7 +95,7 @@ def _densify_p_grid(p_grid: list[int], k: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The generator (ref. 2.2)
+# The generator (docs/design.md §2)
 
 
 def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_tokens: int | None,

@@ -1,6 +1,7 @@
 """Token-only CUDA-graph grids of vLLM, SGLang and TensorRT-LLM, as ``BatchShape`` lists.
 
-Sources: ``reference/peers.md`` A.1-A.3 (file paths and commits are given there). Each engine's
+Sources: each engine's own defaults, named in the section for it below (vLLM's
+``VllmConfig._set_cudagraph_sizes``, SGLang's server arguments, TensorRT-LLM's CUDA-graph config). Each engine's
 graphs are expressed in Megatron's ``(T, P, D)`` shapes so one matcher serves every grid:
 
 * a decode / FULL graph of batch size ``b`` is ``(b*(1+spec), 0, b)``; it serves decode-only

@@ -43,11 +43,11 @@ class BatchShape:
         return self.prefill_req_count + self.decode_req_count
 
     def is_valid(self, max_requests: int, max_sequence_length: int, num_speculative_tokens: int = 0) -> bool:
-        """Megatron's filter for generated graphs (ref. 1.2)."""
+        """Megatron's filter for generated graphs (docs/design.md §1, validity)."""
         return validity_error(self, max_requests, max_sequence_length, num_speculative_tokens) is None
 
     def is_applicable_for_batch_dim(self, real: BatchShape, strict: bool) -> bool:
-        """Can this captured graph serve the real batch ``real``? (ref. 1.1)"""
+        """Can this captured graph serve the real batch ``real``? (docs/design.md §1)"""
         return applicable(self, real, strict)
 
 
@@ -101,7 +101,7 @@ def find_cg_chunk_size(graphs: Sequence[BatchShape], active_tokens: int, prefill
 
 
 # ---------------------------------------------------------------------------------------------
-# Token sizes (ref. 2.3, 2.4)
+# Token sizes (docs/design.md §2)
 
 
 def kind_of(g: BatchShape) -> str:
