@@ -24,7 +24,7 @@ GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cg=advised with hydra.searchpat
 
 
 def _ui():
-    from cgbench.cli import app as cli  # late: app.py imports this module to register the command
+    from cgbench.cli import errors as cli  # consoles and user_errors
 
     return cli
 

@@ -13,7 +13,8 @@ from typing import Annotated, Optional
 import typer
 
 from cgbench import __version__
-from cgbench.cli.console import err, out, print_error
+from cgbench.cli.console import err, out
+from cgbench.cli.errors import user_errors
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
@@ -29,29 +30,6 @@ app = typer.Typer(
 Overrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: group=option (model=hybrid) or key=value (engine.max_requests=128).",
     show_default=False)]
-
-
-OPTIONAL_DEPS = {"torch": "torch", "matplotlib": "plot"}
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Bad input -> one clear line on stderr and exit code 2; a missing optional dependency -> its
-    install command, exit 2; Ctrl-C -> exit 130, nothing written."""
-    try:
-        yield
-    except ConfigError as e:
-        print_error(str(e))
-        raise typer.Exit(2) from None
-    except ModuleNotFoundError as e:
-        top = (e.name or "").split(".")[0]
-        if top not in OPTIONAL_DEPS:
-            raise
-        print_error(f"{top} is not installed (an optional dependency): pip install 'cgbench[{OPTIONAL_DEPS[top]}]'")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        err.print("interrupted: nothing was written", highlight=False)
-        raise typer.Exit(130) from None
 
 
 def _version(value: bool) -> None:
@@ -189,9 +167,10 @@ def _explain_waits(doc: dict, cfg, path: Path) -> tuple[Path, dict] | None:
     document) and, on the simulator, a throughput comparison with the no-gating ``budget`` policy."""
     from dataclasses import replace
 
+    from cgbench.analysis.explain import first_long_wait_state
     from cgbench.config.schema import PolicyConfig
     from cgbench.pipeline import run_point
-    from cgbench.results.health import GATING_FLAGS, explain_wait_limit, first_long_wait_state, throughput_collapse
+    from cgbench.results.health import GATING_FLAGS, explain_wait_limit, throughput_collapse
 
     flag = next((w for w in doc["warnings"] if w["code"] in GATING_FLAGS), None)
     if flag is None or cfg.backend.name != "sim":

@@ -95,7 +95,7 @@ def calibrate_cmd(
     Eager steps cover decode-only, prefill-only and mixed batches at several context lengths.
     Prints how well the calibrated simulator predicts held-out measured steps (median, p90 error).
     With --host: measures the host's per-op dispatch cost instead (see --host)."""
-    from cgbench.cli.app import err, out, user_errors  # cgbench.cli.app registers this command: import late
+    from cgbench.cli.errors import err, out, user_errors
 
     if host:
         with user_errors():

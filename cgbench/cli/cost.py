@@ -114,7 +114,7 @@ def cost_cmd(
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
     collectives, launch, dispatch, sync (docs/cost-model.md)."""
-    from cgbench.cli.app import out, user_errors  # cgbench.cli.app registers this command: import late
+    from cgbench.cli.errors import out, user_errors
 
     with user_errors():
         from cgbench.config.compose import load_config

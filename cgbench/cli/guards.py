@@ -42,9 +42,9 @@ def check_host_memory(cfg: BenchConfig) -> None:
     if cfg.backend.name != "torch":
         return
     if cfg.backend.device == "auto":
-        import torch
+        from cgbench.backends.torch.probe import cuda_available
 
-        if torch.cuda.is_available():
+        if cuda_available():
             return
     elif cfg.backend.device != "cpu":
         return

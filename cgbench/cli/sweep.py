@@ -37,7 +37,7 @@ def _check_format(fmt: str) -> str:
 
 
 def _ui():
-    from cgbench.cli import app as cli  # late: cli.py imports this module to register the commands
+    from cgbench.cli import errors as cli  # consoles and user_errors
 
     return cli
 
