@@ -167,7 +167,7 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
     doc["robustness"] = checks
     doc["notes"] = _notes(s, rec, default, best_meg, checks)
     if (line := eager_free_note(s, doc["eager_free"], rec)) is not None:
-        doc["notes"].insert(0, line)
+        doc["notes"].insert(0, line)  # the CLI prints it next to the recommendation
     doc["candidates"] = [_entry(s, e) for e in ranked]
     return doc
 

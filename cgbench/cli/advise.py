@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # no square brackets: the error line is printed as Rich markup, which would eat "[plot]"
 PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
-GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cg=advised with hydra.searchpath=[file://<out>]
+EAGER_FREE_NOTES = ("eager-free grid:", "no candidate within the budgets and SLOs ran without eager steps")
+GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> cg=advised
 
 
 def _ui():
@@ -142,6 +143,9 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
                  f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
                  f"{change}; eager steps {_pct(imp['eager_step_fraction']['recommended'])} vs "
                  f"{_pct(imp['eager_step_fraction']['default'])}")
+    trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
+    if trade_off is not None:
+        lines.append(trade_off)
     if rec["megatron_command"]:
         src = rec["megatron_args_from"]
         own = src == rec["name"]
@@ -150,7 +154,7 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
     if "cg_file" in files:
         out = files["cg_file"].parent.parent.resolve()
         lines.append(f"explicit list ({rec['num_graphs']} graphs): {files['cg_file']}  ->  cgbench run "
-                     f"'hydra.searchpath=[file://{out}]' cg={GROUP_NAME} ...")
+                     f"--config-dir {out} cg={GROUP_NAME} ...")
         lines.append(f"  or: cgbench run cg=explicit cg.all_prefills={str(rec['all_prefills']).lower()} "
                      f"\"cg.graphs=$(cat {files['graphs_file']})\" ...")
     return lines
@@ -348,6 +352,8 @@ the default grid and re-checks the recommendation on another seed. See docs/advi
         if rob is not None:
             ui.out.print(rob)
         for note in doc["notes"]:
+            if note.startswith(EAGER_FREE_NOTES):
+                continue  # printed with the recommendation
             ui.out.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for key in ("report", "plot"):
         if key in files:
