@@ -6,11 +6,16 @@ The search (``docs/advise.md`` explains it):
    same config without gating (``policy=budget``), recording every step's real shape: the demand.
 2. **candidates**: Megatron's own knobs (every distinct grid they produce, ranked by the time the
    demand would take on it, spread over graph counts), and explicit lists, greedily built from the
-   demand's shapes (time saved per graph against padding), as prefixes of several sizes.
+   demand's shapes, as prefixes of several sizes: by time saved per graph against padding (or, for
+   the ``eager_fraction`` objective, by steps served), and always the eager-free lists (greedy by
+   steps served, then padding), so the search holds a grid without eager steps whenever the budget
+   allows one, even where the time model prices some steps cheaper eager.
 3. **refine**: re-build the explicit list on the demand of the best explicit run (gating changes
-   which shapes run), and drop the graphs a candidate never used (but the backstops).
+   which shapes run), drop the graphs a candidate never used (but the backstops), and, when no run
+   was eager-free, re-build the eager-free list on the shapes of the closest one.
 4. **rank** every candidate the simulator ran on the workload: feasible ones (completed, within the
-   budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs.
+   budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs;
+   the best feasible candidate without eager steps is reported next to the recommendation.
 5. **robustness**: re-run the recommendation and the default on a second seed (and workload).
 
 Every candidate is a plain ``cgbench run`` of ``OVERRIDES`` plus its ``cg`` overrides, so its

@@ -269,12 +269,13 @@ def advise_cmd(
         "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
         show_default=False)] = None,
     budget_memory: Annotated[Optional[str], typer.Option(
-        "--budget-memory", metavar="GB", help="Most estimated graph memory, GB.", show_default=False)] = None,
+        "--budget-memory", metavar="GB", help="Most estimated graph-pool memory, GB (the cost model's "
+        "capture estimate, as a run records it).", show_default=False)] = None,
     budget_capture: Annotated[Optional[str], typer.Option(
         "--budget-capture-s", metavar="S", help="Most estimated capture time, seconds.", show_default=False)] = None,
     objective: Annotated[str, typer.Option(
         "--objective", metavar="NAME", help="throughput (output tok/s, max), ttft_p99 or tpot_p99 (ms, min), "
-        "eager_fraction (min).")] = "throughput",
+        "eager_fraction (min). The best grid without eager steps is always reported too.")] = "throughput",
     slo: Annotated[Optional[list[str]], typer.Option(
         "--slo", metavar="NAME=VALUE", help="A constraint a candidate must meet (repeatable): ttft_p99, "
         "tpot_p99 (ms), eager_fraction, max_wait (iterations) at most VALUE; throughput at least VALUE.",
@@ -302,9 +303,10 @@ def advise_cmd(
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
     Two spaces: Megatron's own knobs (a pasteable Megatron command line) and explicit graph lists \
-built from the shapes the workload produces (a file usable with [bold]cg=explicit[/bold]). Every \
-candidate is simulated on the workload; the report ranks them, draws the Pareto front, compares with \
-the default grid and re-checks the recommendation on another seed. See docs/advise.md.
+built from the shapes the workload produces (a file usable with [bold]cgbench run --config-dir OUT \
+cg=advised[/bold]). Every candidate is simulated on the workload; the report ranks them, draws the \
+Pareto front, compares with the default grid, names the best grid without eager steps next to the \
+recommendation and re-checks the recommendation on another seed. See docs/advise.md.
 
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
