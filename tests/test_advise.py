@@ -322,6 +322,15 @@ def test_chat_ttft_advise_beats_the_default_and_its_figures_are_a_plain_run(tmp_
     assert json.loads((out / "recommended_graphs.json").read_text()) == rec["graphs"]
 
 
+def test_a_budget_too_small_for_an_eager_free_grid_says_so(tmp_path):
+    # one graph (the decode backstop) cannot serve the headline's prefills: no candidate is eager-free
+    doc = run_advise(AdviseRequest(HEADLINE + ["workload.num_requests=64"], budget_graphs=1, candidates=3))
+    assert doc["eager_free"] is None and doc["recommended"]["metrics"]["eager_steps"] > 0
+    assert doc["notes"][0].startswith("no candidate within the budgets and SLOs ran without eager steps")
+    cover = [c for c in doc["candidates"] if c["name"].startswith("cover-")]
+    assert cover and all("not all" in c["origin"] for c in cover)
+
+
 def _comparable(doc):
     """The report without what may differ between equal searches: the time, how many runs were
     reused and which."""

@@ -366,9 +366,13 @@ def _coverage_candidates(s: Search, demand: Demand, order: list[Shape], prefix: 
     served = cover_matrix(order, shape_columns(shapes), s.strict)
     first_full = next((k for k in range(1, len(order) + 1) if served[:k].any(axis=0).all()), None)
     sizes = [k for k in dict.fromkeys([first_full, len(order)]) if k]
+    def why(k: int) -> str:
+        if first_full is None:
+            return " (serves as many steps as the budgets allow, not all)"
+        return " (the shortest that serves every step)" if k == first_full else " (later picks lower padding)"
+
     return [s.explicit(f"{prefix}-{k}", f"greedy list (most steps served first), first {k} picks on {source}"
-                       + ("" if k == first_full else " (serves every step; later picks lower padding)"),
-                       order[:k]) for k in sizes]
+                       + why(k), order[:k]) for k in sizes]
 
 
 def _spread(cands: list[Candidate], n: int) -> list[Candidate]:
