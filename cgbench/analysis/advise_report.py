@@ -199,13 +199,18 @@ def eager_free_note(s: Search, free: dict[str, Any] | None, rec: Evaluated | Non
     if free is None:
         return (f"no candidate within the budgets and SLOs ran without eager steps; the recommendation runs "
                 f"{n_eager} steps eager")
+
     def val(v: float | None) -> str:
         return "n/a" if v is None else f"{v:g}{unit}"
 
-    return (f"eager-free grid: {free['name']}, {free['num_graphs']} graphs, 0 eager steps, "
-            f"{s.objective.name} {val(free['objective'])}; recommended: {rec.cand.name}, {len(rec.cand.graphs)} "
-            f"graphs, {s.objective.name} {val(metric_value(rec.metrics, s.objective.metric))} with {n_eager} "
-            "eager steps: the time model prices these steps cheaper eager than padded into a graph")
+    def graphs(n: int) -> str:
+        return f"{n} graph{'' if n == 1 else 's'}"
+
+    rec_value = val(metric_value(rec.metrics, s.objective.metric))
+    return (f"eager-free grid: {free['name']}, {graphs(free['num_graphs'])}, 0 eager steps, "
+            f"{s.objective.name} {val(free['objective'])}; recommended: {rec.cand.name}, "
+            f"{graphs(len(rec.cand.graphs))}, {s.objective.name} {rec_value} with {n_eager} eager steps: "
+            "the time model prices these steps cheaper eager than padded into a graph")
 
 
 def _explicit_line(s: Search, e: Evaluated) -> list[str]:
