@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench.analysis.advise import AdviseRequest, Slo, explicit_overrides, run_advise
+from cgbench.analysis.advise import AdviseRequest, Slo, run_advise
 from cgbench.analysis.advise_capture import CaptureEstimator
 from cgbench.analysis.advise_space import (
     Demand,
@@ -55,17 +55,31 @@ class IntegerPricer:
 
 
 def _naive_greedy(demand: Demand, pool, prices: ShapePrices, strict: bool, limit: int, fits=lambda g: True,
-                  required=(), gated=True):
-    """Oracle: price the whole demand with the plain matcher for every trial list."""
+                  required=(), gated=True, goal="time"):
+    """Oracle: price the whole demand with the plain matcher for every trial list; for the coverage
+    goal, (steps no graph serves, time) compared in that order."""
     pool = list(pool) + [g for g in required if g not in pool]
 
-    def total(graphs):
+    def price(graphs):
         shapes = [BatchShape(*g) for g in graphs]
-        t = 0.0
+        t, unserved = 0.0, 0
         for s, n in demand.counts.items():
             g = match(BatchShape(*s), shapes, strict)
             t += n * (prices.graphed(tuple(g)) if g is not None else prices.miss(s, gated))
-        return t
+            unserved += n * (g is None)
+        return t, unserved
+
+    def total(graphs):
+        t, unserved = price(graphs)
+        return t if goal == "time" else (unserved, t)
+
+    def improvement(before, after):
+        if goal == "time":
+            return before - after
+        return (before[0] - after[0], before[1] - after[1])
+
+    def positive(gain):
+        return gain > 0 if goal == "time" else (gain[0] > 0 or gain[1] > 0)
 
     order, dead = [], set()
     forced = list(dict.fromkeys(required))
@@ -78,10 +92,10 @@ def _naive_greedy(demand: Demand, pool, prices: ShapePrices, strict: bool, limit
             for c in pool:
                 if c in dead:
                     continue
-                gain = cur - total(order + [c])
+                gain = improvement(cur, total(order + [c]))
                 if best is None or gain > best[0]:
                     best = (gain, c)
-            if best is None or not best[0] > 0:
+            if best is None or not positive(best[0]):
                 break
             g = best[1]
         dead.add(g)
@@ -98,10 +112,11 @@ real_shapes = st.one_of(
 )
 
 
+@pytest.mark.parametrize("goal", ["time", "coverage"])
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=10), st.booleans(),
        st.booleans(), st.booleans(), st.integers(1, 6))
-def test_greedy_order_equals_a_naive_greedy(items, strict, gating, gated, limit):
+def test_greedy_order_equals_a_naive_greedy(goal, items, strict, gating, gated, limit):
     demand = Demand.of([[*s, n] for s, n in items])
     pool = candidate_pool(demand, ENGINE)
     prices = ShapePrices(IntegerPricer(), gating=gating)
@@ -111,8 +126,31 @@ def test_greedy_order_equals_a_naive_greedy(items, strict, gating, gated, limit)
         return sum(g[0] for g in graphs) <= 60
 
     got = greedy_order(demand, pool, prices, strict=strict, max_requests=8, limit=limit, fits=fits,
-                       required=required, gated=gated)
-    assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required, gated)
+                       required=required, gated=gated, goal=goal)
+    assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required, gated, goal)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=8), st.booleans(),
+       st.integers(1, 8))
+def test_the_coverage_greedy_serves_every_step_whenever_some_list_of_that_size_does(items, strict, limit):
+    """Brute force over every list of at most ``limit`` pool graphs: if one serves every step, so does
+    the coverage greedy's list (a pool holds the hull graphs, so one or two graphs usually suffice)."""
+    from itertools import combinations
+
+    demand = Demand.of([[*s, n] for s, n in items])
+    pool = candidate_pool(demand, ENGINE)
+    shapes = [BatchShape(*s) for s in demand.counts]
+
+    def serves_all(graphs):
+        gs = [BatchShape(*g) for g in graphs]
+        return all(match(s, gs, strict) is not None for s in shapes)
+
+    possible = any(serves_all(c) for k in range(1, min(limit, 3) + 1) for c in combinations(pool, k))
+    got = greedy_order(demand, pool, ShapePrices(IntegerPricer()), strict=strict, max_requests=8, limit=limit,
+                       fits=lambda g: True, goal="coverage")
+    if possible:
+        assert serves_all(got)
 
 
 def test_the_scorer_prices_a_grid_as_the_engines_matcher_does():
@@ -176,12 +214,16 @@ def test_list_sizes_ladders_and_spread():
     assert graphs == [(64, 2, 0), (30, 2, 4), (8, 0, 8)]
 
 
-def test_the_capture_estimate_grows_with_the_list():
-    cfg = load_config(["model=hybrid"])
-    est = CaptureEstimator(cfg.model, cfg.engine, make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine))
+def test_the_capture_estimate_is_the_one_a_run_records_and_grows_with_the_list():
+    cfg = load_config(["model=hybrid", "workload.num_requests=8"])
+    est = CaptureEstimator(cfg.model, cfg.hardware, cfg.engine)
     graphs = [tuple(g) for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs]
-    small, big = est.estimate(graphs[-10:]), est.estimate(graphs)
-    assert 0 < small.memory_gb < big.memory_gb and 0 < small.capture_s < big.capture_s
+    capture = run_point(cfg, [])["capture"]
+    whole = est.estimate(graphs)
+    assert (whole.memory_gb, whole.capture_s) == (capture["graph_pool_gb"], capture["capture_s"])
+    assert (whole.total_gb, whole.fits_device) == (capture["memory_gb"]["total"], capture["fits"])
+    small = est.estimate(graphs[-10:])
+    assert 0 < small.memory_gb < whole.memory_gb and 0 < small.capture_s < whole.capture_s
     assert est.estimate([]).memory_gb == 0.0
 
 
@@ -204,14 +246,34 @@ def headline(tmp_path_factory) -> dict:
 
 
 def test_headline_the_default_runs_eager_and_advise_finds_a_grid_without_eager_steps(headline):
-    default, rec = headline["default"], headline["recommended"]
-    assert default["metrics"]["eager_steps"] > 0 and default["num_graphs"] == 101
-    assert rec["num_graphs"] <= 101
-    assert rec["metrics"]["eager_steps"] == 0 and rec["metrics"]["outcome"] == "completed"
+    """Issue 19's acceptance: the default grid runs eager steps; with a budget no larger than its graph
+    count the search finds a grid without eager steps and no worse throughput. The recommendation
+    is the best throughput found, so it is at least as good as that grid."""
+    default, rec, free = headline["default"], headline["recommended"], headline["eager_free"]
     obj = headline["objective"]["metric"]
     assert obj == "output_throughput_tok_s"
-    assert rec["metrics"][obj] >= default["metrics"][obj]
+    assert default["metrics"]["eager_steps"] > 0 and default["num_graphs"] == 101
+    assert free["metrics"]["eager_steps"] == 0 and free["metrics"]["outcome"] == "completed"
+    assert free["num_graphs"] <= 101 and free["feasible"]
+    assert free["metrics"][obj] >= default["metrics"][obj]
+    assert rec["num_graphs"] <= 101 and rec["metrics"][obj] >= free["metrics"][obj]
     assert headline["improvement"]["objective"]["better_by"] == rec["metrics"][obj] - default["metrics"][obj]
+    # the eager-free entry is the best-ranked feasible candidate without eager steps
+    best = next(c for c in headline["candidates"] if c["feasible"] and c["metrics"]["eager_steps"] == 0)
+    assert best["name"] == free["name"] and free["is_recommended"] == (free["name"] == rec["name"])
+    if not free["is_recommended"]:
+        assert rec["metrics"]["eager_steps"] > 0 and headline["notes"][0].startswith("eager-free grid:")
+
+
+def test_headline_objective_eager_fraction_recommends_a_grid_without_eager_steps():
+    doc = run_advise(AdviseRequest(HEADLINE, budget_graphs=101, candidates=8, objective="eager_fraction"))
+    rec, default = doc["recommended"], doc["default"]
+    assert default["metrics"]["eager_steps"] > 0
+    assert rec["metrics"]["eager_steps"] == 0 and rec["num_graphs"] <= 101 and rec["space"] == "explicit"
+    assert doc["eager_free"]["is_recommended"] and doc["eager_free"]["name"] == rec["name"]
+    # ties on the objective go to fewer graphs
+    free = [c for c in doc["candidates"] if c["feasible"] and c["metrics"]["eager_steps"] == 0]
+    assert rec["num_graphs"] == min(c["num_graphs"] for c in free)
 
 
 def test_headline_report_shape_and_invariants(headline):
@@ -249,14 +311,24 @@ def test_chat_ttft_advise_beats_the_default_and_its_figures_are_a_plain_run(tmp_
 
     # the claimed figures are those of a plain `cgbench run` of the recommended grid, three ways
     base = [o for o in CHAT]
+    graphs = (out / "recommended_graphs.json").read_text().strip()
     for args in (rec["overrides"],
-                 base + explicit_overrides([tuple(g) for g in rec["graphs"]], rec["all_prefills"]),
-                 base + [f"hydra.searchpath=[file://{out.resolve()}]", "cg=advised"]):
+                 base + ["cg=explicit", f"cg.all_prefills={str(rec['all_prefills']).lower()}", f"cg.graphs={graphs}"],
+                 ["--config-dir", str(out), *base, "cg=advised"]):
         path = tmp_path / "run.json"
         run = runner.invoke(app, ["run", *args, "-o", str(path)])
         assert run.exit_code == 0, run.output
         assert json.loads(path.read_text())["metrics"] == rec["metrics"]
     assert json.loads((out / "recommended_graphs.json").read_text()) == rec["graphs"]
+
+
+def test_a_budget_too_small_for_an_eager_free_grid_says_so(tmp_path):
+    # one graph (the decode backstop) cannot serve the headline's prefills: no candidate is eager-free
+    doc = run_advise(AdviseRequest(HEADLINE + ["workload.num_requests=64"], budget_graphs=1, candidates=3))
+    assert doc["eager_free"] is None and doc["recommended"]["metrics"]["eager_steps"] > 0
+    assert doc["notes"][0].startswith("no candidate within the budgets and SLOs ran without eager steps")
+    cover = [c for c in doc["candidates"] if c["name"].startswith("cover-")]
+    assert cover and all("not all" in c["origin"] for c in cover)
 
 
 def _comparable(doc):
@@ -352,6 +424,14 @@ def test_table_output_plot_and_quiet_stderr_off_a_terminal(tmp_path):
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     yaml_text = (out / "cg" / "advised.yaml").read_text()
     assert "kind: explicit" in yaml_text
+    assert f"cgbench run --config-dir {out.resolve()} cg=advised" in r.stdout
+    doc = json.loads((out / "advise.json").read_text())
+    trade_off = [line for line in r.stdout.splitlines() if line.startswith("eager-free grid:")]
+    if doc["eager_free"] is not None and not doc["eager_free"]["is_recommended"]:
+        assert len(trade_off) == 1 and f"{doc['eager_free']['name']}, " in trade_off[0]
+        assert "note: eager-free" not in r.stdout  # printed once, with the recommendation
+    else:
+        assert not trade_off
 
 
 def test_no_candidate_within_the_budgets_exits_1(tmp_path):

@@ -6,11 +6,16 @@ The search (``docs/advise.md`` explains it):
    same config without gating (``policy=budget``), recording every step's real shape: the demand.
 2. **candidates**: Megatron's own knobs (every distinct grid they produce, ranked by the time the
    demand would take on it, spread over graph counts), and explicit lists, greedily built from the
-   demand's shapes (time saved per graph against padding), as prefixes of several sizes.
+   demand's shapes, as prefixes of several sizes: by time saved per graph against padding (or, for
+   the ``eager_fraction`` objective, by steps served), and always the eager-free lists (greedy by
+   steps served, then padding), so the search holds a grid without eager steps whenever the budget
+   allows one, even where the time model prices some steps cheaper eager.
 3. **refine**: re-build the explicit list on the demand of the best explicit run (gating changes
-   which shapes run), and drop the graphs a candidate never used (but the backstops).
+   which shapes run), drop the graphs a candidate never used (but the backstops), and, when no run
+   was eager-free, re-build the eager-free list on the shapes of the closest one.
 4. **rank** every candidate the simulator ran on the workload: feasible ones (completed, within the
-   budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs.
+   budgets and SLOs) by the objective, then fewer graphs; the Pareto front is objective vs graphs;
+   the best feasible candidate without eager steps is reported next to the recommendation.
 5. **robustness**: re-run the recommendation and the default on a second seed (and workload).
 
 Every candidate is a plain ``cgbench run`` of ``OVERRIDES`` plus its ``cg`` overrides, so its
@@ -45,9 +50,11 @@ from cgbench.analysis.advise_space import (
     ShapePrices,
     candidate_pool,
     command_line,
+    cover_matrix,
     greedy_order,
     megatron_space,
     prefix_sizes,
+    shape_columns,
     spread_pick,
     stored_order,
 )
@@ -135,7 +142,21 @@ class Search:
         if self.gating:
             self.backstop.append((min(e.max_tokens, e.max_sequence_length), 1, 0))
 
+    @property
+    def goal(self) -> str:
+        """What the explicit lists are built for: eager steps served for ``eager_fraction``, else time."""
+        return "coverage" if self.objective.name == "eager_fraction" else "time"
+
+    def greedy(self, demand: Demand, goal: str) -> list[Shape]:
+        return greedy_order(demand, candidate_pool(demand, self.engine), self.prices, strict=self.strict,
+                            max_requests=self.engine.max_requests, limit=self.req.budget_graphs, fits=self.fits,
+                            required=self.backstop, gated=self.all_prefills, goal=goal)
+
     def fits(self, graphs: Sequence[Shape]) -> bool:
+        if len(graphs) > self.req.budget_graphs:
+            return False
+        if self.req.budget_memory_gb is None and self.req.budget_capture_s is None:
+            return True  # only the graph count is budgeted: no estimate needed
         return not self.budget_violations(len(graphs), self.estimator.estimate(graphs))
 
     def budget_violations(self, n: int, est: CaptureEstimate) -> list[str]:
@@ -147,6 +168,8 @@ class Search:
             out.append(f"est. memory {est.memory_gb:.2f} GB > {r.budget_memory_gb:g}")
         if r.budget_capture_s is not None and est.capture_s > r.budget_capture_s:
             out.append(f"est. capture {est.capture_s:.1f} s > {r.budget_capture_s:g}")
+        if not est.fits_device:
+            out.append(f"est. device memory {est.total_gb:.1f} GB > {est.device_gb:g} GB")
         return out
 
     def candidate(self, name: str, space: str, origin: str, cg_overrides: list[str], graphs: Sequence[Shape],
@@ -186,7 +209,7 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
     search = Search(req=req, objective=objective, slos=slos, base=list(req.overrides),
                     base_no_cg=[o for o in req.overrides if not is_cg(o)], strict=cfg.model.kind == "hybrid",
                     all_prefills=cfg.cg.all_prefills, num_speculative_tokens=cfg.engine.num_speculative_tokens,
-                    estimator=CaptureEstimator(cfg.model, cfg.engine, pricer),
+                    estimator=CaptureEstimator(cfg.model, cfg.hardware, cfg.engine),
                     prices=ShapePrices(pricer, gating=make_policy(cfg.policy).gates),
                     engine=cfg.engine, seed=cfg.seed, progress=progress)
     search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
@@ -265,15 +288,17 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     # 2. candidates of both spaces
     n_stage1 = max(2, (3 * n + 3) // 4)
     megatron = _megatron_candidates(s, demand, n_stage1 - n_stage1 // 2)
-    explicit_order = greedy_order(demand, candidate_pool(demand, s.engine), s.prices, strict=s.strict,
-                                  max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
-                                  required=s.backstop, gated=s.all_prefills)
-    explicit = [s.explicit(f"greedy-{k}", f"greedy list, first {k} picks on the profile demand",
-                           explicit_order[:k]) for k in prefix_sizes(len(explicit_order), n_stage1)]
+    explicit_order = s.greedy(demand, s.goal)
+    explicit = [s.explicit(f"greedy-{k}", f"greedy list ({_GOAL_WORDS[s.goal]}), first {k} picks on the "
+                           "profile demand", explicit_order[:k]) for k in prefix_sizes(len(explicit_order), n_stage1)]
+    # the eager-free lists: greedy by steps served, so the search holds a grid without eager steps
+    # whenever the budget allows one, whatever the objective (the report shows the trade-off)
+    cover_order = explicit_order if s.goal == "coverage" else s.greedy(demand, "coverage")
+    eager_free = fresh(_coverage_candidates(s, demand, cover_order, "cover", "the profile demand"))
     explicit = fresh(explicit)
-    n_meg = min(len(megatron), max(n_stage1 // 2, n_stage1 - len(explicit)))
+    n_meg = min(len(megatron), max(n_stage1 // 2, n_stage1 - len(explicit) - len(eager_free)))
     megatron = fresh(megatron[:n_meg])
-    stage1 = megatron + _spread(explicit, n_stage1 - len(megatron))
+    stage1 = megatron + eager_free + _spread(explicit, n_stage1 - len(megatron) - len(eager_free))
     for c in explicit:
         if c not in stage1:
             seen.discard(_key(c))
@@ -289,9 +314,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
         s.progress("shapes of the best explicit list", 1)
         (traced, _), = ev.run([(f"shapes of {best_exp.cand.name}", best_exp.cand.overrides, True)])
         demand2 = demand.merged(Demand.of(traced["shapes"]))
-        order2 = greedy_order(demand2, candidate_pool(demand2, s.engine), s.prices, strict=s.strict,
-                              max_requests=s.engine.max_requests, limit=s.req.budget_graphs, fits=s.fits,
-                              required=s.backstop, gated=s.all_prefills)
+        order2 = s.greedy(demand2, s.goal)
         best_sizes = list(dict.fromkeys(len(e.cand.graphs) for e in ranked if e.cand.space == "explicit"))
         sizes = [min(k, len(order2)) for k in best_sizes[:2]] + [len(order2)]
         refined += fresh([s.explicit(f"refined-{k}", f"greedy list, first {k} picks on the demand of "
@@ -306,11 +329,50 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
                                          f"{len(e.cand.graphs) - len(kept)} unused graphs", kept)])
     run(refined[:max(0, budget_left)], "refinement")
 
+    # the eager-free lists again on the demand of their own runs, when none ran without eager steps
+    # (a run on another grid can make shapes the profile never made)
+    if not any(_eager_free(e) for e in evaluated):
+        near = min((e for e in evaluated if e.cand.name.startswith("cover-")
+                    and e.metrics.get("outcome") == "completed"),
+                   key=lambda e: (e.metrics.get("eager_steps", math.inf), e.cand.name), default=None)
+        if near is not None:
+            s.progress("shapes of the eager-free list", 1)
+            (traced, _), = ev.run([(f"shapes of {near.cand.name}", near.cand.overrides, True)])
+            demand3 = demand.merged(Demand.of(traced["shapes"]))
+            run(fresh(_coverage_candidates(s, demand3, s.greedy(demand3, "coverage"), "recover",
+                                           f"the demand of {near.cand.name}'s run")), "eager-free refinement")
+
     # 4. rank, 5. robustness
     ranked = _rank(s, evaluated)
     recommended = next((e for e in ranked if e.feasible), None)
     checks = _robustness(s, ev, recommended, default_ev)
     return build_report(s, ranked, recommended, default_ev, checks, demand, ev)
+
+
+_GOAL_WORDS = {"time": "most time saved first", "coverage": "most steps served first"}
+
+
+def _eager_free(e: Evaluated) -> bool:
+    return e.metrics.get("outcome") == "completed" and e.metrics.get("eager_steps") == 0
+
+
+def _coverage_candidates(s: Search, demand: Demand, order: list[Shape], prefix: str,
+                         source: str) -> list[Candidate]:
+    """Prefixes of a coverage-greedy list that serve every step of ``demand``: the shortest such
+    prefix and the whole list (the rest of the list only lowers padding)."""
+    if not order:
+        return []
+    shapes = sorted(demand.counts)
+    served = cover_matrix(order, shape_columns(shapes), s.strict)
+    first_full = next((k for k in range(1, len(order) + 1) if served[:k].any(axis=0).all()), None)
+    sizes = [k for k in dict.fromkeys([first_full, len(order)]) if k]
+    def why(k: int) -> str:
+        if first_full is None:
+            return " (serves as many steps as the budgets allow, not all)"
+        return " (the shortest that serves every step)" if k == first_full else " (later picks lower padding)"
+
+    return [s.explicit(f"{prefix}-{k}", f"greedy list (most steps served first), first {k} picks on {source}"
+                       + why(k), order[:k]) for k in sizes]
 
 
 def _spread(cands: list[Candidate], n: int) -> list[Candidate]:

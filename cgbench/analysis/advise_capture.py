@@ -1,17 +1,11 @@
-"""A rough estimate of what capturing a graph list costs: GPU memory and capture time.
+"""What capturing a graph list costs, for ``advise``'s budgets: the cost model's capture estimate
+(``cgbench.backends.sim.capture.grid_capture_estimate``, the same one every run document records
+as ``capture``), cached per list.
 
-The simulator prices replayed and eager steps but not the capture itself, so ``advise`` budgets
-with this stand-in (an order of magnitude, not a measurement):
-
-* **memory**: the graphs share one memory pool, so the pool holds the largest graph's working set
-  (its activations, ``ACTIVATION_WIDTHS`` values per token of the model's widths, plus fp32 logits
-  for every request slot), and every graph adds ``GRAPH_OVERHEAD_MB`` of its own (kernel-node
-  parameters, static input and output buffers);
-* **time**: each graph is run ``CAPTURE_RUNS`` times eagerly on its own shape (warm-up and the
-  recorded run), priced by the backend's cost model, plus ``GRAPH_INSTANTIATE_S`` to instantiate it.
-
-The constants are in the range engines report when they capture (tens of graphs in seconds and
-well under a GiB for an 8B model); replace the estimate with a measured one where available.
+``memory_gb`` is the graph pool (the largest graph's activations plus a per-node overhead for every
+graph), the memory the graphs add; ``capture_s`` the estimated capture time; ``total_gb`` and
+``fits_device`` whether weights, KV pool, Mamba state, eager activations and the graph pool fit the
+device.
 """
 
 from __future__ import annotations
@@ -19,51 +13,48 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cgbench.config.schema import EngineConfig, ModelConfig
-from cgbench.engine.contract import StepPricer, StepWork
-
-GRAPH_OVERHEAD_MB = 6.0
-CAPTURE_RUNS = 3
-GRAPH_INSTANTIATE_S = 0.03
-LOGIT_BYTES = 4
+from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
+from cgbench.grids.shapes import BatchShape
 
 
 @dataclass(frozen=True, slots=True)
 class CaptureEstimate:
-    memory_gb: float
+    memory_gb: float  # the graph pool
     capture_s: float
+    total_gb: float = 0.0  # everything on the device, graph pool included
+    device_gb: float = 0.0
+    fits_device: bool = True
 
-    def to_dict(self) -> dict[str, float]:
-        return {"memory_gb": round(self.memory_gb, 3), "capture_s": round(self.capture_s, 3)}
+    def to_dict(self) -> dict[str, float | bool]:
+        return {"memory_gb": round(self.memory_gb, 4), "capture_s": round(self.capture_s, 4),
+                "total_gb": round(self.total_gb, 4), "device_gb": self.device_gb, "fits_device": self.fits_device}
+
+
+@dataclass(frozen=True)
+class _Graphs:
+    """The one attribute ``grid_capture_estimate`` reads of a grid."""
+
+    graphs: tuple[BatchShape, ...]
 
 
 class CaptureEstimator:
     """``estimate(graphs)``: the capture cost of a graph list (see the module docstring)."""
 
-    def __init__(self, model: ModelConfig, engine: EngineConfig, pricer: StepPricer) -> None:
-        tp = engine.tp_size
-        widths = (4 * model.hidden_size + 2 * model.ffn_hidden_size / tp
-                  + 3 * model.mamba_num_heads * model.mamba_head_dim / tp * model.is_hybrid)
-        self._bytes_per_token = widths * model.dtype_bytes
-        self._bytes_per_slot = model.vocab_size / tp * LOGIT_BYTES
-        self._pricer = pricer
-        self._eager: dict[tuple[int, int, int], float] = {}
-
-    def working_set_gb(self, graph: tuple[int, int, int]) -> float:
-        T, P, D = graph
-        return (T * self._bytes_per_token + (P + D) * self._bytes_per_slot) / 2**30
-
-    def capture_time_s(self, graph: tuple[int, int, int]) -> float:
-        t = self._eager.get(graph)
-        if t is None:
-            T, P, D = graph
-            t = self._eager[graph] = self._pricer.step_time(StepWork(T, P, D, T, None))
-        return CAPTURE_RUNS * t + GRAPH_INSTANTIATE_S
+    def __init__(self, model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> None:
+        self._args = (model, hardware, engine)
+        self._cache: dict[tuple[tuple[int, int, int], ...], CaptureEstimate] = {}
 
     def estimate(self, graphs: Iterable[tuple[int, int, int]]) -> CaptureEstimate:
-        gs = [tuple(g) for g in graphs]
-        if not gs:
-            return CaptureEstimate(0.0, 0.0)
-        pool = max(self.working_set_gb(g) for g in gs)
-        memory = pool + len(gs) * GRAPH_OVERHEAD_MB / 1024
-        return CaptureEstimate(memory, sum(self.capture_time_s(g) for g in gs))
+        from cgbench.backends.sim.capture import grid_capture_estimate
+
+        key = tuple(tuple(g) for g in graphs)
+        est = self._cache.get(key)
+        if est is None:
+            if not key:
+                est = CaptureEstimate(0.0, 0.0)
+            else:
+                d = grid_capture_estimate(_Graphs(tuple(BatchShape(*g) for g in key)), *self._args)
+                mem = d["memory_gb"]
+                est = CaptureEstimate(d["graph_pool_gb"], d["capture_s"], mem["total"], mem["device"], d["fits"])
+            self._cache[key] = est
+        return est

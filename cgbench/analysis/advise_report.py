@@ -159,13 +159,58 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
     doc["default"] = {"name": "default", "num_graphs": len(default.cand.graphs), "rank": default.rank,
                       "feasible": default.feasible, "violations": default.violations,
                       "estimate": default.cand.estimate.to_dict(), "metrics": default.metrics}
+    free = next((e for e in ranked if e.feasible and _no_eager(e)), None)
+    doc["eager_free"] = _eager_free_entry(s, free, rec)
     doc["megatron"] = _entry(s, best_meg) if best_meg else None
     doc["explicit"] = _entry(s, best_exp) if best_exp else None
     doc["pareto"] = pareto_names(s, ranked)
     doc["robustness"] = checks
     doc["notes"] = _notes(s, rec, default, best_meg, checks)
+    if (line := eager_free_note(s, doc["eager_free"], rec)) is not None:
+        doc["notes"].insert(0, line)  # the CLI prints it next to the recommendation
     doc["candidates"] = [_entry(s, e) for e in ranked]
     return doc
+
+
+def _no_eager(e: Evaluated) -> bool:
+    return e.metrics.get("outcome") == "completed" and e.metrics.get("eager_steps") == 0
+
+
+def _eager_free_entry(s: Search, free: Evaluated | None, rec: Evaluated | None) -> dict[str, Any] | None:
+    """The best candidate within the budgets and SLOs that ran no step eager, next to the recommendation."""
+    if free is None:
+        return None
+    entry = _entry(s, free)
+    entry["explicit_overrides"] = _explicit_line(s, free)
+    entry["is_recommended"] = rec is not None and free is rec
+    a = metric_value(free.metrics, s.objective.metric)
+    b = None if rec is None else metric_value(rec.metrics, s.objective.metric)
+    entry["objective_vs_recommended"] = None if a is None or b is None or b == 0 else round(
+        ((a - b) if s.objective.maximize else (b - a)) / abs(b), 6)  # < 0: the eager-free grid is worse
+    return entry
+
+
+def eager_free_note(s: Search, free: dict[str, Any] | None, rec: Evaluated | None) -> str | None:
+    """The trade-off in words when the recommendation runs eager steps."""
+    if rec is None or _no_eager(rec):
+        return None
+    unit = f" {s.objective.unit}" if s.objective.unit else ""
+    n_eager = rec.metrics.get("eager_steps")
+    if free is None:
+        return (f"no candidate within the budgets and SLOs ran without eager steps; the recommendation runs "
+                f"{n_eager} steps eager")
+
+    def val(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:g}{unit}"
+
+    def graphs(n: int) -> str:
+        return f"{n} graph{'' if n == 1 else 's'}"
+
+    rec_value = val(metric_value(rec.metrics, s.objective.metric))
+    return (f"eager-free grid: {free['name']}, {graphs(free['num_graphs'])}, 0 eager steps, "
+            f"{s.objective.name} {val(free['objective'])}; recommended: {rec.cand.name}, "
+            f"{graphs(len(rec.cand.graphs))}, {s.objective.name} {rec_value} with {n_eager} eager steps: "
+            "the time model prices these steps cheaper eager than padded into a graph")
 
 
 def _explicit_line(s: Search, e: Evaluated) -> list[str]:

@@ -306,16 +306,27 @@ def candidate_pool(demand: Demand, engine: EngineConfig) -> list[Shape]:
     return sorted(pool)
 
 
+GREEDY_GOALS = ("time", "coverage")
+
+
 def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, strict: bool, max_requests: int,
                  limit: int, fits: Callable[[list[Shape]], bool], required: Sequence[Shape] = (),
-                 gated: bool = True) -> list[Shape]:
+                 gated: bool = True, goal: str = "time") -> list[Shape]:
     """Graphs in the order a greedy search adds them, at most ``limit``.
 
-    Each round adds the graph that saves the most estimated time on the demand: a step served by
-    it (the matcher picks the smallest applicable graph, as the engine does) costs the graph's
-    padded shape instead of what it cost before (eager, or a larger graph). A graph that would
-    break a budget (``fits``) is skipped; the search stops when nothing saves time. ``required``
-    graphs come first whatever they save (a backstop that keeps gating from deferring forever)."""
+    ``goal="time"``: each round adds the graph that saves the most estimated time on the demand: a
+    step served by it (the matcher picks the smallest applicable graph, as the engine does) costs
+    the graph's padded shape instead of what it cost before (eager, or a larger graph).
+    ``goal="coverage"``: each round adds the graph that serves the most steps no graph served yet;
+    ties (and, once every step is served, every round) go to the most time saved, i.e. the least
+    padding. This finds a list that serves every step whenever ``limit`` graphs can, even where the
+    time model prices a step cheaper eager than padded into a graph.
+
+    A graph that would break a budget (``fits``) is skipped; the search stops when nothing improves.
+    ``required`` graphs come first whatever they save (a backstop that keeps gating from deferring
+    forever)."""
+    if goal not in GREEDY_GOALS:
+        raise ValueError(f"greedy goal {goal!r} is not one of {GREEDY_GOALS}")
     pool = list(pool) + [g for g in required if g not in set(pool)]
     if not demand.counts or not pool:
         return [g for g in required][:limit]
@@ -329,20 +340,29 @@ def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, stri
     cur_key = np.full(len(shapes), np.inf)
     alive = cover.any(axis=1)
 
-    def contribution(cols: np.ndarray) -> np.ndarray:
+    def contribution(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         better = cover[:, cols] & (key[:, None] < cur_key[None, cols])
-        return (better * (cur_cost[None, cols] - gcost[:, None]) * w[None, cols]).sum(axis=1)
+        saved = (better * (cur_cost[None, cols] - gcost[:, None]) * w[None, cols]).sum(axis=1)
+        newly = (better * (np.isinf(cur_key[cols]) * w[cols])[None, :]).sum(axis=1)
+        return saved, newly
 
-    gain = contribution(np.arange(len(shapes)))
+    gain, covers = contribution(np.arange(len(shapes)))
     order: list[Shape] = []
     forced = [pool.index(g) for g in dict.fromkeys(required)]
     while len(order) < limit and alive.any():
         if forced:
             best = forced.pop(0)
-        else:
+        elif goal == "time":
             masked = np.where(alive, gain, -np.inf)
             best = int(np.argmax(masked))  # the first maximum: deterministic
             if not masked[best] > 0:
+                break
+        else:
+            most = np.where(alive, covers, -np.inf)
+            top = most.max()
+            masked = np.where(alive & (covers == top), gain, -np.inf)
+            best = int(np.argmax(masked))  # the first maximum: deterministic
+            if not (top > 0 or masked[best] > 0):
                 break
         alive[best] = False
         g = pool[best]
@@ -350,10 +370,14 @@ def greedy_order(demand: Demand, pool: list[Shape], prices: ShapePrices, *, stri
             continue
         order.append(g)
         took = np.flatnonzero(cover[best] & (key[best] < cur_key))
-        gain -= contribution(took)  # only the steps the new graph takes over change their gains
+        s0, c0 = contribution(took)  # only the steps the new graph takes over change their gains
         cur_cost[took] = gcost[best]
         cur_key[took] = key[best]
-        gain += contribution(took)
+        s1, c1 = contribution(took)
+        gain -= s0
+        gain += s1
+        covers -= c0
+        covers += c1
     return order
 
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # no square brackets: the error line is printed as Rich markup, which would eat "[plot]"
 PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
-GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cg=advised with hydra.searchpath=[file://<out>]
+EAGER_FREE_NOTES = ("eager-free grid:", "no candidate within the budgets and SLOs ran without eager steps")
+GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> cg=advised
 
 
 def _ui():
@@ -142,6 +143,9 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
                  f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
                  f"{change}; eager steps {_pct(imp['eager_step_fraction']['recommended'])} vs "
                  f"{_pct(imp['eager_step_fraction']['default'])}")
+    trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
+    if trade_off is not None:
+        lines.append(trade_off)
     if rec["megatron_command"]:
         src = rec["megatron_args_from"]
         own = src == rec["name"]
@@ -150,7 +154,7 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
     if "cg_file" in files:
         out = files["cg_file"].parent.parent.resolve()
         lines.append(f"explicit list ({rec['num_graphs']} graphs): {files['cg_file']}  ->  cgbench run "
-                     f"'hydra.searchpath=[file://{out}]' cg={GROUP_NAME} ...")
+                     f"--config-dir {out} cg={GROUP_NAME} ...")
         lines.append(f"  or: cgbench run cg=explicit cg.all_prefills={str(rec['all_prefills']).lower()} "
                      f"\"cg.graphs=$(cat {files['graphs_file']})\" ...")
     return lines
@@ -265,12 +269,13 @@ def advise_cmd(
         "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
         show_default=False)] = None,
     budget_memory: Annotated[Optional[str], typer.Option(
-        "--budget-memory", metavar="GB", help="Most estimated graph memory, GB.", show_default=False)] = None,
+        "--budget-memory", metavar="GB", help="Most estimated graph-pool memory, GB (the cost model's "
+        "capture estimate, as a run records it).", show_default=False)] = None,
     budget_capture: Annotated[Optional[str], typer.Option(
         "--budget-capture-s", metavar="S", help="Most estimated capture time, seconds.", show_default=False)] = None,
     objective: Annotated[str, typer.Option(
         "--objective", metavar="NAME", help="throughput (output tok/s, max), ttft_p99 or tpot_p99 (ms, min), "
-        "eager_fraction (min).")] = "throughput",
+        "eager_fraction (min). The best grid without eager steps is always reported too.")] = "throughput",
     slo: Annotated[Optional[list[str]], typer.Option(
         "--slo", metavar="NAME=VALUE", help="A constraint a candidate must meet (repeatable): ttft_p99, "
         "tpot_p99 (ms), eager_fraction, max_wait (iterations) at most VALUE; throughput at least VALUE.",
@@ -298,9 +303,10 @@ def advise_cmd(
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
     Two spaces: Megatron's own knobs (a pasteable Megatron command line) and explicit graph lists \
-built from the shapes the workload produces (a file usable with [bold]cg=explicit[/bold]). Every \
-candidate is simulated on the workload; the report ranks them, draws the Pareto front, compares with \
-the default grid and re-checks the recommendation on another seed. See docs/advise.md.
+built from the shapes the workload produces (a file usable with [bold]cgbench run --config-dir OUT \
+cg=advised[/bold]). Every candidate is simulated on the workload; the report ranks them, draws the \
+Pareto front, compares with the default grid, names the best grid without eager steps next to the \
+recommendation and re-checks the recommendation on another seed. See docs/advise.md.
 
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
@@ -348,6 +354,8 @@ the default grid and re-checks the recommendation on another seed. See docs/advi
         if rob is not None:
             ui.out.print(rob)
         for note in doc["notes"]:
+            if note.startswith(EAGER_FREE_NOTES):
+                continue  # printed with the recommendation
             ui.out.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for key in ("report", "plot"):
         if key in files:
