@@ -407,7 +407,7 @@ class Engine:
             if self.kv_corners == "megatron":
                 self._crash(evicted)
             else:  # safe: what can neither resume nor stay paused is re-prefilled later
-                evicted += self._evict_rows(len(self.paused))
+                evicted = self._evict_rows(len(self.paused)) + evicted  # in row order
         self._requeue(evicted)
         self.state.stats.paused_events += sum(1 for r in newly if r.outcome != Outcome.RUNNING or r in self.paused)
 
@@ -476,9 +476,6 @@ class Engine:
                         f"active KV pool {self.ctx.active_blocks} blocks, paused budget "
                         f"{self.ctx.paused_block_budget}); engine.kv_corners=safe re-prefills them instead")
         self.halted = True
-        for r in evicted:
-            r.start_prefill(r.prompt_len + r.generated)
-            self.queue.insert(0, r)
 
     # -- diagnostics and invariants -----------------------------------------------------------------
 
@@ -487,6 +484,11 @@ class Engine:
             return f"{len(self.paused)} paused request(s) cannot resume: KV pool exhausted"
         head = self.queue[0]
         ctx = self.ctx
+        if not self.chunked_prefill and head.evictions and head.remaining_prompt > ctx.max_tokens:
+            return (f"head request {head.id} was evicted and re-queued with a {head.remaining_prompt}-token "
+                    f"prompt (its prompt plus the tokens it generated) > engine.max_tokens {ctx.max_tokens}: "
+                    "without chunked prefill it can never be admitted again, as in Megatron "
+                    "(engine.kv_corners=safe fails it instead)")
         shape = (ctx.active_tokens + head.remaining_prompt, ctx.prefill_count + 1, ctx.decode_count)
         graph, reason = self.grid.lookup(*shape)
         return (f"head request {head.id} ({head.remaining_prompt} prompt tokens left) cannot be admitted: "
