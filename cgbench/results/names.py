@@ -37,7 +37,8 @@ class Metric:
 _M = Metric
 METRICS: tuple[Metric, ...] = (
     _M("outcome", TEXT, NEITHER, "outcome",
-       "completed, stalled (no progress possible) or step_bound (the run exceeded its step bound)"),
+       "completed, stalled (no progress possible), engine_assertion (Megatron's engine would raise an assertion "
+       "under KV pressure) or step_bound (the run exceeded its step bound)"),
     _M("diagnosis", TEXT, NEITHER, "diagnosis", "why a run did not complete (empty when it did)"),
     # step accounting
     _M("steps", ITERATIONS, NEITHER, "steps", "engine steps (iterations) that ran model work",
