@@ -15,7 +15,7 @@ from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policies import make_policy
-from cgbench.engine.scheduler import gating_active
+from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
@@ -56,6 +56,15 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
                       pricer=backend.pricer)
 
 
+def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[str, str]]:
+    """Warnings about a config, known before it runs (``{code, message}``, one line each): for
+    ``cgbench run``, ``grid`` and ``schedule`` to print on stderr first."""
+    grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
+    msg = gating_without_prefill_graphs(make_policy(cfg.policy), cfg.cg, grid,
+                                        chunked_prefill=cfg.engine.chunked_prefill)
+    return [{"code": "gating_without_prefill_graphs", "message": msg}] if msg else []
+
+
 def metrics_of(engine: Engine, state: RunState, slo: SloConfig) -> dict[str, Any]:
     sched = engine.scheduler.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
@@ -80,7 +89,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo)
-    doc["warnings"] = health_warnings(doc["metrics"], cfg)
+    doc["warnings"] = preflight_warnings(cfg, grid) + health_warnings(doc["metrics"], cfg)
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
     extra = backend.report()

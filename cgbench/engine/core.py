@@ -222,6 +222,8 @@ class Engine:
                     break
                 st.outcome = "stalled"
                 st.diagnosis = self._diagnose(result.stop_reason)
+                if result.deferred is not None:
+                    st.diagnosis += self._idle_spin(result)
                 break
             if ctx.admitted and (len(self.queue) < queued_before
                                  or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
@@ -478,6 +480,21 @@ class Engine:
         self.halted = True
 
     # -- diagnostics and invariants -----------------------------------------------------------------
+
+    def _idle_spin(self, result: RoundResult) -> str:
+        """Gating defers the head while nothing runs and nothing else will arrive: Megatron's engine
+        spins here without a forward step, forever. cgbench stops after the watchdog's worth of
+        rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
+        head, sched = result.deferred, self.scheduler
+        before = sched.counters.starvation_warnings
+        sched.register_waits(head, self.stall_steps - 1, result)
+        cause = ""
+        if not self.grid.non_decode:
+            cause = ("gating is active but the captured graph list has no prefill or mixed graph, so every "
+                     "prefill candidate misses and every prefill is deferred; ")
+        return (f"; {cause}Megatron's engine spins without a step, logging the starvation warning every "
+                f"{sched.warn_after} rounds ({sched.counters.starvation_warnings - before} more counted over "
+                f"the {self.stall_steps} idle rounds of the stall watchdog)")
 
     def _diagnose(self, stop_reason: str) -> str:
         if not self.queue:
