@@ -163,6 +163,10 @@ class EngineConfig:
     # the two KV-pressure corners where Megatron stops (docs/design.md §5.1): "megatron" reproduces it
     # (the run ends stalled / engine_assertion), "safe" fails or re-prefills the request instead
     kv_corners: str = "megatron"
+    # expert parallelism (docs/design.md §10): ranks that step together
+    ep_size: int = 1
+    moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
+    ep_routing: str = "least_loaded"  # least_loaded (Megatron's coordinator) | round_robin
     chunked_prefill: bool = False
     tp_size: int = 1
     num_speculative_tokens: int = 0
@@ -328,6 +332,11 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
     _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
     _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
+    _require(e.ep_size >= 1, "engine.ep_size", f"must be >= 1, got {e.ep_size}")
+    _check_choice(e.moe_dispatcher, MOE_DISPATCHERS, "engine.moe_dispatcher")
+    _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")
+    _require(e.ep_size == 1 or cfg.backend.name == "sim", "engine.ep_size",
+             "expert parallelism is simulated only: use backend=sim with engine.ep_size > 1")
     _require(e.num_speculative_tokens >= 0, "engine.num_speculative_tokens", "must be >= 0")
     _require(e.max_tokens >= e.max_requests, "engine.max_tokens",
              f"must be >= engine.max_requests ({e.max_requests}), got {e.max_tokens}")
@@ -441,6 +450,10 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         unread["workload.arrival.burstiness"] = f"workload.arrival.process={a.process} (read with gamma)"
     if a.process != "closed_loop":
         unread["workload.arrival.concurrency"] = f"workload.arrival.process={a.process} (read with closed_loop)"
+
+    if cfg.engine.ep_size == 1:
+        for k in ("moe_dispatcher", "ep_routing"):
+            unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"
 
     if p.name != "pad_guard":
         unread["policy.pad_guard"] = f"policy={p.name} (read with policy=pad_guard)"
