@@ -126,7 +126,7 @@ def first_long_wait_state(cfg: BenchConfig, threshold: int | None = None) -> dic
 
     def watched(queue):
         head = queue[0] if queue else None
-        snap = state_from_engine(engine) if head is not None and head.cg_wait_iters >= limit - 1 else None
+        snap = state_from_engine(engine, oracle) if head is not None and head.cg_wait_iters >= limit - 1 else None
         result = schedule(queue)
         if snap is not None and result.deferred is not None:
             raise _Found(snap)
