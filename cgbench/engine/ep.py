@@ -231,7 +231,7 @@ class EPEngine:
     def _stall_idle(self, results: list) -> None:
         st = self.state
         st.outcome = "stalled"
-        i = next(i for i, r in enumerate(self.ranks) if r.queue or r.paused or r.chunked is not None)
+        i = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused or r.chunked is not None), 0)
         rank = self.ranks[i]
         st.diagnosis = f"rank {i}: " + rank._diagnose(results[i].stop_reason)
         if results[i].deferred is not None:
