@@ -13,9 +13,10 @@ from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, SloConfig
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
+from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policies import make_policy
-from cgbench.engine.scheduler import gating_active
+from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
@@ -39,7 +40,7 @@ def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | 
 
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
-                 grid: Grid | None = None, stream: ArrivalStream | None = None) -> Engine:
+                 grid: Grid | None = None, stream: ArrivalStream | None = None) -> Engine | EPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
     unless ``engine.oracle`` asks for the step-by-step one."""
@@ -49,6 +50,8 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     if stream is None:
         stream = make_stream(cfg.workload, cfg.seed)
     policy = make_policy(cfg.policy)
+    if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
+        return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
     if cfg.engine.oracle or backend.pricer is None:
         return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace)
@@ -56,7 +59,16 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
                       pricer=backend.pricer)
 
 
-def metrics_of(engine: Engine, state: RunState, slo: SloConfig) -> dict[str, Any]:
+def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[str, str]]:
+    """Warnings about a config, known before it runs (``{code, message}``, one line each): for
+    ``cgbench run``, ``grid`` and ``schedule`` to print on stderr first."""
+    grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
+    msg = gating_without_prefill_graphs(make_policy(cfg.policy), cfg.cg, grid,
+                                        chunked_prefill=cfg.engine.chunked_prefill)
+    return [{"code": "gating_without_prefill_graphs", "message": msg}] if msg else []
+
+
+def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:
     sched = engine.scheduler.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
@@ -64,6 +76,8 @@ def metrics_of(engine: Engine, state: RunState, slo: SloConfig) -> dict[str, Any
                         diagnosis=state.diagnosis, counters=counters)
     m["gating_active"] = engine.scheduler.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
+    if isinstance(engine, EPEngine):
+        m["ep"] = engine.ep_metrics()
     return m
 
 
@@ -80,7 +94,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo)
-    doc["warnings"] = health_warnings(doc["metrics"], cfg)
+    doc["warnings"] = preflight_warnings(cfg, grid) + health_warnings(doc["metrics"], cfg)
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
     extra = backend.report()

@@ -24,15 +24,17 @@ def render() -> str:
         f"A *summary* is a record `{{{', '.join(SUMMARY_FIELDS)}}}` (nearest-rank percentiles); address",
         "one field with a dot (`ttft_ms.p99`). A *keyed* record maps names (reasons, kinds) to counts.",
         "*Deterministic* metrics are step accounting that the `sim` backend reproduces exactly for a",
-        "config and seed; *clock* metrics exist only when the backend has a clock. Fractions are stored",
-        "raw (0..1) and shown as percentages in tables.",
+        "config and seed; *clock* metrics exist only when the backend has a clock; *EP* metrics only with",
+        "expert parallelism (`engine.ep_size` > 1). Fractions are stored raw (0..1) and shown as",
+        "percentages in tables.",
         "",
         "| metric | unit | better | kind | definition |",
         "|---|---|---|---|---|",
     ]
     for m in METRICS:
         kind = ", ".join(k for k, on in (("summary", m.summary), ("keyed", m.keyed),
-                                         ("deterministic", m.deterministic), ("clock", m.needs_clock)) if on)
+                                         ("deterministic", m.deterministic), ("clock", m.needs_clock),
+                                         ("EP", m.needs_ep)) if on)
         lines.append(f"| `{m.name}` | {m.unit} | {m.better} | {kind or '-'} | {m.description} |")
     return "\n".join(lines) + "\n"
 

@@ -44,7 +44,8 @@ def scenarios(draw):
     max_tokens = max(max_tokens, max_requests * (spec + 1))
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
                    max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
-                   paused_blocks=paused, num_speculative_tokens=spec)
+                   paused_blocks=paused, num_speculative_tokens=spec,
+                   kv_corners=draw(st.sampled_from(["megatron", "safe"])))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
     return cfg, reqs
 
@@ -57,7 +58,16 @@ def test_engine_invariants(scenario):
     if state.outcome == "stalled":
         # Megatron's rules can deadlock a tiny KV pool (a hidden chunked request and a paused
         # request each holding what the other needs); the engine must say so, not spin.
-        assert cfg.engine.kv_blocks > 0 and ("kv_blocks" in state.diagnosis or "paused" in state.diagnosis)
+        assert cfg.engine.kv_blocks > 0 and ("kv_blocks" in state.diagnosis or "paused" in state.diagnosis
+                                             or "max_tokens" in state.diagnosis)
+        return
+    if state.outcome == "engine_assertion":
+        # Megatron asserts when KV pressure leaves no active row and no chunked request; only its
+        # own corner setting reaches it, and KV blocks are still conserved at the crash
+        assert cfg.engine.kv_corners == "megatron" and cfg.engine.kv_blocks > 0, state.diagnosis
+        assert "asserts" in state.diagnosis
+        held = sum(r.blocks for r in state.requests)
+        assert held + eng.ctx.free_blocks == eng.ctx.pool_blocks
         return
     assert state.outcome == "completed", state.diagnosis
     done = [r for r in state.requests if r.outcome == Outcome.COMPLETED]

@@ -20,14 +20,29 @@ def metrics() -> dict:
     return run_point(cfg, [])["metrics"]
 
 
-def test_every_computed_metric_is_registered(metrics: dict) -> None:
-    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS}
-    for name, _ in flatten(metrics):
+@pytest.fixture(scope="module")
+def ep_metrics() -> dict:
+    cfg = load_config(["model=hybrid", "workload.num_requests=24", "engine.ep_size=4"])
+    return run_point(cfg, [])["metrics"]
+
+
+def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict) -> None:
+    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_ep}
+    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS}
+    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)):
         assert metric(name) is not None, name
+
+
+def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_ep:
+            assert m.name.startswith("ep.") and lookup(ep_metrics, m.name) is not None, m.name
 
 
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
+        if m.needs_ep:
+            continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
             assert lookup(metrics, m.name) is not None or m.name in ("max_cg_wait_request",), m.name

@@ -21,6 +21,9 @@ ARRIVAL_PROCESSES = ("all_at_once", "poisson", "gamma", "constant", "closed_loop
 LENGTH_DISTS = ("fixed", "uniform", "normal", "lognormal", "histogram")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 PEER_KINDS = ("vllm", "sglang", "trtllm")
+KV_CORNERS = ("megatron", "safe")
+MOE_DISPATCHERS = ("nccl", "nvls", "te")
+EP_ROUTINGS = ("least_loaded", "round_robin")
 MEGATRON_KINDS = ("megatron", "decode_only")
 OPEN_LOOP = ("poisson", "gamma", "constant")
 
@@ -157,6 +160,13 @@ class EngineConfig:
     block_size: int = 256
     kv_blocks: int = 0  # 0 = enough for max_requests full-length sequences (no KV pressure)
     paused_blocks: int = 0  # Megatron's paused buffer (paused_buffer_size_gb); 0 by default
+    # the two KV-pressure corners where Megatron stops (docs/design.md §5.1): "megatron" reproduces it
+    # (the run ends stalled / engine_assertion), "safe" fails or re-prefills the request instead
+    kv_corners: str = "megatron"
+    # expert parallelism (docs/design.md §10): ranks that step together
+    ep_size: int = 1
+    moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
+    ep_routing: str = "least_loaded"  # least_loaded (Megatron's coordinator) | round_robin
     chunked_prefill: bool = False
     tp_size: int = 1
     num_speculative_tokens: int = 0
@@ -321,6 +331,12 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(getattr(e, key) >= 1, f"engine.{key}", f"must be >= 1, got {getattr(e, key)}")
     _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
     _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
+    _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
+    _require(e.ep_size >= 1, "engine.ep_size", f"must be >= 1, got {e.ep_size}")
+    _check_choice(e.moe_dispatcher, MOE_DISPATCHERS, "engine.moe_dispatcher")
+    _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")
+    _require(e.ep_size == 1 or cfg.backend.name == "sim", "engine.ep_size",
+             "expert parallelism is simulated only: use backend=sim with engine.ep_size > 1")
     _require(e.num_speculative_tokens >= 0, "engine.num_speculative_tokens", "must be >= 0")
     _require(e.max_tokens >= e.max_requests, "engine.max_tokens",
              f"must be >= engine.max_requests ({e.max_requests}), got {e.max_tokens}")
@@ -434,6 +450,10 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         unread["workload.arrival.burstiness"] = f"workload.arrival.process={a.process} (read with gamma)"
     if a.process != "closed_loop":
         unread["workload.arrival.concurrency"] = f"workload.arrival.process={a.process} (read with closed_loop)"
+
+    if cfg.engine.ep_size == 1:
+        for k in ("moe_dispatcher", "ep_routing"):
+            unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"
 
     if p.name != "pad_guard":
         unread["policy.pad_guard"] = f"policy={p.name} (read with policy=pad_guard)"

@@ -112,33 +112,21 @@ class Context:
         return need if need > 0 else 0
 
     def resumable(self, paused: Sequence[Request], held_active: int, room: int) -> int:
-        """How many paused requests, newest first, can resume: at most ``room`` of them, each
-        with its blocks for the next step, within the active pool (``held_active`` blocks already held
-        by running requests) and the free blocks."""
+        """How many paused rows, from the right-most one, resume: the longest run whose blocks, each
+        with the block its next step needs, fit the active pool left over by the active rows
+        (``held_active`` blocks), capped by the free-block count (as a number of rows) and by
+        ``room`` (free active row slots)."""
         avail = self.active_blocks - held_active
-        k = cum = new = 0
+        n = cum = 0
         for r in reversed(paused):
-            need = self.decode_blocks_needed(r)
-            if k + 1 > room or cum + r.blocks + need > avail or new + need > self.free_blocks:
+            cum += r.blocks + self.decode_blocks_needed(r)
+            if cum > avail:
                 break
-            k += 1
-            cum += r.blocks + need
-            new += need
-        return k
+            n += 1
+        return max(0, min(n, self.free_blocks, room))
 
     def grant_decode_blocks(self, req: Request) -> None:
         """Give a resuming request the blocks its next decode step needs."""
         need = self.decode_blocks_needed(req)
         self.free_blocks -= need
         req.blocks += need
-
-    def paused_kept(self, paused: Sequence[Request]) -> int:
-        """How many paused requests, oldest first, keep their KV: those within the paused-block budget,
-        plus one that may overflow into the active pool; the rest are evicted."""
-        held = keep = 0
-        for r in paused:
-            if held + r.blocks > self.paused_block_budget:
-                break
-            held += r.blocks
-            keep += 1
-        return min(len(paused), keep + 1)

@@ -86,12 +86,16 @@ class StepRecord:
     deferred: int | None
     queue_len: int
     paused: int
+    rank: int | None = None  # the expert-parallel rank (ep_size > 1 only)
 
     def to_json(self) -> dict:
-        return {"step": self.step, "t_s": round(self.t_s, 9), "dt_s": round(self.dt_s, 9),
-                "real": list(self.real), "graph": list(self.graph) if self.graph else None,
-                "eager_reason": self.eager_reason, "admitted": [list(a) for a in self.admitted],
-                "deferred": self.deferred, "queue_len": self.queue_len, "paused": self.paused}
+        doc = {"step": self.step, "t_s": round(self.t_s, 9), "dt_s": round(self.dt_s, 9),
+               "real": list(self.real), "graph": list(self.graph) if self.graph else None,
+               "eager_reason": self.eager_reason, "admitted": [list(a) for a in self.admitted],
+               "deferred": self.deferred, "queue_len": self.queue_len, "paused": self.paused}
+        if self.rank is not None:
+            doc["rank"] = self.rank
+        return doc
 
 
 class StepPricer(Protocol):

@@ -20,6 +20,7 @@ from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
+from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GraphChoice, RoundResult, Scheduler
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
@@ -162,7 +163,11 @@ class Engine:
         self.state = RunState()
         self.queue: deque[Request] = deque()
         self.rows = self.rows_class(self.ctx, self.state.stats)  # running decodes
-        self.paused: list[Request] = []  # oldest first; resume takes from the right (LIFO)
+        self.paused: list[Request] = []  # the paused rows in row order; resume takes from the right
+        self.order: list[Request] = []  # the active rows in Megatron's row order (rows.py)
+        self.row_pos: dict[int, int] = {}  # request id -> its position in ``order``
+        self.kv_corners = engine.kv_corners
+        self.halted = False  # the engine crashed (an assertion Megatron raises)
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
         self.step = 0
         self._step_start_s = 0.0
@@ -181,7 +186,7 @@ class Engine:
             reason = "prompt_exceeds_max_sequence_length"
         elif not self.chunked_prefill and spec.prompt_tokens > ctx.max_tokens:
             reason = "prompt_exceeds_max_tokens"
-        elif ceil_div(spec.prompt_tokens + req.output_len, ctx.block_size) > ctx.active_blocks:
+        elif ceil_div(spec.prompt_tokens + req.output_len, ctx.block_size) > ctx.pool_blocks:
             reason = "kv_block_overflow"
         if reason:
             self._fail(req, reason)
@@ -217,12 +222,14 @@ class Engine:
                     break
                 st.outcome = "stalled"
                 st.diagnosis = self._diagnose(result.stop_reason)
+                if result.deferred is not None:
+                    st.diagnosis += self._idle_spin(result)
                 break
             if ctx.admitted and (len(self.queue) < queued_before
                                  or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
                 self.last_progress = self.step
             self._advance(result)
-            if self._out_of_bounds():
+            if self.halted or self._out_of_bounds():
                 break
         self.rows.settle(self.step - 1)
         return st
@@ -310,22 +317,30 @@ class Engine:
             rows.drop(finished)
             for r in finished:
                 self._finish(r)
-        done, decoding = self._process_admissions()
+        for a in ctx.admitted:  # every admitted chunk's request takes a row after the active rows
+            self._append_row(a.request)
+        done, decoding, ran_chunk = self._process_admissions()
+        if finished or done:
+            self._compact_rows(finished + [a.request for a in ctx.admitted
+                                           if a.final and a.request.outcome == Outcome.COMPLETED])
         if decoding:
             rows.add(decoding, self.step + 1, now)
             for r in decoding:
                 if ctx.decode_blocks_needed(r) > 0:
                     needing.append(r)
         if needing or self.paused:
-            self._pause(needing)
+            self._kv_pressure(needing, ran_chunk)
+        if ran_chunk is not None:
+            self._hide_chunked(ran_chunk)
         if self.check:
             self._check_blocks()
         return done or bool(finished)
 
-    def _process_admissions(self) -> tuple[bool, list[Request]]:
+    def _process_admissions(self) -> tuple[bool, list[Request], Request | None]:
         """The step's prefill chunks: first-admission accounting, the hidden chunked request, first
-        tokens. Returns (a request finished, the requests that decode from the next step)."""
-        finished_any, decoding = False, []
+        tokens. Returns (a request finished, the requests that decode from the next step, the request
+        whose non-final chunk ran)."""
+        finished_any, decoding, ran_chunk = False, [], None
         for a in self.ctx.admitted:
             r = a.request
             r.kv_tokens += a.chunk
@@ -335,7 +350,7 @@ class Engine:
                 r.first_admit_step = self.step
                 r.first_admit_s = self._step_start_s
             if not a.final:
-                self.chunked = r
+                self.chunked = ran_chunk = r
                 continue
             if self.chunked is r:
                 self.chunked = None
@@ -346,32 +361,65 @@ class Engine:
                 finished_any = True
             else:
                 decoding.append(r)
-        return finished_any, decoding
+        return finished_any, decoding, ran_chunk
 
-    # -- pause, resume, evict ---------------------------------------------------------------------
+    # -- row order, pause, resume, evict ------------------------------------------------------------
 
-    def _pause(self, needing: list[Request]) -> None:
-        """Rows that need a KV block they do not hold pause; then resume (LIFO), evict past the paused
-        budget, resume again. A pause counts when the request missed a step: it is still paused, or
-        was evicted from the paused region."""
+    def _append_row(self, r: Request) -> None:
+        self.row_pos[r.id] = len(self.order)
+        self.order.append(r)
+
+    def _reindex_rows(self) -> None:
+        self.row_pos = {r.id: i for i, r in enumerate(self.order)}
+
+    def _compact_rows(self, gone: list[Request]) -> None:
+        """Finished rows leave the active region (``rows.compact_finished``)."""
+        order, pos = self.order, self.row_pos
+        at = {pos.pop(r.id) for r in gone}
+        for i in compact_finished(order, at):
+            pos[order[i].id] = i
+
+    def _hide_chunked(self, r: Request) -> None:
+        """The request whose non-final chunk ran swaps with the last active row and is hidden."""
+        order, pos = self.order, self.row_pos
+        i = pos.pop(r.id)
+        last = order.pop()
+        if last is not r:
+            order[i] = last
+            pos[last.id] = i
+
+    def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
+        """Rows that need a KV block they do not hold pause; then resume (from the right), evict past
+        the paused budget, resume again; evicted requests go back to the queue's front. A pause counts
+        when the request missed a step: it is still paused, or was evicted."""
+        newly: list[Request] = []
         if needing:
-            self.rows.drop(needing)
-            self.paused.extend(needing)
-            for r in needing:
+            newly, self.order = pause_swap(self.order, {self.row_pos[r.id] for r in needing})
+            self._reindex_rows()
+            self.rows.drop(newly)
+            self.paused.extend(newly)
+            for r in newly:
                 r.pauses += 1
         if not self.paused:
             return
-        self._resume()
-        self._evict()
-        self._resume()
-        self.state.stats.paused_events += sum(1 for r in needing if r.outcome != Outcome.RUNNING or r in self.paused)
+        self._resume(ran_chunk)
+        evicted = self._evict()
+        self._resume(ran_chunk)
+        if not self.order and self.chunked is None:
+            if self.kv_corners == "megatron":
+                self._crash(evicted)
+            else:  # safe: what can neither resume nor stay paused is re-prefilled later
+                evicted = self._evict_rows(len(self.paused)) + evicted  # in row order
+        self._requeue(evicted)
+        self.state.stats.paused_events += sum(1 for r in newly if r.outcome != Outcome.RUNNING or r in self.paused)
 
-    def _resume(self) -> None:
+    def _resume(self, ran_chunk: Request | None) -> None:
         if not self.paused:
             return
         ctx, paused = self.ctx, self.paused
-        held = self.rows.held_blocks + (self.chunked.blocks if self.chunked is not None else 0)
-        k = ctx.resumable(paused, held, ctx.max_requests - len(self.rows))
+        # the active rows: the running decodes and the chunked request only if its chunk ran
+        held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
+        k = ctx.resumable(paused, held, ctx.max_requests - len(self.order))
         if k == 0:
             return
         resumed = paused[len(paused) - k:]
@@ -379,36 +427,85 @@ class Engine:
         for r in resumed:
             ctx.grant_decode_blocks(r)
         self.rows.add(resumed, self.step + 1, self.state.now_s)
+        self.order[:0] = resumed  # they join the active region on its left
+        self._reindex_rows()
 
-    def _evict(self) -> None:
-        keep = self.ctx.paused_kept(self.paused)
-        evicted = self.paused[keep:]
-        if not evicted:
-            return
-        del self.paused[keep:]
-        at = 1 if self.chunked is not None and self.queue and self.queue[0] is self.chunked else 0
-        for r in reversed(evicted):
+    def _evict(self) -> list[Request]:
+        return self._evict_rows(evict_count([r.blocks for r in self.paused], self.ctx.paused_block_budget))
+
+    def _evict_rows(self, e: int) -> list[Request]:
+        """The right-most ``e`` paused rows give back their KV; the right-most active rows move into
+        their slots. Returns the evicted requests in row order."""
+        if e == 0:
+            return []
+        evicted = self.paused[len(self.paused) - e:]
+        del self.paused[len(self.paused) - e:]
+        self.order = rotate_into_evicted(self.order, e)
+        self._reindex_rows()
+        for r in evicted:
             self.ctx.release(r)
             self.backend.release(r)
             r.evictions += 1
             r.kv_tokens = 0
             r.outcome = Outcome.WAITING
             r.cg_wait_iters = 0
-            new_prompt = r.prompt_len + r.generated
             self.state.stats.evicted_events += 1
-            if not self.chunked_prefill and new_prompt > self.ctx.max_tokens:
+        return evicted
+
+    def _requeue(self, evicted: list[Request]) -> None:
+        """Evicted requests go to the queue's front in reverse row order, behind a chunked head; each is
+        re-prefilled with its generated tokens appended to its prompt."""
+        at = 1 if self.chunked is not None and self.queue and self.queue[0] is self.chunked else 0
+        for r in evicted:
+            new_prompt = r.prompt_len + r.generated
+            if (self.kv_corners == "safe" and not self.chunked_prefill and new_prompt > self.ctx.max_tokens):
                 self._fail(r, "evicted_prompt_exceeds_max_tokens")
                 continue
             r.start_prefill(new_prompt)
             self.queue.insert(at, r)
 
+    def _crash(self, evicted: list[Request]) -> None:
+        """Megatron asserts when, after resume/evict/resume, no active row and no chunked request remain."""
+        st = self.state
+        st.outcome = "engine_assertion"
+        what = []
+        if evicted:
+            what.append(f"evicted request(s) {[r.id for r in evicted]}")
+        if self.paused:
+            what.append(f"paused request(s) {[r.id for r in self.paused]} cannot resume")
+        st.diagnosis = (f"step {self.step}: Megatron's update_requests asserts: after resume, evict and "
+                        f"resume no active request and no chunked request remain ({'; '.join(what)}; "
+                        f"active KV pool {self.ctx.active_blocks} blocks, paused budget "
+                        f"{self.ctx.paused_block_budget}); engine.kv_corners=safe re-prefills them instead")
+        self.halted = True
+
     # -- diagnostics and invariants -----------------------------------------------------------------
+
+    def _idle_spin(self, result: RoundResult) -> str:
+        """Gating defers the head while nothing runs and nothing else will arrive: Megatron's engine
+        spins here without a forward step, forever. cgbench stops after the watchdog's worth of
+        rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
+        head, sched = result.deferred, self.scheduler
+        before = sched.counters.starvation_warnings
+        sched.register_waits(head, self.stall_steps - 1, result)
+        cause = ""
+        if not self.grid.non_decode:
+            cause = ("gating is active but the captured graph list has no prefill or mixed graph, so every "
+                     "prefill candidate misses and every prefill is deferred; ")
+        return (f"; {cause}Megatron's engine spins without a step, logging the starvation warning every "
+                f"{sched.warn_after} rounds ({sched.counters.starvation_warnings - before} more counted over "
+                f"the {self.stall_steps} idle rounds of the stall watchdog)")
 
     def _diagnose(self, stop_reason: str) -> str:
         if not self.queue:
             return f"{len(self.paused)} paused request(s) cannot resume: KV pool exhausted"
         head = self.queue[0]
         ctx = self.ctx
+        if not self.chunked_prefill and head.evictions and head.remaining_prompt > ctx.max_tokens:
+            return (f"head request {head.id} was evicted and re-queued with a {head.remaining_prompt}-token "
+                    f"prompt (its prompt plus the tokens it generated) > engine.max_tokens {ctx.max_tokens}: "
+                    "without chunked prefill it can never be admitted again, as in Megatron "
+                    "(engine.kv_corners=safe fails it instead)")
         shape = (ctx.active_tokens + head.remaining_prompt, ctx.prefill_count + 1, ctx.decode_count)
         graph, reason = self.grid.lookup(*shape)
         return (f"head request {head.id} ({head.remaining_prompt} prompt tokens left) cannot be admitted: "

@@ -21,9 +21,27 @@ _CACHE_LIMIT = 1 << 18
 
 
 def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
-    """Whether admission is gated on the grid: the policy gates, ``cg.all_prefills`` and ``cg.non_decode``
-    are on, and the grid is non-empty with at least one prefill/mixed graph."""
-    return policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0 and grid.non_decode
+    """Whether admission is gated on the grid.
+
+    ``megatron`` gates on Megatron's three conditions only: ``cg.all_prefills``, ``cg.non_decode`` and
+    a non-empty graph list. It does not check that the list holds a prefill or mixed graph, so with a
+    decode-only list every prefill candidate misses and non-chunked prefill defers forever (the run
+    ends ``stalled``; ``gating_without_prefill_graphs`` says so before running). The cgbench-only
+    gating policies (``defer``, ``wait_timeout``) add a fourth condition, a prefill/mixed graph in the
+    list, so that such a list admits on budgets and runs prefills eager instead."""
+    if not (policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0):
+        return False
+    return grid.non_decode or policy.name == "megatron"
+
+
+def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, chunked_prefill: bool) -> str | None:
+    """A one-line warning for a gated run whose graph list has no prefill or mixed graph (None otherwise)."""
+    if not gating_active(policy, cg, grid) or grid.non_decode:
+        return None
+    what = ("every chunk misses and runs eager (Megatron's unsnapped-chunk fallback)" if chunked_prefill else
+            "every prefill is deferred forever and the run will stall without a step, as in Megatron")
+    return (f"policy={policy.name} gates admission but the captured graph list has no prefill or mixed graph: "
+            f"{what}")
 
 
 class GraphChoice:

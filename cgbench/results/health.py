@@ -94,8 +94,8 @@ def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any]
     if mine * factor >= base:
         return None
     return {"code": "throughput_collapse", "ratio": base / mine if mine > 0 else None,
-            "message": f"output throughput {number(mine, 0)} tok/s is {base / max(mine, 1e-9):.1f}x below "
-                       f"the no-gating policy (budget: {number(base, 0)} tok/s)"}
+            "message": (f"output throughput {number(mine, 0)} tok/s is {base / mine:.1f}x below " if mine > 0
+                        else "no output at all, ") + f"against the no-gating policy (budget: {number(base, 0)} tok/s)"}
 
 
 def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig) -> int:

@@ -32,12 +32,14 @@ class Metric:
     keyed: bool = False  # a {name: count} record whose keys depend on the run (reasons, kinds)
     deterministic: bool = False  # step accounting the simulator reproduces exactly for a config
     needs_clock: bool = False  # present only when the backend has a clock (time metrics)
+    needs_ep: bool = False  # present only with expert parallelism (engine.ep_size > 1)
 
 
 _M = Metric
 METRICS: tuple[Metric, ...] = (
     _M("outcome", TEXT, NEITHER, "outcome",
-       "completed, stalled (no progress possible) or step_bound (the run exceeded its step bound)"),
+       "completed, stalled (no progress possible), engine_assertion (Megatron's engine would raise an assertion "
+       "under KV pressure) or step_bound (the run exceeded its step bound)"),
     _M("diagnosis", TEXT, NEITHER, "diagnosis", "why a run did not complete (empty when it did)"),
     # step accounting
     _M("steps", ITERATIONS, NEITHER, "steps", "engine steps (iterations) that ran model work",
@@ -136,6 +138,28 @@ METRICS: tuple[Metric, ...] = (
     _M("gating_active", FLAG, NEITHER, "gating active",
        "whether graph-aware admission gating was active for this policy, grid and engine"),
     _M("num_graphs", COUNT, NEITHER, "graphs", "graphs in the captured list"),
+    # expert parallelism (engine.ep_size > 1): the whole-system metrics above count rank-steps (every
+    # rank's forward pass, dummy passes included); these break them down by rank
+    _M("ep.ep_size", COUNT, NEITHER, "EP size", "expert-parallel ranks stepping together", needs_ep=True),
+    _M("ep.moe_dispatcher", TEXT, NEITHER, "MoE dispatcher", "nccl, te (EP token-count matching, no "
+       "non-decode graphs) or nvls (per-rank matching and gating)", needs_ep=True),
+    _M("ep.lockstep_steps", COUNT, NEITHER, "lockstep steps", "collective steps (each is ep_size rank-steps)",
+       deterministic=True, needs_ep=True),
+    _M("ep.rank_eager_step_fraction", FRACTION, LOWER, "eager steps per rank",
+       "per rank (a list): eager rank-steps / rank-steps", deterministic=True, needs_ep=True),
+    _M("ep.dummy_steps", COUNT, LOWER, "dummy steps", "dummy decode steps (1 + spec, 0, 1) run by idle ranks "
+       "while another rank had work", deterministic=True, needs_ep=True),
+    _M("ep.rank_dummy_steps", COUNT, LOWER, "dummy steps per rank", "per rank (a list): dummy steps",
+       deterministic=True, needs_ep=True),
+    _M("ep.forced_eager_fraction", FRACTION, LOWER, "eager forced by another rank",
+       "eager rank-steps forced by another rank's prefill (nccl/te) / all eager rank-steps",
+       deterministic=True, needs_ep=True),
+    _M("ep.rank_requests", REQUESTS, NEITHER, "requests per rank", "per rank (a list): requests routed to it",
+       deterministic=True, needs_ep=True),
+    _M("ep.rank_completed", REQUESTS, NEITHER, "completed per rank", "per rank (a list): completed requests",
+       deterministic=True, needs_ep=True),
+    _M("ep.load_imbalance", COUNT, LOWER, "load imbalance", "max over ranks of tokens generated / the mean "
+       "over ranks (1 = balanced)", deterministic=True, needs_ep=True),
 )
 
 REGISTRY: dict[str, Metric] = {m.name: m for m in METRICS}
@@ -192,6 +216,6 @@ def flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield name, value
 
 
-def registered_top_level() -> set[str]:
-    """The top-level keys of a full ``metrics`` block (with time metrics)."""
-    return {m.name.split(".", 1)[0] for m in METRICS}
+def registered_top_level(*, ep: bool = False) -> set[str]:
+    """The top-level keys of a full ``metrics`` block (with time metrics; with the EP metrics if ``ep``)."""
+    return {m.name.split(".", 1)[0] for m in METRICS if ep or not m.needs_ep}

@@ -1,0 +1,297 @@
+"""Expert parallelism: several data-parallel attention ranks that step together.
+
+With an MoE model served under expert parallelism (``engine.ep_size`` > 1), every rank has its own
+scheduler and context (one ``Engine`` core per rank) and its own queue; new requests are routed to a
+rank by the coordinator's rule; and every step is a collective: all ranks step together, a rank with
+no work runs a dummy decode of shape ``(1 + spec, 0, 1)`` whenever any rank has work, and the step
+takes as long as the slowest rank. Which graph each rank replays follows Megatron 0.19.2's EP rules:
+
+* ``moe_dispatcher`` ``nccl`` or ``te``: non-decode graphs are off (so admission gating is inactive);
+  at forward time the ranks agree on the max token count and whether any rank has a prefill. If any
+  rank has a prefill, **every** rank runs eager; otherwise every rank matches its decode step on the
+  max token count across ranks.
+* ``nvls``: non-decode graphs stay on, and matching and gating are per rank.
+
+The ranks are oracle cores (``Engine`` with ``EveryStepRows``): the event-proportional engine's decode
+stretches price one engine's steps alone, while a lockstep step costs the slowest rank's time, so
+``engine.oracle=false`` runs this same engine for ``ep_size`` > 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cgbench.config.schema import BenchConfig
+from cgbench.engine.contract import StepBackend, StepRecord, StepWork
+from cgbench.engine.core import Engine, RunState, record_steps
+from cgbench.engine.policies import Policy
+from cgbench.engine.request import Outcome
+from cgbench.engine.scheduler import GatingCounters, gating_active
+from cgbench.grids.lookup import Grid
+from cgbench.results.metrics import StepStats
+from cgbench.workload.stream import ArrivalStream, RequestSpec
+
+EP_PREFILL = "ep_prefill"  # this rank has a prefill: under nccl/te every rank runs eager
+EP_PREFILL_OTHER = "ep_prefill_other_rank"  # another rank's prefill forced this rank eager
+MATCHES_EP_TOKEN_COUNTS = ("nccl", "te")
+
+
+class _RankStream:
+    """What a rank core sees of the workload: nothing arrives by itself (the EP engine routes
+    arrivals); completions go to the shared stream (a closed loop's next request)."""
+
+    def __init__(self, shared: ArrivalStream) -> None:
+        self.shared = shared
+
+    def on_complete(self, now_s: float) -> None:
+        self.shared.on_complete(now_s)
+
+    def pop_due(self, now_s: float) -> list[RequestSpec]:
+        return []
+
+    def next_arrival_s(self) -> float | None:
+        return None
+
+    def exhausted(self) -> bool:
+        return True
+
+
+def decode_only_grid(grid: Grid) -> Grid:
+    """The grid with non-decode graphs off: its decode-only graphs."""
+    return Grid(grid.name, tuple(g for g in grid.graphs if g.prefill_req_count == 0), grid.strict,
+                grid.exact_decode)
+
+
+@dataclass
+class RankStats:
+    dummy_steps: int = 0
+    forced_eager_steps: int = 0  # eager only because another rank had a prefill
+    requests_routed: int = 0
+
+
+@dataclass
+class _Counters:
+    counters: GatingCounters = field(default_factory=GatingCounters)
+    gating_active: bool = False
+
+
+class EPEngine:
+    """``ep_size`` engine cores in lockstep (see the module docstring)."""
+
+    def __init__(self, cfg: BenchConfig, grid: Grid, policy: Policy, backend: StepBackend,
+                 stream: ArrivalStream, *, trace: bool = False) -> None:
+        e = cfg.engine
+        self.size = e.ep_size
+        self.dispatcher = e.moe_dispatcher
+        self.routing = e.ep_routing
+        self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
+        cg = replace(cfg.cg, non_decode=False) if self.match_ep else cfg.cg
+        self.grid = decode_only_grid(grid) if self.match_ep else grid
+        gating = gating_active(policy, cg, self.grid)
+        self.stream = stream
+        self.backend = backend
+        self.keep_trace = trace
+        self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=gating, trace=False)
+                      for _ in range(self.size)]
+        self.rank_stats = [RankStats() for _ in range(self.size)]
+        self.q = self.ranks[0].q
+        self.stall_steps = self.ranks[0].stall_steps
+        self.scheduler = _Counters(gating_active=gating)
+        self.state = RunState()
+        self.step = 0
+        self.lockstep_steps = 0
+        self._next_rank = 0
+        self._step_start_s = 0.0
+
+    # -- routing ------------------------------------------------------------------------------------
+
+    def _in_flight(self, rank: Engine) -> int:
+        return len(rank.queue) + len(rank.rows) + len(rank.paused)
+
+    def route(self, spec: RequestSpec) -> int:
+        """The rank a new request goes to: the fewest in-flight requests, ties to the lowest index
+        (``least_loaded``), or the next rank in turn (``round_robin``)."""
+        if self.routing == "round_robin":
+            i = self._next_rank
+            self._next_rank = (i + 1) % self.size
+            return i
+        loads = [self._in_flight(r) for r in self.ranks]
+        return loads.index(min(loads))
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def run(self) -> RunState:
+        st = self.state
+        ranks = self.ranks
+        while True:
+            for spec in self.stream.pop_due(st.now_s):
+                i = self.route(spec)
+                rank = ranks[i]
+                rank.state.now_s = st.now_s
+                rank._arrive(spec)
+                rank.total_work += spec.prompt_tokens + spec.output_tokens
+                self.rank_stats[i].requests_routed += 1
+            results, queued_before = [], []
+            for rank in ranks:
+                rank.ctx.begin_round(len(rank.rows), len(rank.paused))
+                queued_before.append(len(rank.queue))
+                results.append(rank.scheduler.schedule(rank.queue))
+            if all(rank.ctx.active_tokens == 0 for rank in ranks):
+                nxt = self.stream.next_arrival_s()
+                if nxt is not None:
+                    st.now_s = max(st.now_s, nxt)
+                    continue
+                if all(not r.queue and not r.paused and r.chunked is None for r in ranks) and self.stream.exhausted():
+                    break
+                self._stall_idle(results)
+                break
+            for rank, before in zip(ranks, queued_before, strict=True):
+                if rank.ctx.admitted and (len(rank.queue) < before
+                                          or any(a.request.first_admit_step < 0 for a in rank.ctx.admitted)):
+                    rank.last_progress = self.step
+            self._lockstep_step(results)
+            for rank in ranks:
+                rank.state.now_s = st.now_s
+                rank._step_start_s = self._step_start_s
+                if rank._update():
+                    rank.last_progress = self.step
+                rank.step += 1
+            self.step += 1
+            self.lockstep_steps += 1
+            if self._stopped():
+                break
+        return self._merged()
+
+    def _shape(self, rank: Engine) -> tuple[int, int, int, bool]:
+        ctx = rank.ctx
+        if ctx.active_tokens == 0:
+            return self.q, 0, 1, True
+        return ctx.active_tokens, ctx.prefill_count, ctx.decode_count, False
+
+    def _lockstep_step(self, results: list) -> None:
+        st = self.state
+        shapes = [self._shape(r) for r in self.ranks]
+        any_prefill = any(P > 0 for _, P, _, dummy in shapes if not dummy)
+        t_max = max(T for T, _, _, _ in shapes)
+        durations = []
+        plans = []
+        for rank, (T, P, D, dummy) in zip(self.ranks, shapes, strict=True):
+            if self.match_ep and any_prefill:
+                graph, reason = None, (EP_PREFILL if P > 0 else EP_PREFILL_OTHER)
+            elif self.match_ep:
+                graph, reason = rank.graphs.resolve(t_max, 0, D)  # matched on the max token count
+            else:
+                graph, reason = rank.graphs.resolve(T, P, D)
+            admitted = [] if dummy else rank.ctx.admitted
+            context = rank.rows.stored_kv + (D * self.q if not dummy else self.q)
+            for a in admitted:
+                context += a.request.finished_chunk
+            work = StepWork(T, P, D, context, graph, None, reason, admitted)
+            durations.append(self.backend.run_step(work, [] if dummy else rank.rows.running))
+            plans.append((graph, reason))
+        dt = max(durations)
+        self._step_start_s = st.now_s
+        for i, (rank, (T, P, D, dummy), (graph, reason)) in enumerate(zip(self.ranks, shapes, plans, strict=True)):
+            rs = self.rank_stats[i]
+            rs.dummy_steps += dummy
+            rs.forced_eager_steps += reason == EP_PREFILL_OTHER
+            record_steps(rank.state.stats, T, P, D, graph, reason, (dt,), len(rank.queue))
+            if self.keep_trace:
+                deferred = results[i].deferred
+                st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), graph, reason,
+                                           [] if dummy else [(a.request.id, a.chunk, a.final)
+                                                             for a in rank.ctx.admitted],
+                                           deferred.id if deferred is not None else None, len(rank.queue),
+                                           len(rank.paused), rank=i))
+        st.now_s += dt
+
+    # -- ends ---------------------------------------------------------------------------------------
+
+    def _stopped(self) -> bool:
+        st = self.state
+        for i, rank in enumerate(self.ranks):
+            if rank.halted:
+                st.outcome, st.diagnosis = rank.state.outcome, f"rank {i}: {rank.state.diagnosis}"
+                return True
+        progress = max(r.last_progress for r in self.ranks)
+        if self.step - progress > self.stall_steps:
+            st.outcome = "stalled"
+            stuck = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused), 0)
+            st.diagnosis = (f"no request admitted or finished on any rank for {self.stall_steps} steps; rank "
+                            f"{stuck}: " + self.ranks[stuck]._diagnose("no progress"))
+            return True
+        bound = 4 * sum(r.total_work for r in self.ranks) + 1000
+        if self.step > bound:
+            st.outcome = "step_bound"
+            st.diagnosis = f"exceeded the step bound {bound} derived from the workload"
+            return True
+        return False
+
+    def _stall_idle(self, results: list) -> None:
+        st = self.state
+        st.outcome = "stalled"
+        i = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused or r.chunked is not None), 0)
+        rank = self.ranks[i]
+        st.diagnosis = f"rank {i}: " + rank._diagnose(results[i].stop_reason)
+        if results[i].deferred is not None:
+            st.diagnosis += rank._idle_spin(results[i])
+
+    # -- the whole system ---------------------------------------------------------------------------
+
+    def _merged(self) -> RunState:
+        """Every rank's steps, requests and counters as one system's (each rank's forward pass counts as
+        a step; a lockstep step is ``ep_size`` rank-steps)."""
+        st = self.state
+        stats = StepStats()
+        counters = self.scheduler.counters
+        for rank in self.ranks:
+            rank.state.now_s = st.now_s
+            merge_stats(stats, rank.state.stats)
+            for name in ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions"):
+                setattr(counters, name, getattr(counters, name) + getattr(rank.scheduler.counters, name))
+        st.stats = stats
+        st.requests = sorted((r for rank in self.ranks for r in rank.state.requests), key=lambda r: r.id)
+        return st
+
+    def ep_metrics(self) -> dict[str, Any]:
+        """The EP-only metrics (present only for ``ep_size`` > 1)."""
+        eager = [r.state.stats.eager_steps / r.state.stats.steps if r.state.stats.steps else 0.0
+                 for r in self.ranks]
+        total_eager = sum(r.state.stats.eager_steps for r in self.ranks)
+        forced = sum(s.forced_eager_steps for s in self.rank_stats)
+        served = [sum(1 for q in r.state.requests if q.outcome == Outcome.COMPLETED) for r in self.ranks]
+        tokens = [sum(q.generated for q in r.state.requests) for r in self.ranks]
+        mean = sum(tokens) / len(tokens)
+        return {
+            "ep_size": self.size,
+            "moe_dispatcher": self.dispatcher,
+            "lockstep_steps": self.lockstep_steps,
+            "rank_eager_step_fraction": eager,
+            "dummy_steps": sum(s.dummy_steps for s in self.rank_stats),
+            "rank_dummy_steps": [s.dummy_steps for s in self.rank_stats],
+            "forced_eager_fraction": forced / total_eager if total_eager else 0.0,
+            "rank_requests": [s.requests_routed for s in self.rank_stats],
+            "rank_completed": served,
+            "load_imbalance": max(tokens) / mean if mean > 0 else 1.0,
+        }
+
+
+def merge_stats(into: StepStats, s: StepStats) -> None:
+    """Add ``s``'s step accounting to ``into``."""
+    for name in ("steps", "graphed_steps", "eager_steps", "tokens", "eager_tokens", "graphed_tokens",
+                 "padded_tokens", "mixed_steps", "prefill_only_steps", "decode_only_steps", "paused_events",
+                 "evicted_events"):
+        setattr(into, name, getattr(into, name) + getattr(s, name))
+    into.graphed_time_s += s.graphed_time_s
+    into.eager_time_s += s.eager_time_s
+    into.eager_reasons.update(s.eager_reasons)
+    for g, (hits, real, pad) in s.graph_usage.items():
+        u = into.graph_usage.setdefault(g, [0, 0, 0])
+        u[0] += hits
+        u[1] += real
+        u[2] += pad
+    for gap, n in s.itl.items():
+        into.itl[gap] = into.itl.get(gap, 0) + n
+    into.max_queue_len = max(into.max_queue_len, s.max_queue_len)
+
