@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgbench import __version__
-from cgbench.cli.console import err, out
+from cgbench.cli.console import err, out, print_warning
 from cgbench.cli.errors import user_errors
 from cgbench.config.schema import ConfigError
 
@@ -30,6 +30,14 @@ app = typer.Typer(
 Overrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: group=option (model=hybrid) or key=value (engine.max_requests=128).",
     show_default=False)]
+
+
+def warn_before_running(cfg, grid=None) -> None:
+    """Configuration warnings known before any work (one line each on stderr)."""
+    from cgbench.pipeline import preflight_warnings
+
+    for w in preflight_warnings(cfg, grid):
+        print_warning(w["message"])
 
 
 def _version(value: bool) -> None:
@@ -132,6 +140,7 @@ def run(
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)
+        warn_before_running(cfg)
         if cfg.backend.name == "torch":
             require_torch()
             check_host_memory(cfg)
@@ -231,6 +240,7 @@ def grid(
         _refuse_sweep_keys("grid", list(overrides or []))
         cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
+        warn_before_running(cfg, g)
         from cgbench.backends.sim.capture import grid_capture_estimate
 
         capture = grid_capture_estimate(g, cfg.model, cfg.hardware, cfg.engine)

@@ -38,3 +38,9 @@ def print_error(message: str) -> None:
     """One line on stderr: ``error: <message>``, the message printed verbatim (no markup)."""
     err.print("[bold red]error:[/bold red] ", end="", soft_wrap=True)
     err.print(message, markup=False, soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    """One line on stderr: ``warning: <message>``, verbatim."""
+    err.print("[yellow]warning:[/yellow] ", end="", soft_wrap=True)
+    err.print(message, markup=False, soft_wrap=True)

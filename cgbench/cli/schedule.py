@@ -62,7 +62,11 @@ def schedule_cmd(
     from cgbench.config.schema import POLICIES, ConfigError
 
     with user_errors():
+        from cgbench.cli.console import print_warning
+        from cgbench.config.schema import PolicyConfig
+        from cgbench.engine.policies import make_policy
         from cgbench.engine.replay import load_state, replay_all
+        from cgbench.engine.scheduler import gating_without_prefill_graphs
 
         if fmt not in FORMATS:
             raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -70,6 +74,11 @@ def schedule_cmd(
             raise ConfigError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}, all")
         names = POLICIES if policy == "all" else (policy,)
         state = load_state(state_file)
+        for name in names:
+            warning = gating_without_prefill_graphs(make_policy(PolicyConfig(name=name)), state.cg, state.grid,
+                                                    chunked_prefill=state.engine.chunked_prefill)
+            if warning:
+                print_warning(warning)
         decisions = replay_all(state, names)
         if fmt == "json":
             doc = [d.to_json() for d in decisions] if policy == "all" else decisions[0].to_json()
