@@ -416,9 +416,12 @@ def check_resume_target(plan: SweepPlan) -> None:
         index = load_index(plan.out_dir)
     except ConfigError:
         return  # a half-written folder of a killed sweep: the points' own files decide what is kept
-    if index.get("stale"):
-        plan.notes.append(index["stale"].replace("`cgbench sweep --resume --out` with the same arguments finishes it",
-                                                 "resuming it"))
+    if index.get("stale") or index.get("status") == "running":
+        # we hold the folder's lock now, so a "running" index has no live writer: it was killed
+        pid = index.get("pid")
+        who = f"PID {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "its process"
+        plan.notes.append(f"{plan.out_dir / INDEX_NAME}: said 'running', but the sweep that wrote it ({who}) is "
+                          "gone: it was killed (interrupted); resuming it")
     theirs = {tuple(p["overrides"]) for p in index["points"]}
     ours = {p.overrides for p in plan.points}
     if theirs != ours:
