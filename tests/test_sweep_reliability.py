@@ -262,9 +262,6 @@ def test_a_killed_parallel_sweep_leaves_no_worker_and_its_index_reads_interrupte
     index = load_index(out)
     assert index["status"] == "interrupted"
     assert f"PID {proc.pid}" in index["stale"] and "killed" in index["stale"]
-    # compare reads the index the same way: no point finished, so it says so in one line
-    r = runner.invoke(app, ["compare", str(out), str(out)])
-    assert "running" not in r.output
 
 
 @pytest.mark.slow
