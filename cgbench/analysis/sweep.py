@@ -370,12 +370,16 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
         inside(sweep_dir, p["file"], f"{path}: points[{i}].file")
     if doc.get("status") == "running" and not running_sweep_alive(Path(sweep_dir), doc):
-        pid = doc.get("pid")
-        who = f"PID {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "its process"
         doc["status"] = "interrupted"
-        doc["stale"] = (f"{path}: said 'running', but the sweep that wrote it ({who}) is gone: it was killed "
-                        "(interrupted); `cgbench sweep --resume --out` with the same arguments finishes it")
+        doc["stale"] = stale_line(path, doc, "`cgbench sweep --resume --out` with the same arguments finishes it")
     return doc
+
+
+def stale_line(path: Path, doc: dict[str, Any], then: str) -> str:
+    """The one line that reports a ``running`` index left by a killed sweep."""
+    pid = doc.get("pid")
+    who = f"PID {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "its process"
+    return f"{path}: said 'running', but the sweep that wrote it ({who}) is gone: it was killed (interrupted); {then}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -418,10 +422,7 @@ def check_resume_target(plan: SweepPlan) -> None:
         return  # a half-written folder of a killed sweep: the points' own files decide what is kept
     if index.get("stale") or index.get("status") == "running":
         # we hold the folder's lock now, so a "running" index has no live writer: it was killed
-        pid = index.get("pid")
-        who = f"PID {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "its process"
-        plan.notes.append(f"{plan.out_dir / INDEX_NAME}: said 'running', but the sweep that wrote it ({who}) is "
-                          "gone: it was killed (interrupted); resuming it")
+        plan.notes.append(stale_line(plan.out_dir / INDEX_NAME, index, "resuming it"))
     theirs = {tuple(p["overrides"]) for p in index["points"]}
     ours = {p.overrides for p in plan.points}
     if theirs != ours:
@@ -653,6 +654,24 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done, then interrupt as usual."""
+    if not _main_thread():
+        yield
+        return
+    caught: list[int] = []
+    saved = [(s, signal.signal(s, lambda signum, frame: caught.append(signum)))
+             for s in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for s, old in saved:
+            signal.signal(s, old)
+    if caught:
+        raise SweepTerminated() if caught[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
 def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
               on_start: Callable[[int], None] | None = None,
               on_done: Callable[[PointResult], None] | None = None,
@@ -741,12 +760,15 @@ def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,
     ctx = multiprocessing.get_context("spawn")
     from cgbench.analysis.workers import worker_init
 
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=worker_init, initargs=(os.getpid(),))
+    pool: ProcessPoolExecutor | None = None
     running: dict[Future, int] = {}
     try:
-        for i in todo:
-            p = plan.points[i]
-            running[pool.submit(execute_point, p.cfg, p.overrides, plan.out_dir / p.file)] = i
+        with _signals_deferred():  # a worker stopped while it is spawned would print the parent's broken pipe
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=worker_init,
+                                       initargs=(os.getpid(),))
+            for i in todo:
+                p = plan.points[i]
+                running[pool.submit(execute_point, p.cfg, p.overrides, plan.out_dir / p.file)] = i
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -761,9 +783,11 @@ def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,
     except BaseException:
         # Interrupted: drop queued points and stop the busy workers now rather than after their point
         # (their partial work is lost; the atomic writes leave no partial files).
-        busy = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in busy:
-            proc.terminate()
+        if pool is not None:
+            busy = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in busy:
+                proc.terminate()
         raise
-    pool.shutdown(wait=True)
+    if pool is not None:
+        pool.shutdown(wait=True)
