@@ -144,6 +144,27 @@ def test_a_changed_trace_file_changes_the_fingerprint(tmp_path):
     assert sum("config changed" in line for line in r.stderr.splitlines()) == 2, r.stderr
 
 
+def test_resume_through_a_launcher_reruns_the_points_whose_input_changed(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}\n')
+    out = tmp_path / "s"
+    axes = ["--launcher", "basic", "workload=trace", f"workload.trace={trace}", "policy=budget,megatron"]
+    assert _sweep(*axes, "--out", str(out)).exit_code == 0
+    first = json.loads((out / "sweep.json").read_text())
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 50, "output_tokens": 2}\n')
+    r = _sweep(*axes, "--resume", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert sum("config changed" in line for line in r.stderr.splitlines()) == 2, r.stderr
+    index = json.loads((out / "sweep.json").read_text())
+    assert [p["reused"] for p in index["points"]] == [False, False]
+    for old, new in zip(first["points"], index["points"], strict=True):
+        assert old["fingerprint"] != new["fingerprint"]
+        assert old["metrics"]["ttft_ms.p99"] < new["metrics"]["ttft_ms.p99"]  # 50 prompt tokens, not 5
+    r = _sweep(*axes, "--resume", "--out", str(out))
+    assert r.exit_code == 0 and "config changed" not in r.stderr, r.output
+    assert [p["reused"] for p in json.loads((out / "sweep.json").read_text())["points"]] == [True, True]
+
+
 def test_the_fingerprint_is_the_resolved_config_and_ignores_only_where_results_go():
     plan = plan_sweep(["model=transformer,hybrid", "policy=budget", SMALL])
     a, b = plan.points
@@ -234,11 +255,11 @@ def test_a_second_sweep_into_a_locked_folder_exits_2_naming_the_holder(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signalled_parallel_sweep_stops_its_workers_and_says_interrupted(tmp_path, sig, code):
+@pytest.mark.parametrize("jobs,sig,code", [(2, signal.SIGTERM, 143), (2, signal.SIGINT, 130), (1, signal.SIGTERM, 143)])
+def test_a_signalled_sweep_stops_its_workers_and_says_interrupted(tmp_path, jobs, sig, code):
     out = tmp_path / "s"
-    proc = _start_slow_sweep(out, "--jobs", "2")
-    kids = _wait_running(proc, out, workers=2)
+    proc = _start_slow_sweep(out, "--jobs", str(jobs))
+    kids = _wait_running(proc, out, workers=2 if jobs > 1 else 0)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=TIME_LIMIT_S)
     assert proc.returncode == code, err
