@@ -271,6 +271,21 @@ def test_a_signalled_sweep_stops_its_workers_and_says_interrupted(tmp_path, jobs
 
 
 @pytest.mark.slow
+def test_sigterm_of_a_launcher_sweep_writes_an_interrupted_index(tmp_path):
+    out = tmp_path / "s"
+    proc = _start_slow_sweep(out, "--launcher", "basic")
+    deadline = time.monotonic() + TIME_LIMIT_S
+    while not list(out.glob("launcher/*/0/started.json")):  # the first job computes its point
+        assert proc.poll() is None and time.monotonic() < deadline, "the sweep did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=TIME_LIMIT_S)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "interrupted" in err
+    assert load_index(out)["status"] == "interrupted"
+
+
+@pytest.mark.slow
 def test_a_killed_parallel_sweep_leaves_no_worker_and_its_index_reads_interrupted(tmp_path):
     out = tmp_path / "s"
     proc = _start_slow_sweep(out, "--jobs", "2")

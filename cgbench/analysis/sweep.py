@@ -639,7 +639,9 @@ def _main_thread() -> bool:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``SweepTerminated`` (a KeyboardInterrupt) in the main thread, so a terminated
+    sweep is handled like Ctrl-C."""
     if not _main_thread():
         yield
         return
@@ -687,7 +689,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
         raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
     claim_out_dir(plan, resume=resume)
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             return _run_claimed(plan, jobs, resume, on_start, on_done, on_note)
     finally:
         release_out_dir(plan)

@@ -42,6 +42,7 @@ from cgbench.analysis.sweep import (
     PointResult,
     SweepOutcome,
     SweepPlan,
+    SweepTerminated,
     final_status,
     headline,
     index_document,
@@ -50,6 +51,7 @@ from cgbench.analysis.sweep import (
     recorded_fingerprints,
     resume_decisions,
     reusable_result,
+    sigterm_interrupts,
 )
 from cgbench.config.overrides import override_key
 from cgbench.config.schema import BenchConfig, ConfigError
@@ -178,17 +180,18 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     job_root = (plan.out_dir / JOBS_FOLDER / stamp).resolve()
     entry = hydra.main(config_path=str(_config_dir()), config_name="config", version_base="1.3")(run_job)
-    saved, interrupted, stopped_early = sys.argv, False, False
+    saved, interrupted, stopped_early, signal_name = sys.argv, False, False, "SIGINT"
     sys.argv = hydra_argv(plan, launcher, job_root, jobs=jobs, resume=resume, parallel=parallel)
     try:
-        with _hydra_raises(), _watching(launcher):
+        with sigterm_interrupts(), _hydra_raises(), _watching(launcher):
             entry()
     except SystemExit as e:
         if e.code not in (None, 0):
             raise ConfigError(f"--launcher {launcher}: Hydra stopped (exit code {e.code}); "
                               "its message is above") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
+        signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"
     except Exception as e:
         # submitit raises the same error type when sbatch refuses the array: nothing was submitted then
         if not slurm_array.is_job_error(e) or (launcher == "submitit_slurm"
@@ -203,7 +206,9 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     if launcher == "submitit_slurm" and (stopped_early or interrupted):  # else every task returned its result
         tasks = slurm_array.settle(job_root, cancel=interrupted, wait=True)
     results = collect(plan, job_root, resume=resume, finished=not interrupted, tasks=tasks)
-    return _write_index(plan, results, launcher, jobs, interrupted)
+    outcome = _write_index(plan, results, launcher, jobs, interrupted)
+    outcome.signal_name = signal_name
+    return outcome
 
 
 @contextmanager
