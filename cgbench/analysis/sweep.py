@@ -15,19 +15,26 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import os
 import re
 import signal
+import socket
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cgbench.analysis.fingerprint import config_fingerprint, fingerprint_of
+from cgbench.analysis.sweep_lock import SweepLock, is_locked
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.results.names import lookup
+from cgbench.safeio import inside, safe_name
 
 INDEX_NAME = "sweep.json"
 INDEX_KIND = "cgbench-sweep"
@@ -50,6 +57,7 @@ class SweepPoint:
     file: str
     params: dict[str, str] = field(compare=False)  # the varying keys -> value, for tables and plots
     cfg: BenchConfig = field(compare=False, repr=False)
+    fingerprint: str = field(default="", compare=False)  # of the resolved config (cgbench.analysis.fingerprint)
 
 
 @dataclass
@@ -65,6 +73,8 @@ class SweepPlan:
     axis_sources: dict[str, str] = field(default_factory=dict)  # key -> where the axis came from
     default_out: bool = False  # out_dir was chosen here (a new folder), not given with --out
     claimed: bool = False  # claim_out_dir() has checked and created out_dir
+    lock: SweepLock | None = field(default=None, repr=False)  # held from claim_out_dir() to release_out_dir()
+    notes: list[str] = field(default_factory=list)  # one line each, for the user (stale index, reruns)
 
     @property
     def varying(self) -> list[str]:
@@ -79,6 +89,7 @@ class PointResult:
     wall_s: float = 0.0
     error: str | None = None
     reused: bool = False  # --resume found a complete file
+    fingerprint: str | None = None  # the config fingerprint its result was computed from (done points)
 
 
 @dataclass
@@ -87,6 +98,7 @@ class SweepOutcome:
     results: list[PointResult]
     interrupted: bool = False
     index_path: Path | None = None
+    signal_name: str = "SIGINT"  # what interrupted it (SIGINT: exit 130, SIGTERM: exit 143)
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.results)
@@ -134,7 +146,8 @@ def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
 
     axes: dict[str, str] = {}
     sources: dict[str, str] = {}
-    for o in sweep_overrides_from_config({str(k): str(v) for k, v in (config_params or {}).items()}):
+    params = {str(k): _axis_value(f"sweep.params.{k}", v) for k, v in (config_params or {}).items()}
+    for o in sweep_overrides_from_config(params):
         axes[override_key(o)] = o
         sources[override_key(o)] = f"sweep {sweep_name}"
     given: set[str] = set()
@@ -149,6 +162,32 @@ def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
             sources[key] = FROM_CLI
         axes[key] = o
     return list(axes.values()), sources
+
+
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def _axis_value(key: str, value: Any) -> str:
+    """A sweep file's axis as Hydra sweep text: ``a,b`` stays as written, and a YAML list
+    (``model: [transformer, hybrid]``) is one value per element, not one list value."""
+    from omegaconf import ListConfig
+
+    if not isinstance(value, (list, tuple, ListConfig)):
+        return str(value)
+    if len(value) == 0:
+        raise ConfigError(f"{key}: an empty list has no values to sweep")
+    items = []
+    for v in value:
+        if isinstance(v, bool) or v is None:
+            items.append(str(v).lower() if v is not None else "null")
+        elif isinstance(v, (int, float, str)):
+            text = str(v)
+            items.append(text if _PLAIN_VALUE.fullmatch(text) else
+                         "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'")
+        else:
+            raise ConfigError(f"{key}: list elements must be plain values (a nested list or mapping cannot be "
+                              "one point's value)")
+    return ",".join(items)
 
 
 def _uses_sweep_file(selectors: list[str], cli: list[str]) -> bool:
@@ -178,10 +217,10 @@ def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[
 
 
 def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None, out_dir: Path | None = None,
-               allow_hydra: bool = False) -> SweepPlan:
+               allow_hydra: bool = False, on_progress: Callable[[int, int], None] | None = None) -> SweepPlan:
     """Expand the sweep (the command line's axes, or a named sweep's axes with command-line axes
     replacing those of the same key) and compose and validate every point before anything runs.
-    Raises ConfigError naming the point."""
+    ``on_progress(done, total)`` is told after each composed point. Raises ConfigError naming the point."""
     from cgbench.config.compose import expand_sweep, load_config
 
     given = list(overrides or [])
@@ -197,8 +236,7 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         name = str(settings.name)
     else:
         name = _derived_name(sweep_args)
-    if not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
-        raise ConfigError(f"sweep.name: {name!r} must be a plain folder name (letters, digits, . _ + -)")
+    safe_name(name, "sweep.name")
     reps = settings.repeat if repeat is None else repeat
     if reps < 1:
         raise ConfigError(f"--repeat: must be >= 1, got {reps}")
@@ -230,7 +268,9 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         seen.add(key)
         cfg = _compose_point(load_config, p, i, len(expanded))
         params = {k: override_value(o) for o in p if (k := override_key(o)) in varying}
-        points.append(SweepPoint(i, key, point_file_name(p), params, cfg))
+        points.append(SweepPoint(i, key, point_file_name(p), params, cfg, config_fingerprint(cfg)))
+        if on_progress is not None:
+            on_progress(i + 1, len(expanded))
 
     if out_dir is not None:
         where = Path(out_dir)
@@ -283,11 +323,6 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path) -> t
     return headline(doc["metrics"]), time.perf_counter() - t0
 
 
-def _worker_init() -> None:
-    # Ctrl-C goes to the whole process group: the parent decides what happens, workers stay quiet.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _describe(e: BaseException) -> str:
     return str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
 
@@ -301,18 +336,23 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
         "kind": INDEX_KIND, "name": plan.name, "created_at": created_at,
         "updated_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": status,
         "axes": plan.axes, "axis_sources": plan.axis_sources, "repeat": plan.repeat, "jobs": jobs, "launcher": launcher,
+        "pid": os.getpid(), "host": socket.gethostname(),
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [{
             "index": r.point.index, "overrides": list(r.point.overrides), "params": r.point.params,
             "file": r.point.file, "status": r.status, "reused": r.reused, "wall_s": round(r.wall_s, 3),
-            "error": r.error, "metrics": r.metrics,
+            "error": r.error, "metrics": r.metrics, "fingerprint": r.fingerprint if r.status == DONE else None,
         } for r in results],
     })
     return doc
 
 
 def load_index(sweep_dir: Path) -> dict[str, Any]:
-    """Read ``sweep.json`` of a sweep directory (ConfigError if missing or malformed)."""
+    """Read ``sweep.json`` of a sweep directory (ConfigError if missing or malformed).
+
+    Every point's ``file`` must name a file inside the folder. An index that says ``running`` while
+    no process holds the folder's lock (or, without a lock file, whose PID on this host is gone)
+    belongs to a killed sweep: it is returned with status ``interrupted`` and a ``stale`` line."""
     from cgbench.config.jsonio import read_json
 
     path = Path(sweep_dir) / INDEX_NAME
@@ -328,7 +368,40 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
     for i, p in enumerate(doc["points"]):
         if not isinstance(p, dict) or not isinstance(p.get("file"), str) or not isinstance(p.get("overrides"), list):
             raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
+        inside(sweep_dir, p["file"], f"{path}: points[{i}].file")
+    if doc.get("status") == "running" and not running_sweep_alive(Path(sweep_dir), doc):
+        doc["status"] = "interrupted"
+        doc["stale"] = stale_line(path, doc, "`cgbench sweep --resume --out` with the same arguments finishes it")
     return doc
+
+
+def stale_line(path: Path, doc: dict[str, Any], then: str) -> str:
+    """The one line that reports a ``running`` index left by a killed sweep."""
+    pid = doc.get("pid")
+    who = f"PID {pid}" if isinstance(pid, int) and not isinstance(pid, bool) else "its process"
+    return f"{path}: said 'running', but the sweep that wrote it ({who}) is gone: it was killed (interrupted); {then}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def running_sweep_alive(sweep_dir: Path, doc: dict[str, Any]) -> bool:
+    """Whether the sweep that wrote a ``running`` index is still running: its lock is held, or (no lock
+    file: an older sweep) its PID lives on this host. Unknown (another host, no PID) counts as alive."""
+    locked = is_locked(sweep_dir)
+    if locked is not None:
+        return locked
+    pid = doc.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or doc.get("host") != socket.gethostname():
+        return True
+    return _pid_alive(pid)
 
 
 # ---------------------------------------------------------------------------------------------- folder
@@ -347,6 +420,9 @@ def check_resume_target(plan: SweepPlan) -> None:
         index = load_index(plan.out_dir)
     except ConfigError:
         return  # a half-written folder of a killed sweep: the points' own files decide what is kept
+    if index.get("stale") or index.get("status") == "running":
+        # we hold the folder's lock now, so a "running" index has no live writer: it was killed
+        plan.notes.append(stale_line(plan.out_dir / INDEX_NAME, index, "resuming it"))
     theirs = {tuple(p["overrides"]) for p in index["points"]}
     ours = {p.overrides for p in plan.points}
     if theirs != ours:
@@ -361,7 +437,10 @@ def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
 
     A default folder (``<out_dir>/sweeps/<time>_<name>``) that exists already (two sweeps started in
     the same second) gets a ``-2``, ``-3``... suffix. A folder given with ``--out`` that already
-    holds results is refused unless ``resume`` (and then only for the same sweep)."""
+    holds results is refused unless ``resume`` (and then only for the same sweep).
+
+    The folder's lock (``sweep.lock``) is taken before anything is checked or written and held until
+    ``release_out_dir``: a second sweep into the same folder is refused naming the holder's PID."""
     if plan.claimed:
         return plan.out_dir
     if plan.default_out and not resume:
@@ -369,6 +448,7 @@ def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
         while True:
             try:
                 plan.out_dir.mkdir(parents=True, exist_ok=False)
+                plan.lock = SweepLock(plan.out_dir).acquire()
                 break
             except FileExistsError:
                 n += 1
@@ -376,17 +456,63 @@ def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
             except OSError as e:
                 raise ConfigError(f"cannot create {plan.out_dir}: {e.strerror or e}") from e
     else:
-        if resume:
-            check_resume_target(plan)
-        elif _holds_results(plan.out_dir):
-            raise ConfigError(f"--out {plan.out_dir}: already holds a sweep or results; pass --resume to finish "
-                              "that sweep, or choose a new folder (without --out each sweep gets its own)")
+        existed = plan.out_dir.is_dir()
+        if not resume and _holds_results(plan.out_dir) and is_locked(plan.out_dir) is not True:
+            _refuse_used_folder(plan)
+        created = _make_folder(plan.out_dir)
         try:
-            plan.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"--out {plan.out_dir}: {e.strerror or e}") from e
+            lock = SweepLock(plan.out_dir).acquire()
+        except ConfigError:
+            _remove_created(created)
+            raise
+        try:
+            if resume:
+                check_resume_target(plan)
+            elif _holds_results(plan.out_dir):
+                _refuse_used_folder(plan)
+        except ConfigError:
+            lock.discard()
+            if not existed:
+                _remove_created(created)
+            raise
+        plan.lock = lock
     plan.claimed = True
     return plan.out_dir
+
+
+def _refuse_used_folder(plan: SweepPlan) -> None:
+    raise ConfigError(f"--out {plan.out_dir}: already holds a sweep or results; pass --resume to finish "
+                      "that sweep, or choose a new folder (without --out each sweep gets its own)")
+
+
+def _make_folder(d: Path) -> list[Path]:
+    """Create ``d`` and its missing parents; returns what was created (deepest first)."""
+    missing = []
+    p = d
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {d}: {e.strerror or e}") from e
+    return missing
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Undo ``_make_folder`` after a refusal."""
+    for d in created:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def release_out_dir(plan: SweepPlan) -> None:
+    """Drop the folder's lock (the sweep has written its index)."""
+    if plan.lock is not None:
+        plan.lock.release()
+        plan.lock = None
 
 
 # ---------------------------------------------------------------------------------------------- summary
@@ -458,47 +584,163 @@ def final_status(results: list[PointResult], interrupted: bool) -> str:
     return "complete" if all(r.status == DONE for r in results) else "incomplete"
 
 
+def recorded_fingerprints(out_dir: Path) -> dict[tuple[str, ...], str]:
+    """What an earlier run of the sweep in ``out_dir`` recorded: overrides -> the fingerprint of the
+    config its done point was computed from (empty when there is no readable index)."""
+    try:
+        index = load_index(out_dir)
+    except ConfigError:
+        return {}
+    return {tuple(str(o) for o in p["overrides"]): p["fingerprint"] for p in index["points"]
+            if p.get("status") == DONE and isinstance(p.get("fingerprint"), str)}
+
+
+def reusable_result(path: Path, overrides: tuple[str, ...], fingerprint: str,
+                    recorded: dict[tuple[str, ...], str]) -> tuple[dict[str, Any] | None, str | None]:
+    """``--resume``: the result at ``path`` if it is complete and was computed from the same resolved
+    config (the index's recorded fingerprint, else the one of the result's own ``config``); else
+    (None, why it runs again), or (None, None) when there is no usable file."""
+    doc = complete_result(path, overrides)
+    if doc is None:
+        return None, None
+    old = recorded.get(tuple(overrides))
+    if old is None and isinstance(doc.get("config"), dict):
+        old = fingerprint_of(doc["config"])
+    if old == fingerprint:
+        return doc, None
+    was = old[:12] if old else "none recorded"
+    return None, f"its config changed since it ran (fingerprint {was} -> {fingerprint[:12]}): running it again"
+
+
+def resume_decisions(plan: SweepPlan) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
+    """Point index -> its reusable result, and point index -> why its existing result is not reused."""
+    recorded = recorded_fingerprints(plan.out_dir)
+    kept: dict[int, dict[str, Any]] = {}
+    rerun: dict[int, str] = {}
+    for i, p in enumerate(plan.points):
+        doc, why = reusable_result(plan.out_dir / p.file, p.overrides, p.fingerprint, recorded)
+        if doc is not None:
+            kept[i] = doc
+        elif why is not None:
+            rerun[i] = why
+    return kept, rerun
+
+
+def point_label(point: SweepPoint) -> str:
+    return " ".join(point.overrides) or "defaults"
+
+
+class SweepTerminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (the index says ``interrupted``); the command exits 143."""
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``SweepTerminated`` (a KeyboardInterrupt) in the main thread, so a terminated
+    sweep is handled like Ctrl-C."""
+    if not _main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SweepTerminated()
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done, then interrupt as usual."""
+    if not _main_thread():
+        yield
+        return
+    caught: list[int] = []
+    saved = [(s, signal.signal(s, lambda signum, frame: caught.append(signum)))
+             for s in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for s, old in saved:
+            signal.signal(s, old)
+    if caught:
+        raise SweepTerminated() if caught[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
 def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False,
               on_start: Callable[[int], None] | None = None,
-              on_done: Callable[[PointResult], None] | None = None) -> SweepOutcome:
-    """Run every point not already complete (with ``resume``); ``jobs > 1`` uses worker processes.
+              on_done: Callable[[PointResult], None] | None = None,
+              on_note: Callable[[str], None] | None = None) -> SweepOutcome:
+    """Run every point not already complete (with ``resume``: a result whose config fingerprint
+    changed runs again, and ``on_note`` is told so in one line); ``jobs > 1`` uses worker processes.
     ``on_start(n)`` is told how many points will run, ``on_done`` gets each finished point.
 
-    Ctrl-C stops the sweep: finished points keep their files, sweep.json records which finished,
-    and the outcome says ``interrupted`` (KeyboardInterrupt is not re-raised)."""
+    Ctrl-C or SIGTERM stops the sweep: finished points keep their files, sweep.json records which
+    finished, and the outcome says ``interrupted`` (KeyboardInterrupt is not re-raised). The folder's
+    lock is held until sweep.json and summary.csv are written."""
     if jobs < 1:
         raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
     claim_out_dir(plan, resume=resume)
+    try:
+        with sigterm_interrupts():
+            return _run_claimed(plan, jobs, resume, on_start, on_done, on_note)
+    finally:
+        release_out_dir(plan)
+
+
+def _run_claimed(plan: SweepPlan, jobs: int, resume: bool, on_start: Callable[[int], None] | None,
+                 on_done: Callable[[PointResult], None] | None,
+                 on_note: Callable[[str], None] | None) -> SweepOutcome:
     results = [PointResult(p, PENDING) for p in plan.points]
     index = _Index(plan, results, jobs, None)
+    notes = list(plan.notes)
+    kept, rerun = resume_decisions(plan) if resume else ({}, {})
     todo: list[int] = []
     for i, p in enumerate(plan.points):
-        doc = complete_result(plan.out_dir / p.file, p.overrides) if resume else None
-        if doc is not None:
-            results[i] = PointResult(p, DONE, headline(doc["metrics"]), reused=True)
+        if i in kept:
+            results[i] = PointResult(p, DONE, headline(kept[i]["metrics"]), reused=True, fingerprint=p.fingerprint)
         else:
             todo.append(i)
-    index.write("running")
-    if on_start is not None:
-        on_start(len(todo))
-
-    def finish(i: int, r: PointResult) -> None:
-        results[i] = r
-        index.write("running")
-        if on_done is not None:
-            on_done(r)
-
-    interrupted = False
+            if i in rerun:
+                notes.append(f"point {i + 1}/{len(plan.points)} ({point_label(p)}): {rerun[i]}")
+    for note in notes:
+        if on_note is not None:
+            on_note(note)
+    interrupted, signal_name = False, "SIGINT"
     try:
+        index.write("running")
+        if on_start is not None:
+            on_start(len(todo))
+
+        def finish(i: int, r: PointResult) -> None:
+            results[i] = r
+            index.write("running")
+            if on_done is not None:
+                on_done(r)
+
         if jobs == 1 or len(todo) <= 1:
             _run_serial(plan, todo, finish)
         else:
             _run_parallel(plan, todo, min(jobs, len(todo)), finish)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
-    path = index.write(final_status(results, interrupted))
-    outcome = SweepOutcome(plan, results, interrupted, path)
-    write_summary_csv(outcome)
+        signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"
+    # a second signal while the final index is written must not leave it saying "running"
+    saved = [(s, signal.signal(s, signal.SIG_IGN)) for s in (signal.SIGINT, signal.SIGTERM)] if _main_thread() else []
+    try:
+        path = index.write(final_status(results, interrupted))
+        outcome = SweepOutcome(plan, results, interrupted, path, signal_name)
+        write_summary_csv(outcome)
+    finally:
+        for s, old in saved:
+            signal.signal(s, old)
     return outcome
 
 
@@ -511,19 +753,24 @@ def _run_serial(plan: SweepPlan, todo: list[int], finish: Callable[[int, PointRe
         except Exception as e:  # one broken point must not lose the rest of the sweep
             finish(i, PointResult(p, FAILED, wall_s=time.perf_counter() - t0, error=_describe(e)))
         else:
-            finish(i, PointResult(p, DONE, metrics, wall))
+            finish(i, PointResult(p, DONE, metrics, wall, fingerprint=p.fingerprint))
 
 
 def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,
                   finish: Callable[[int, PointResult], None]) -> None:
     # spawn, not fork: the parent may run Rich's refresh thread, and fork with threads is unsafe.
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+    from cgbench.analysis.workers import worker_init
+
+    pool: ProcessPoolExecutor | None = None
     running: dict[Future, int] = {}
     try:
-        for i in todo:
-            p = plan.points[i]
-            running[pool.submit(execute_point, p.cfg, p.overrides, plan.out_dir / p.file)] = i
+        with _signals_deferred():  # a worker stopped while it is spawned would print the parent's broken pipe
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=worker_init,
+                                       initargs=(os.getpid(),))
+            for i in todo:
+                p = plan.points[i]
+                running[pool.submit(execute_point, p.cfg, p.overrides, plan.out_dir / p.file)] = i
         while running:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -534,13 +781,15 @@ def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,
                 except Exception as e:
                     finish(i, PointResult(p, FAILED, error=_describe(e)))
                 else:
-                    finish(i, PointResult(p, DONE, metrics, wall))
+                    finish(i, PointResult(p, DONE, metrics, wall, fingerprint=p.fingerprint))
     except BaseException:
         # Interrupted: drop queued points and stop the busy workers now rather than after their point
         # (their partial work is lost; the atomic writes leave no partial files).
-        busy = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in busy:
-            proc.terminate()
+        if pool is not None:
+            busy = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in busy:
+                proc.terminate()
         raise
-    pool.shutdown(wait=True)
+    if pool is not None:
+        pool.shutdown(wait=True)

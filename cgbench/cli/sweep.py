@@ -78,20 +78,22 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     from rich import box
     from rich.table import Table
 
-    from cgbench.analysis.sweep import complete_result
+    from cgbench.analysis.sweep import resume_decisions
 
     t = Table(title=f"sweep {plan.name}: {len(plan.points)} points -> {plan.out_dir}", box=box.SIMPLE_HEAVY,
               title_justify="left")
     t.add_column("#", justify="right")
     t.add_column("overrides", overflow="fold")
     t.add_column("file", overflow="fold")
+    kept: dict = {}
+    rerun: dict = {}
     if resume:
         t.add_column("on --resume")
-    for p in plan.points:
+        kept, rerun = resume_decisions(plan)
+    for i, p in enumerate(plan.points):
         row = [str(p.index + 1), " ".join(p.overrides) or "(defaults)", p.file]
         if resume:
-            kept = complete_result(plan.out_dir / p.file, p.overrides) is not None
-            row.append("kept" if kept else "run")
+            row.append("kept" if i in kept else "run again: config changed" if i in rerun else "run")
         t.add_row(*row)
     return t
 
@@ -207,7 +209,31 @@ def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
                 progress.console.print(_point_line(r, state["done"], state["total"]), highlight=False,
                                        soft_wrap=True)
 
-        return run_sweep(plan, jobs=jobs, resume=resume, on_start=on_start, on_done=on_done)
+        def on_note(line: str) -> None:
+            progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        return run_sweep(plan, jobs=jobs, resume=resume, on_start=on_start, on_done=on_done, on_note=on_note)
+
+
+def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
+                        allow_hydra: bool) -> SweepPlan:
+    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed."""
+    from cgbench.analysis.sweep import plan_sweep
+
+    err = _ui().err
+    if not err.is_terminal:
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, allow_hydra=allow_hydra)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task("plan", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, allow_hydra=allow_hydra,
+                          on_progress=on_progress)
 
 
 def sweep_cmd(
@@ -223,7 +249,8 @@ def sweep_cmd(
         "(default: sweep.repeat).")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Finish the sweep in --out DIR (same arguments): run only the points whose JSON "
-        "is missing or unreadable.")] = False,
+        "is missing or unreadable, or whose resolved config changed since it ran (a changed default in the "
+        "config tree, a changed trace); each rerun is named in one line.")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Compose and check every point; show the axes (and where each came from) and "
         "the points; run nothing.")] = False,
@@ -243,22 +270,23 @@ def sweep_cmd(
 here replacing its axes of the same key. Every point is composed and checked before anything runs.
 
     Exit 0 when every point finished, 1 when a point failed or is missing (a cancelled SLURM task), 2 on \
-a config error, 130 when interrupted (finished points are kept; [bold]--resume[/bold] runs the rest).
+a config error (also: another sweep is writing the same --out folder), 130 when interrupted (143 on \
+SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
     """
     ui = _ui()
     with ui.user_errors():
-        from cgbench.analysis.sweep import plan_sweep
-
-        if launcher is not None:
-            from cgbench.config.launcher_app import check_launcher
-
-            check_launcher(launcher)
         from cgbench.config.schema import ConfigError
 
+        if launcher is not None:
+            from cgbench.config.launcher_app import check_hydra_overrides, check_launcher
+
+            check_launcher(launcher)
+            check_hydra_overrides(list(overrides or []))
         if resume and out_dir is None:
             raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
                               "(without --out every sweep gets a new folder)")
-        plan = plan_sweep(list(overrides or []), repeat=repeat, out_dir=out_dir, allow_hydra=launcher is not None)
+        plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir,
+                                   allow_hydra=launcher is not None)
         n_jobs = jobs if jobs is not None else plan.jobs
         if dry_run:
             ui.out.print(_axes_table(plan))
@@ -271,20 +299,25 @@ a config error, 130 when interrupted (finished points are kept; [bold]--resume[/
                 ui.out.print("hydra command line: " + " ".join(argv[1:]), highlight=False, soft_wrap=True,
                              markup=False)
             return
-        from cgbench.analysis.sweep import claim_out_dir
+        from cgbench.analysis.sweep import claim_out_dir, release_out_dir
 
         claim_out_dir(plan, resume=resume)
-        where = f"launcher {launcher}" if launcher else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
-        ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}", highlight=False,
-                     soft_wrap=True)
-        if launcher:
-            from cgbench.analysis.sweep import write_summary_csv
-            from cgbench.config.launcher_app import launch
+        try:
+            where = f"launcher {launcher}" if launcher else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
+            ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
+                         highlight=False, soft_wrap=True, markup=False)
+            if launcher:
+                from cgbench.analysis.sweep import write_summary_csv
+                from cgbench.config.launcher_app import launch
 
-            outcome = launch(plan, launcher, jobs=n_jobs, resume=resume, parallel=jobs)
-            write_summary_csv(outcome)
-        else:
-            outcome = _run_in_process(plan, n_jobs, resume)
+                outcome = launch(plan, launcher, jobs=n_jobs, resume=resume, parallel=jobs)
+                write_summary_csv(outcome)
+                for note in plan.notes:
+                    ui.err.print(note, markup=False, highlight=False, soft_wrap=True)
+            else:
+                outcome = _run_in_process(plan, n_jobs, resume)
+        finally:
+            release_out_dir(plan)
     print_summary(outcome, fmt)
     if launcher:  # the launcher's jobs printed nothing here: name each point they left unfinished
         for r in outcome.results:
@@ -298,7 +331,7 @@ a config error, 130 when interrupted (finished points are kept; [bold]--resume[/
                      f"`cgbench sweep --resume --out {outcome.plan.out_dir}` with the same arguments runs the "
                      f"other {total - done}",
                      highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
+        raise typer.Exit(143 if outcome.signal_name == "SIGTERM" else 130)
     failed, missing = outcome.count("failed"), outcome.count("pending")
     if failed:
         ui.err.print(f"[red]{failed} of {total} points failed[/red] (errors in {outcome.index_path})",

@@ -42,11 +42,16 @@ from cgbench.analysis.sweep import (
     PointResult,
     SweepOutcome,
     SweepPlan,
-    complete_result,
+    SweepTerminated,
     final_status,
     headline,
     index_document,
     point_file_name,
+    point_label,
+    recorded_fingerprints,
+    resume_decisions,
+    reusable_result,
+    sigterm_interrupts,
 )
 from cgbench.config.overrides import override_key
 from cgbench.config.schema import BenchConfig, ConfigError
@@ -77,6 +82,20 @@ def check_launcher(launcher: str) -> None:
                           "submitit_local tries the same sweep on this machine)")
 
 
+# where Hydra puts the jobs' folders: cgbench chooses it (<sweep>/launcher/<time>/<job>) and collects from there
+OWNED_HYDRA_KEYS = ("hydra.sweep.dir", "hydra.sweep.subdir")
+
+
+def check_hydra_overrides(overrides: list[str]) -> None:
+    """Refuse hydra.* overrides that would move the jobs' results where the collector does not look."""
+    for o in overrides:
+        key = override_key(o).lstrip("+~")
+        if key in OWNED_HYDRA_KEYS:
+            raise ConfigError(f"{key}: cgbench sets it (the jobs write into <sweep folder>/{JOBS_FOLDER}/<time>/"
+                              "<job number>, where their results are collected); choose the sweep folder "
+                              "with --out instead")
+
+
 def _to_bench_config(cfg: DictConfig) -> BenchConfig:
     from cgbench.config.compose import to_bench_config
 
@@ -94,8 +113,12 @@ def run_job(cfg: DictConfig) -> float:
     overrides = [str(o) for o in hc.overrides.task]
     job_dir = Path(hc.runtime.output_dir)
     resume_dir = os.environ.get(RESUME_ENV)
+    bench_cfg = _to_bench_config(cfg)
     if resume_dir:
-        done = complete_result(Path(resume_dir) / point_file_name(overrides), tuple(overrides))
+        from cgbench.analysis.fingerprint import config_fingerprint
+
+        done, _ = reusable_result(Path(resume_dir) / point_file_name(overrides), tuple(overrides),
+                                  config_fingerprint(bench_cfg), recorded_fingerprints(Path(resume_dir)))
         if done is not None:
             return float(done["metrics"]["eager_step_fraction"])
     write_json_atomic(job_dir / STARTED_NAME, {"overrides": overrides, "task": _slurm_task_id(),
@@ -103,7 +126,7 @@ def run_job(cfg: DictConfig) -> float:
                                                "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
     t0 = time.perf_counter()
     try:
-        doc = run_point(_to_bench_config(cfg), overrides)
+        doc = run_point(bench_cfg, overrides)
     except Exception as e:  # recorded for the collector; one failed job must not stop the others
         msg = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
         write_json_atomic(job_dir / ERROR_NAME, {"overrides": overrides, "error": msg,
@@ -132,6 +155,7 @@ def hydra_argv(plan: SweepPlan, launcher: str, job_root: Path, *, jobs: int, res
     user_keys = {override_key(o) for o in plan.hydra_overrides}
     if launcher == "joblib" and "hydra.launcher.n_jobs" not in user_keys:
         argv.append(f"hydra.launcher.n_jobs={jobs}")
+    check_hydra_overrides(list(plan.hydra_overrides))
     if launcher == "submitit_slurm" and "hydra.launcher.submitit_folder" in user_keys:
         raise ConfigError("hydra.launcher.submitit_folder: cgbench keeps submitit's files in <sweep folder>/"
                           f"{JOBS_FOLDER}/<time>/.submitit, where it finds the array's tasks and logs")
@@ -156,17 +180,18 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     job_root = (plan.out_dir / JOBS_FOLDER / stamp).resolve()
     entry = hydra.main(config_path=str(_config_dir()), config_name="config", version_base="1.3")(run_job)
-    saved, interrupted, stopped_early = sys.argv, False, False
+    saved, interrupted, stopped_early, signal_name = sys.argv, False, False, "SIGINT"
     sys.argv = hydra_argv(plan, launcher, job_root, jobs=jobs, resume=resume, parallel=parallel)
     try:
-        with _hydra_raises(), _watching(launcher):
+        with sigterm_interrupts(), _hydra_raises(), _watching(launcher):
             entry()
     except SystemExit as e:
         if e.code not in (None, 0):
             raise ConfigError(f"--launcher {launcher}: Hydra stopped (exit code {e.code}); "
                               "its message is above") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
+        signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"
     except Exception as e:
         # submitit raises the same error type when sbatch refuses the array: nothing was submitted then
         if not slurm_array.is_job_error(e) or (launcher == "submitit_slurm"
@@ -181,7 +206,9 @@ def launch(plan: SweepPlan, launcher: str, *, jobs: int = 1, resume: bool = Fals
     if launcher == "submitit_slurm" and (stopped_early or interrupted):  # else every task returned its result
         tasks = slurm_array.settle(job_root, cancel=interrupted, wait=True)
     results = collect(plan, job_root, resume=resume, finished=not interrupted, tasks=tasks)
-    return _write_index(plan, results, launcher, jobs, interrupted)
+    outcome = _write_index(plan, results, launcher, jobs, interrupted)
+    outcome.signal_name = signal_name
+    return outcome
 
 
 @contextmanager
@@ -231,10 +258,12 @@ def collect(plan: SweepPlan, job_root: Path, *, resume: bool, finished: bool = T
     where = {p.overrides: i for i, p in enumerate(plan.points)}
     results = [PointResult(p, PENDING) for p in plan.points]
     if resume:
-        for i, p in enumerate(plan.points):
-            doc = complete_result(plan.out_dir / p.file, p.overrides)
-            if doc is not None:
-                results[i] = PointResult(p, DONE, headline(doc["metrics"]), reused=True)
+        kept, rerun = resume_decisions(plan)
+        for i, doc in kept.items():
+            p = plan.points[i]
+            results[i] = PointResult(p, DONE, headline(doc["metrics"]), reused=True, fingerprint=p.fingerprint)
+        plan.notes.extend(f"point {i + 1}/{len(plan.points)} ({point_label(plan.points[i])}): {why}"
+                          for i, why in sorted(rerun.items()))
     job_dirs = sorted((d for d in job_root.iterdir() if d.is_dir()), key=lambda d: d.name) \
         if job_root.is_dir() else []
     started: set[int] = set()
@@ -254,7 +283,8 @@ def collect(plan: SweepPlan, job_root: Path, *, resume: bool, finished: bool = T
             if i is None:
                 continue
             write_json_atomic(plan.out_dir / plan.points[i].file, doc)
-            results[i] = PointResult(plan.points[i], DONE, headline(doc["metrics"]))
+            results[i] = PointResult(plan.points[i], DONE, headline(doc["metrics"]),
+                                     fingerprint=plan.points[i].fingerprint)
         elif (d / ERROR_NAME).is_file():
             info = _read_json(d / ERROR_NAME)
             i = where.get(tuple(info.get("overrides") or ()))

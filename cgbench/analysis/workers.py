@@ -1,0 +1,48 @@
+"""Sweep worker processes die with the sweep that started them.
+
+A killed parent (SIGKILL, OOM killer) cannot stop its workers, and orphans would keep computing
+points into a folder nobody indexes. Each worker therefore asks the kernel for SIGKILL when its
+parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``) and, where that is unavailable or the parent died
+before the request, a watchdog thread ends the worker once its parent PID changes. The atomic
+writes mean a worker killed mid-point leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+
+PR_SET_PDEATHSIG = 1
+WATCH_INTERVAL_S = 0.5
+ORPHAN_EXIT = 3
+
+
+def _request_parent_death_signal() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent_pid: int) -> None:
+    stop = threading.Event()
+    while not stop.wait(WATCH_INTERVAL_S):
+        if os.getppid() != parent_pid:
+            os._exit(ORPHAN_EXIT)  # no cleanup to run: the point's temporary file is removed by the next writer
+
+
+def worker_init(parent_pid: int) -> None:
+    """ProcessPoolExecutor initializer: quiet on Ctrl-C (the parent decides), dead with the parent."""
+    # Ctrl-C goes to the whole process group: the parent decides what happens, workers stay quiet.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _request_parent_death_signal()
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(ORPHAN_EXIT)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="cgbench-parent-watch", daemon=True).start()
