@@ -164,9 +164,15 @@ class FastEngine(Engine):
         head = result.deferred
         first = self.step
         events = self.rows.events
+        # A head let through on a gating timeout and then stopped by the single-token guard had its
+        # wait counter reset: the next round defers it again, so this round is not a fixed point.
+        once = (head is None and self.queue and self.policy.timeout_iters >= 0
+                and result.stop_reason == "single_token_guard")
         while True:
             stop = events[0][0] if events else self.step_bound + 1
             stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
+            if once:
+                stop = min(stop, first + 1)
             if head is not None and self.policy.timeout_iters >= 0:
                 stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
             self._quiet_steps(stop, result, head, first)
