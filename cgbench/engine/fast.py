@@ -160,48 +160,49 @@ class FastEngine(Engine):
         watchdog, or any event while requests wait). Until then nothing changes but counters, so
         every round is this round again (the same head deferred again) and every step has this
         shape and graph, with a cost that grows with the context. With an empty queue, finishes and
-        KV block boundaries are handled in passing by the ordinary update. True if it ran any step."""
+        KV block boundaries are handled in passing: the event's step is priced and recorded with the
+        quiet steps before it, then the ordinary update runs. True if it ran any step."""
         if not self._can_stretch():
             return False
         head = result.deferred
         first = self.step
-        events = self.rows.events
+        rows = self.rows
+        events = rows.events
         # A head let through on a gating timeout and then stopped by the single-token guard had its
         # wait counter reset: the next round defers it again, so this round is not a fixed point.
         once = (head is None and self.queue and self.policy.timeout_iters >= 0
                 and result.stop_reason == "single_token_guard")
         while True:
-            stop = events[0][0] if events else self.step_bound + 1
-            stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
+            stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
+            stop = min(events[0][0] if events else bound, stall, bound)
             if once:
                 stop = min(stop, first + 1)
             if head is not None and self.policy.timeout_iters >= 0:
                 stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
-            self._quiet_steps(stop, result, head, first)
-            # an event at this step; handle it here only if no round could admit anything after it
-            if (self.step >= self.last_progress + self.stall_steps + 1 or self.step > self.step_bound
-                    or self.queue or not events or events[0][0] != self.step):
+            # the event at ``stop`` runs here too if no round could admit anything after it
+            event = not self.queue and bool(events) and events[0][0] == stop < min(stall, bound)
+            if not self._quiet_steps(stop, result, head, first, event):
                 break
-            nxt = self.stream.next_arrival_s()
-            if nxt is not None and self.state.now_s >= nxt:
-                break
-            self.ctx.begin_round(len(self.rows), 0)
-            self._event_step()
+            self.ctx.begin_round(len(rows), 0)
+            if self._update():
+                self.last_progress = self.step
+            self.step += 1
             # an eviction puts requests back in the queue: the next round may admit them
             if self.queue or not self._can_stretch() or self._out_of_bounds():
                 break
         return self.step > first
 
-    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int) -> None:
-        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk."""
-        if self.step >= stop:
-            return
-        rows = self.rows
+    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int, event: bool) -> bool:
+        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk.
+        With ``event``, also step ``stop`` (an event's step, same shape) if it comes before the next
+        arrival: priced and recorded here, its update left to the caller. True if it ran."""
+        if self.step >= stop and not event:
+            return False
+        st, rows, q = self.state, self.rows, self.q
         d = len(rows)
         T, graph, reason, step_cost, growth = self._shape(d)
         stored = rows.stored_kv
         ctx = stored + T
-        q = self.q
         pairs = q * stored + T * (q + 1) // 2  # attention_pairs of this decode-only step
         nxt = self.stream.next_arrival_s()
         begin = self.step
@@ -216,7 +217,20 @@ class FastEngine(Engine):
             durations = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
                                                      stop, first, nxt, head, result)
         rows.stored_kv += (self.step - begin) * T
-        record_steps(self.state.stats, T, 0, d, graph, reason, durations, len(self.queue))
+        ran = event and self.step == stop and (nxt is None or st.now_s < nxt)
+        if ran:
+            if self.check:
+                self._check_budgets(T, 0, d)
+            stored = rows.stored_kv
+            dt = step_cost(stored + T, q * stored + T * (q + 1) // 2)
+            self._step_start_s = now = st.now_s
+            if self.keep_trace:
+                st.trace.append(StepRecord(self.step, now, dt, (T, 0, d), graph, reason, [], None,
+                                           len(self.queue), len(self.paused)))
+            st.now_s = now + dt
+            durations.append(dt)
+        record_steps(st.stats, T, 0, d, graph, reason, durations, len(self.queue))
+        return ran
 
     def _shape(self, d: int) -> tuple:
         """``(T, graph, eager reason, step cost of (context, pairs), per-step growth)`` of a decode-only
@@ -228,26 +242,6 @@ class FastEngine(Engine):
             probe = StepWork(T, 0, d, T, graph, None, reason)
             shape = self._shapes[d] = (T, graph, reason, self.pricer.stepper(probe), decode_growth(probe))
         return shape
-
-    def _event_step(self) -> None:
-        """A decode-only step with an event and an empty queue (``Engine._advance`` for a round that
-        admitted nothing, with the step priced by the stretch pricer: the same floats)."""
-        st, rows, q = self.state, self.rows, self.q
-        d = len(rows)
-        T, graph, reason, step_cost, _ = self._shape(d)
-        if self.check:
-            self._check_budgets(T, 0, d)
-        stored = rows.stored_kv
-        dt = step_cost(stored + T, q * stored + T * (q + 1) // 2)
-        self._step_start_s = now = st.now_s
-        record_steps(st.stats, T, 0, d, graph, reason, (dt,), len(self.queue))
-        if self.keep_trace:
-            st.trace.append(StepRecord(self.step, now, dt, (T, 0, d), graph, reason, [], None, len(self.queue),
-                                       len(self.paused)))
-        st.now_s = now + dt
-        if self._update():
-            self.last_progress = self.step
-        self.step += 1
 
     def _long_stretch(self, stop: int, work: StepWork, nxt: float | None) -> bool:
         if stop - self.step < self.vector_min_steps:
