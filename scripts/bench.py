@@ -158,8 +158,8 @@ def main() -> None:
     console = Console(width=max(Console().width, 120))
     advise_row = ("advise: 20-candidate search, chat preset, 2,000 requests, --jobs 2 ({})", "< 60 s")
     if args.advise:
-        wall, verdict = advise_search_s(2000, 20, 2)
-        console.print(f"{advise_row[0].format(verdict)}: {wall:.1f} s (target {advise_row[1]})")
+        advise_s, verdict = advise_search_s(2000, 20, 2)
+        console.print(f"{advise_row[0].format(verdict)}: {advise_s:.1f} s (target {advise_row[1]})")
         return
     if args.profile:
         t = Table(title=f"fast engine time split, chat preset, {args.requests} requests (cProfile)")
