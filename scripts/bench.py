@@ -1,14 +1,20 @@
 """Simulator and matcher performance (make bench): prints a table; figures go to docs/performance.md.
 
-Each figure is the best of ``--repeat`` runs (gpt-fast style: warm up, then measure), one process.
+Simulator speed is CPU time (``time.process_time``: the machine is shared, wall time is not the
+simulator's), measured around ``run_point`` (stream, engine, metrics; config composition and start-up
+excluded). Fast and oracle runs are interleaved (fast, oracle, fast, oracle, ...) so that load from
+other processes hits both alike; a ratio is the median of the per-pair ratios, with their range as
+the spread. The scale runs (10k to 1M requests) each run in a fresh process, for their peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -25,15 +31,46 @@ from cgbench.pipeline import run_point
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def sim_tokens_per_s(overrides: list[str], repeat: int) -> tuple[float, float, int]:
+def cpu_run(overrides: list[str]) -> tuple[float, int]:
+    """(CPU seconds of one ``run_point``, output tokens)."""
     cfg = load_config(overrides)
-    best, tokens = float("inf"), 0
+    t0 = time.process_time()
+    doc = run_point(cfg, overrides)
+    return time.process_time() - t0, doc["metrics"]["output_tokens"]
+
+
+def interleaved(overrides: list[str], repeat: int) -> dict:
+    """Fast and oracle runs of ``overrides``, interleaved: medians, ranges, per-pair ratios."""
+    fast, oracle, tokens = [], [], 0
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        doc = run_point(cfg, overrides)
-        best = min(best, time.perf_counter() - t0)
-        tokens = doc["metrics"]["output_tokens"]
-    return tokens / best, best, tokens
+        f, tokens = cpu_run(overrides)
+        o, _ = cpu_run(overrides + ["engine.oracle=true"])
+        fast.append(f)
+        oracle.append(o)
+    ratios = [o / f for f, o in zip(fast, oracle, strict=True)]
+    return {"fast": fast, "oracle": oracle, "ratios": ratios, "tokens": tokens,
+            "fast_s": statistics.median(fast), "oracle_s": statistics.median(oracle),
+            "ratio": statistics.median(ratios)}
+
+
+_SCALE_CODE = """
+import json, resource, sys, time
+from cgbench.config.compose import load_config
+from cgbench.pipeline import run_point
+o = ['workload=chat', 'workload.num_requests=%d']
+cfg = load_config(o)
+t0 = time.process_time()
+run_point(cfg, o)
+cpu = time.process_time() - t0
+print(json.dumps({"cpu_s": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+"""
+
+
+def scale_run(n_requests: int) -> dict:
+    """A chat run of ``n_requests`` in a fresh process: CPU seconds of ``run_point`` and peak RSS (MB)."""
+    out = subprocess.run([sys.executable, "-c", _SCALE_CODE % n_requests], check=True, capture_output=True,
+                         text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def matcher_qps(n_queries: int) -> tuple[float, float, bool]:
@@ -67,47 +104,26 @@ def wall(cmd: list[str], repeat: int) -> float:
     return best
 
 
-def peak_rss_mb(n_requests: int) -> float:
-    code = ("import resource; from cgbench.config.compose import load_config; from cgbench.pipeline import run_point; "
-            f"o=['workload=chat','workload.num_requests={n_requests}']; run_point(load_config(o), o); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
-    return int(out.stdout.strip().splitlines()[-1]) / 1024.0
+def profile_split(requests: int, top: int = 18) -> list[tuple[str, int, float, float]]:
+    """Where the fast engine's time goes on the chat preset (engine run only): cProfile's functions with
+    the most own time, as (function, calls, own seconds, cumulative seconds), and the run's total."""
+    import cProfile
+    import pstats
 
-
-def profile_split(requests: int) -> list[tuple[str, int, float]]:
-    """Where the fast engine's time goes on the chat preset: (part, calls, seconds), by timing wrappers."""
-    from cgbench.engine.core import Engine
-    from cgbench.engine.fast import FastEngine
     from cgbench.pipeline import build_engine
 
-    parts = {"_quiet_steps": FastEngine, "_update": FastEngine, "_run_step": Engine}
-    spent = {name: [0, 0.0] for name in parts}
-    originals = {name: getattr(cls, name) for name, cls in parts.items()}
-
-    def timed(name):
-        def wrapper(self, *args):
-            t0 = time.perf_counter()
-            try:
-                return originals[name](self, *args)
-            finally:
-                spent[name][0] += 1
-                spent[name][1] += time.perf_counter() - t0
-        return wrapper
-
-    for name, cls in parts.items():
-        setattr(cls, name, timed(name))
-    try:
-        engine = build_engine(load_config(["workload=chat", f"workload.num_requests={requests}"]))
-        t0 = time.perf_counter()
-        engine.run()
-        total = time.perf_counter() - t0
-    finally:
-        for name, cls in parts.items():
-            setattr(cls, name, originals[name])
-    rows = [(name, calls, secs) for name, (calls, secs) in spent.items()]
-    return rows + [("everything else (rounds, arrivals, stretch set-up)", 0, total - sum(r[2] for r in rows)),
-                   ("total (with timing wrappers)", 0, total)]
+    engine = build_engine(load_config(["workload=chat", f"workload.num_requests={requests}"]))
+    prof = cProfile.Profile()
+    t0 = time.process_time()
+    prof.runcall(engine.run)
+    total = time.process_time() - t0
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, func), (_, calls, own, cum, _) in stats.items():
+        where = f"{Path(path).name}:{line}({func})" if line else func
+        rows.append((where, calls, own, cum))
+    rows.sort(key=lambda r: -r[2])
+    return rows[:top] + [("total, under cProfile (its overhead inflates small calls)", 0, total, total)]
 
 
 def advise_search_s(requests: int, candidates: int, jobs: int) -> tuple[float, str]:
@@ -133,60 +149,75 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rss-requests", type=int, default=100000)
+    ap.add_argument("--scale", type=lambda v: [int(x) for x in v.split(",")], default=[10_000, 100_000, 1_000_000],
+                    help="request counts of the chat scale runs (comma-separated; default 10000,100000,1000000)")
     ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
+    ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
     args = ap.parse_args()
-    console = Console()
+    console = Console(width=max(Console().width, 120))
     advise_row = ("advise: 20-candidate search, chat preset, 2,000 requests, --jobs 2 ({})", "< 60 s")
     if args.advise:
-        wall, verdict = advise_search_s(2000, 20, 2)
-        console.print(f"{advise_row[0].format(verdict)}: {wall:.1f} s (target {advise_row[1]})")
+        advise_s, verdict = advise_search_s(2000, 20, 2)
+        console.print(f"{advise_row[0].format(verdict)}: {advise_s:.1f} s (target {advise_row[1]})")
         return
     if args.profile:
-        t = Table(title=f"fast engine time split, chat preset, {args.requests} requests")
-        for col in ("part", "calls", "seconds"):
-            t.add_column(col, justify="right" if col != "part" else "left")
-        for name, calls, secs in profile_split(args.requests):
-            t.add_row(name, f"{calls:,}" if calls else "", f"{secs:.3f}")
+        t = Table(title=f"fast engine time split, chat preset, {args.requests} requests (cProfile)")
+        for col in ("function", "calls", "own s", "cumulative s"):
+            t.add_column(col, justify="right" if col != "function" else "left")
+        for name, calls, own, cum in profile_split(args.requests):
+            t.add_row(name, f"{calls:,}" if calls else "", f"{own:.3f}", f"{cum:.3f}")
         console.print(t)
         return
-    base = ["workload=chat", f"workload.num_requests={args.requests}"]
-    fast, fast_s, tokens = sim_tokens_per_s(base, args.repeat)
-    oracle, oracle_s, _ = sim_tokens_per_s(base + ["engine.oracle=true"], 1)
-    loaded = ["workload=default", "workload.num_requests=5000"]
-    l_fast, l_fast_s, _ = sim_tokens_per_s(loaded, args.repeat)
-    l_oracle, l_oracle_s, _ = sim_tokens_per_s(loaded + ["engine.oracle=true"], 1)
-    d_fast, d_fast_s, _ = sim_tokens_per_s(["workload=decode_heavy"], args.repeat)
-    d_oracle, d_oracle_s, _ = sim_tokens_per_s(["workload=decode_heavy", "engine.oracle=true"], 1)
-    m_fast, m_plain, same = matcher_qps(200_000)
-    cgbench = str(Path(sys.executable).with_name("cgbench"))
-    help_s = wall([cgbench, "--help"], args.repeat)
-    run_s = wall([cgbench, "run", "-o", os.devnull], args.repeat)
-    rss = peak_rss_mb(args.rss_requests)
-    advise_s, advise_verdict = advise_search_s(2000, 20, 2)
+    chat = interleaved(["workload=chat", f"workload.num_requests={args.requests}"], args.repeat)
+    loaded = interleaved(["workload=default"], args.repeat)
+    heavy = interleaved(["workload=decode_heavy"], args.repeat)
+    scale = {n: scale_run(n) for n in args.scale}
+    if not args.sim_only:
+        m_fast, m_plain, same = matcher_qps(200_000)
+        cgbench = str(Path(sys.executable).with_name("cgbench"))
+        help_s = wall([cgbench, "--help"], args.repeat)
+        run_s = wall([cgbench, "run", "-o", os.devnull], args.repeat)
+        advise_s, advise_verdict = advise_search_s(2000, 20, 2)
 
     t = Table(title=f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                     f"Python {platform.python_version()})")
     t.add_column("measure")
     t.add_column("value", justify="right")
     t.add_column("target", justify="right")
-    t.add_row(f"sim output tokens/s, chat preset, {args.requests} requests ({tokens:,} tokens, {fast_s:.2f} s)",
-              f"{fast:,.0f}", ">= 1,000,000")
-    t.add_row(f"same, step-by-step oracle engine ({oracle_s:.2f} s)", f"{oracle:,.0f}", "")
-    t.add_row("fast / oracle", f"{fast / oracle:.1f}x", ">= 10x")
-    t.add_row(f"loaded batch (workload=default, 5000 requests): fast {l_fast_s:.2f} s, oracle {l_oracle_s:.2f} s",
-              f"{l_fast:,.0f}", "")
-    t.add_row("fast / oracle, loaded batch", f"{l_fast / l_oracle:.1f}x", "")
-    t.add_row(f"fast / oracle, decode_heavy preset ({d_fast_s:.3f} s vs {d_oracle_s:.3f} s)",
-              f"{d_fast / d_oracle:.1f}x", "")
+
+    def spread(xs: list[float], fmt: str) -> str:
+        return f"{fmt.format(statistics.median(xs))} ({fmt.format(min(xs))}..{fmt.format(max(xs))})"
+
+    def ratio_rows(name: str, r: dict, target: str) -> None:
+        t.add_row(f"{name}: fast CPU s, median (range) of {args.repeat}", spread(r["fast"], "{:.3f}"), "")
+        t.add_row(f"{name}: oracle (engine.oracle=true) CPU s", spread(r["oracle"], "{:.3f}"), "")
+        t.add_row(f"{name}: fast / oracle, interleaved pairs", spread(r["ratios"], "{:.1f}x"), target)
+
+    tok_s = chat["tokens"] / chat["fast_s"]
+    t.add_row(f"sim output tokens/s, chat preset, {args.requests:,} requests ({chat['tokens']:,} tokens)",
+              f"{tok_s:,.0f}", ">= 1,000,000")
+    ratio_rows(f"chat preset ({args.requests:,} requests)", chat, ">= 10x")
+    ratio_rows("workload=default (512 requests)", loaded, ">= 15x")
+    ratio_rows("workload=decode_heavy", heavy, "")
+    base_n = min(scale)
+    for n, r in scale.items():
+        per = r["cpu_s"] / n * 1e6
+        flat = per / (scale[base_n]["cpu_s"] / base_n * 1e6)
+        last = n == max(scale)
+        t.add_row(f"chat, {n:,} requests (fresh process): CPU s", f"{r['cpu_s']:.2f}", "<= 20 s" if last else "")
+        t.add_row(f"chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
+                  f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
+        t.add_row(f"chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+    if args.sim_only:
+        console.print(t)
+        return
     t.add_row("matcher queries/s, indexed (101-graph Megatron grid, strict)", f"{m_fast:,.0f}", "")
     t.add_row("matcher queries/s, plain scan", f"{m_plain:,.0f}", "")
     t.add_row("matcher speed-up (identical answers: " + ("yes" if same else "NO") + ")",
               f"{m_fast / m_plain:.1f}x", ">= 10x")
     t.add_row("cgbench --help wall", f"{help_s:.3f} s", "< 0.5 s")
     t.add_row("default cgbench run wall (start-up included)", f"{run_s:.3f} s", "< 1.5 s")
-    t.add_row(f"peak RSS, {args.rss_requests:,}-request run, no --trace", f"{rss:.0f} MB", "< 500 MB")
     t.add_row(advise_row[0].format(advise_verdict), f"{advise_s:.1f} s", advise_row[1])
     console.print(t)
 

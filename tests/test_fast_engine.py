@@ -114,3 +114,26 @@ def test_a_pricer_without_stretch_methods_runs_the_same_steps():
                 assert _everything(eng, eng.run()) == oracle
         finally:
             FastEngine.vector_min_steps = 64
+
+
+def test_guard_after_a_gating_timeout_ends_the_stretch():
+    """Regression (found by the equality test at 800 examples): a head let through on a wait_timeout
+    and then stopped by the single-token guard admits nothing and has its wait counter reset, so the
+    next round defers it again. The stretch took that round for a fixed point and skipped the
+    deferrals of the rounds after it (4 deferral events instead of the oracle's 5)."""
+    from cgbench.config.schema import CGConfig
+    from cgbench.workload.arrivals import RequestSpec
+    from tests.helpers import make_cfg
+
+    cg = CGConfig(num_cuda_graphs=1, all_prefills=True, cuda_graph_max_tokens=16, non_decode=True,
+                  distribution="linear", sizes_per_octave=1)
+    cfg = make_cfg(kind="hybrid", policy="wait_timeout", chunked=True, cg=cg, max_requests=2, max_tokens=2,
+                   max_sequence_length=64, block_size=16)
+    cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
+    reqs = [RequestSpec(0, 0.0, 1, 7), RequestSpec(1, 0.0, 2, 1)]
+    fast = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=False)), reqs))
+    slow = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs))
+    assert fast == slow
+    # three deferrals, the timeout round (let through, then held by the guard), two more deferrals
+    assert [t["deferred"] for t in slow[2]][1:7] == [1, 1, 1, None, 1, 1]
+    assert slow[0]["deferral_events"] == 5

@@ -564,3 +564,37 @@ def test_workload_modules_do_not_import_torch():
             "cgbench.workload.trace; "
             "sys.exit('torch' in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("arrival", [ArrivalConfig(process="poisson", rate=50.0),
+                                     ArrivalConfig(process="gamma", rate=50.0, burstiness=0.3),
+                                     ArrivalConfig(process="constant", rate=40.0),
+                                     ArrivalConfig(process="all_at_once")])
+@pytest.mark.parametrize("lengths", [DistConfig(dist="lognormal", mean=100, sigma=1.0, min=4, max=900),
+                                     DistConfig(dist="uniform", min=3, max=70),
+                                     DistConfig(dist="normal", mean=40, std=9, min=1, max=90),
+                                     DistConfig(dist="fixed", value=17),
+                                     DistConfig(dist="histogram", bins=[1, 10, 100, 400], weights=[1, 0, 2])])
+def test_generated_stream_is_drawn_lazily_with_the_same_requests(arrival, lengths):
+    """make_stream draws a generated open-loop workload one request at a time (OrderedStream); it hands
+    the engine exactly what ArrivalStream over generate_requests does, at every query time."""
+    from cgbench.workload.arrivals import OrderedStream
+
+    w = WorkloadConfig(num_requests=300, arrival=arrival, prompt_len=lengths, output_len=lengths)
+    lazy, eager = make_stream(w, 5), ArrivalStream(generate_requests(w, 5))
+    assert isinstance(lazy, OrderedStream) and lazy.total == eager.total == 300
+    now = 0.0
+    while not eager.exhausted():
+        assert lazy.next_arrival_s() == eager.next_arrival_s()
+        assert lazy.pop_due(now) == eager.pop_due(now)
+        now += 0.05
+    assert lazy.exhausted() and lazy.next_arrival_s() is None and lazy.pop_due(1e9) == []
+
+
+def test_ordered_stream_refuses_requests_out_of_order():
+    from cgbench.workload.arrivals import OrderedStream
+
+    specs = [RequestSpec(0, 0.0, 1, 1), RequestSpec(1, 2.0, 1, 1), RequestSpec(2, 1.0, 1, 1)]
+    stream = OrderedStream(iter(specs), 3)
+    with pytest.raises(ValueError, match="request 2 comes out of order"):
+        stream.pop_due(5.0)

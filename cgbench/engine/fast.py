@@ -22,7 +22,7 @@ import heapq
 from collections.abc import Sequence
 
 from cgbench.engine.context import Context
-from cgbench.engine.contract import StepRecord, StepWork, StretchPricer, attention_pairs, decode_growth
+from cgbench.engine.contract import StepRecord, StepWork, StretchPricer, decode_growth
 from cgbench.engine.core import Engine, InvariantError, record_steps
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
@@ -144,6 +144,8 @@ class FastEngine(Engine):
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
         super().__init__(*args, **kwargs)
         self.pricer = pricer
+        # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
+        self._shapes: dict[int, tuple] = {}
 
     def _advance(self, result: RoundResult) -> None:
         if self.ctx.admitted or not self._decode_stretch(result):
@@ -158,50 +160,88 @@ class FastEngine(Engine):
         watchdog, or any event while requests wait). Until then nothing changes but counters, so
         every round is this round again (the same head deferred again) and every step has this
         shape and graph, with a cost that grows with the context. With an empty queue, finishes and
-        KV block boundaries are handled in passing by the ordinary update. True if it ran any step."""
+        KV block boundaries are handled in passing: the event's step is priced and recorded with the
+        quiet steps before it, then the ordinary update runs. True if it ran any step."""
         if not self._can_stretch():
             return False
         head = result.deferred
         first = self.step
-        events = self.rows.events
+        rows = self.rows
+        events = rows.events
+        # A head let through on a gating timeout and then stopped by the single-token guard had its
+        # wait counter reset: the next round defers it again, so this round is not a fixed point.
+        once = (head is None and self.queue and self.policy.timeout_iters >= 0
+                and result.stop_reason == "single_token_guard")
         while True:
-            stop = events[0][0] if events else self.step_bound + 1
-            stop = min(stop, self.last_progress + self.stall_steps + 1, self.step_bound + 1)
+            stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
+            stop = min(events[0][0] if events else bound, stall, bound)
+            if once:
+                stop = min(stop, first + 1)
             if head is not None and self.policy.timeout_iters >= 0:
                 stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
-            self._quiet_steps(stop, result, head, first)
-            # an event at this step; handle it here only if no round could admit anything after it
-            if (self.step >= self.last_progress + self.stall_steps + 1 or self.step > self.step_bound
-                    or self.queue or not events or events[0][0] != self.step):
+            # the event at ``stop`` runs here too if no round could admit anything after it
+            event = not self.queue and bool(events) and events[0][0] == stop < min(stall, bound)
+            if not self._quiet_steps(stop, result, head, first, event):
                 break
-            nxt = self.stream.next_arrival_s()
-            if nxt is not None and self.state.now_s >= nxt:
-                break
-            self.ctx.begin_round(len(self.rows), 0)
-            Engine._advance(self, RoundResult())
+            self.ctx.begin_round(len(rows), 0)
+            if self._update():
+                self.last_progress = self.step
+            self.step += 1
             # an eviction puts requests back in the queue: the next round may admit them
             if self.queue or not self._can_stretch() or self._out_of_bounds():
                 break
         return self.step > first
 
-    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int) -> None:
-        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk."""
-        if self.step >= stop:
-            return
-        rows = self.rows
+    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int, event: bool) -> bool:
+        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk.
+        With ``event``, also step ``stop`` (an event's step, same shape) if it comes before the next
+        arrival: priced and recorded here, its update left to the caller. True if it ran."""
+        if self.step >= stop and not event:
+            return False
+        st, rows, q = self.state, self.rows, self.q
         d = len(rows)
-        T = d * self.q
-        graph, reason = self.graphs.resolve(T, 0, d)
-        work = StepWork(T, 0, d, rows.stored_kv + T, graph, None, reason)
-        work.attention_pairs = attention_pairs(work)
+        T, graph, reason, step_cost, growth = self._shape(d)
+        stored = rows.stored_kv
+        ctx = stored + T
+        pairs = q * stored + T * (q + 1) // 2  # attention_pairs of this decode-only step
         nxt = self.stream.next_arrival_s()
         begin = self.step
-        if not self.keep_trace and self._long_stretch(stop, work, nxt):
-            durations = self._quiet_steps_vectorized(work, stop, first, nxt, head, result)
+        if not self.keep_trace and stop - begin >= self.vector_min_steps:
+            work = StepWork(T, 0, d, ctx, graph, pairs, reason)
+            if self._long_stretch(stop, work, nxt):
+                durations = self._quiet_steps_vectorized(work, stop, first, nxt, head, result)
+            else:
+                durations = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
+                                                         stop, first, nxt, head, result)
         else:
-            durations = self._quiet_steps_one_by_one(work, stop, first, nxt, head, result)
+            durations = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
+                                                     stop, first, nxt, head, result)
         rows.stored_kv += (self.step - begin) * T
-        record_steps(self.state.stats, T, 0, d, graph, reason, durations, len(self.queue))
+        ran = event and self.step == stop and (nxt is None or st.now_s < nxt)
+        if ran:
+            if self.check:
+                self._check_budgets(T, 0, d)
+            stored = rows.stored_kv
+            dt = step_cost(stored + T, q * stored + T * (q + 1) // 2)
+            self._step_start_s = now = st.now_s
+            if self.keep_trace:
+                st.trace.append(StepRecord(self.step, now, dt, (T, 0, d), graph, reason, [], None,
+                                           len(self.queue), len(self.paused)))
+            st.now_s = now + dt
+            durations.append(dt)
+        record_steps(st.stats, T, 0, d, graph, reason, durations, len(self.queue))
+        return ran
+
+    def _shape(self, d: int) -> tuple:
+        """``(T, graph, eager reason, step cost of (context, pairs), per-step growth)`` of a decode-only
+        step of ``d`` rows, computed once per ``d``."""
+        shape = self._shapes.get(d)
+        if shape is None:
+            T = d * self.q
+            graph, reason = self.graphs.resolve(T, 0, d)
+            probe = StepWork(T, 0, d, T, graph, None, reason)
+            shape = self._shapes[d] = (T, graph, reason, self.pricer.stepper(probe), decode_growth(probe))
+        return shape
 
     def _long_stretch(self, stop: int, work: StepWork, nxt: float | None) -> bool:
         if stop - self.step < self.vector_min_steps:
@@ -210,26 +250,22 @@ class FastEngine(Engine):
             return True
         return (nxt - self.state.now_s) >= self.vector_min_steps * self.pricer.step_time(work)
 
-    def _quiet_steps_one_by_one(self, work: StepWork, stop: int, first: int, nxt: float | None,
-                                head: Request | None, result: RoundResult) -> list[float]:
+    def _quiet_steps_one_by_one(self, step_cost, growth: tuple[int, int], ctx: int, pairs: int, T: int, d: int,
+                                graph: tuple[int, int, int] | None, reason: str | None, stop: int, first: int,
+                                nxt: float | None, head: Request | None, result: RoundResult) -> list[float]:
         st = self.state
-        step_cost = self.pricer.stepper(work)
-        ctx_step, pairs_step = decode_growth(work)
-        ctx, pairs, T = work.context_tokens, work.attention_pairs, work.tokens
+        ctx_step, pairs_step = growth
         itl = st.stats.itl
         itl_get = itl.get
         trace = st.trace if self.keep_trace else None
-        shape, queue_len, head_id = (T, 0, work.decodes), len(self.queue), head.id if head is not None else None
-        register_waits = self.scheduler.register_waits
+        shape, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
         durations: list[float] = []
         now, step = st.now_s, self.step
+        begin = step
         while step < stop and (step == first or nxt is None or now < nxt):
-            if head is not None and step > first:  # this round's deferral is already counted
-                register_waits(head, 1, result)
             dt = step_cost(ctx, pairs)
             if trace is not None:
-                trace.append(StepRecord(step, now, dt, shape, work.graph, work.eager_reason, [], head_id,
-                                        queue_len, 0))
+                trace.append(StepRecord(step, now, dt, shape, graph, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt
             durations.append(dt)
             gap = now - start
@@ -237,6 +273,9 @@ class FastEngine(Engine):
             ctx += ctx_step
             pairs += pairs_step
             step += 1
+        waits = step - begin - (1 if begin == first and step > begin else 0)
+        if head is not None and waits > 0:  # this round's deferral is already counted
+            self.scheduler.register_waits(head, waits, result)
         self.step = step
         st.now_s = now
         return durations

@@ -22,9 +22,10 @@ starts with work instead of an idle interval).
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from cgbench.config.schema import ArrivalConfig
@@ -45,11 +46,15 @@ def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
 
     ``all_at_once`` and ``closed_loop`` give zeros (closed-loop times are set when released). ``a`` is
     trusted as validated (``cgbench.config.schema.validate``): the rate of an open-loop process is > 0."""
+    return list(itertools.islice(iter_arrival_times(a, rng), n))
+
+
+def iter_arrival_times(a: ArrivalConfig, rng: random.Random) -> Iterator[float]:
+    """``arrival_times`` one at a time, endlessly (the ``i``-th is the same float)."""
     if a.process in ("all_at_once", "closed_loop"):
-        return [0.0] * n
+        return itertools.repeat(0.0)
     if a.process == "constant":
-        # i / rate rather than a running sum: exact, no accumulated rounding.
-        return [i / a.rate for i in range(n)]
+        return (i / a.rate for i in itertools.count())
     if a.process == "poisson":
         def gap() -> float:
             return rng.expovariate(a.rate)
@@ -58,12 +63,15 @@ def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
 
         def gap() -> float:
             return rng.gammavariate(shape, scale)
-    times, t = [], 0.0
-    for i in range(n):
-        if i:
-            t += gap()
-        times.append(t)
-    return times
+    return _running_sum(gap)
+
+
+def _running_sum(gap: Callable[[], float]) -> Iterator[float]:
+    t = 0.0
+    yield t
+    while True:
+        t += gap()
+        yield t
 
 
 class ArrivalStream:
@@ -127,4 +135,48 @@ class ArrivalStream:
 
     def exhausted(self) -> bool:
         """True when every request has been produced and popped."""
+        return self._popped == self._total
+
+
+class OrderedStream:
+    """An open-loop stream whose requests come in id order with non-decreasing arrival times (a
+    generated workload): the same requests, in the same order, as ``ArrivalStream`` over them, but
+    drawn one at a time from ``specs``, so a long run never holds its whole workload."""
+
+    __slots__ = ("_specs", "_next", "_popped", "_total")
+
+    def __init__(self, specs: Iterator[RequestSpec], total: int) -> None:
+        self._specs = specs
+        self._total = total
+        self._popped = 0
+        self._next: RequestSpec | None = next(specs, None) if total > 0 else None
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    @property
+    def concurrency(self) -> int:
+        return 0
+
+    def pop_due(self, now_s: float) -> list[RequestSpec]:
+        due = []
+        nxt = self._next
+        while nxt is not None and nxt.arrival_s <= now_s:
+            due.append(nxt)
+            self._popped += 1
+            after = next(self._specs, None) if self._popped < self._total else None
+            if after is not None and (after.arrival_s < nxt.arrival_s or after.id <= nxt.id):
+                raise ValueError(f"OrderedStream: request {after.id} comes out of order")
+            nxt = after
+        self._next = nxt
+        return due
+
+    def next_arrival_s(self) -> float | None:
+        return self._next.arrival_s if self._next is not None else None
+
+    def on_complete(self, now_s: float) -> None:
+        """Open loop: a completion releases nothing."""
+
+    def exhausted(self) -> bool:
         return self._popped == self._total

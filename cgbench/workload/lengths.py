@@ -23,6 +23,7 @@ import bisect
 import itertools
 import math
 import random
+from collections.abc import Iterator
 
 from cgbench.config.schema import DistConfig
 
@@ -35,31 +36,35 @@ def _round_clip(x: float, lo: int, hi: int) -> int:
     return min(max(math.floor(x + 0.5), lo), hi)
 
 
-def _histogram(d: DistConfig, n: int, rng: random.Random) -> list[int]:
+def _histogram(d: DistConfig, rng: random.Random) -> Iterator[int]:
     edges = [int(b) for b in d.bins]
     cum = list(itertools.accumulate(float(w) for w in d.weights))
     total, last = cum[-1], len(cum) - 1
-    out = []
-    for _ in range(n):
+    while True:
         # bisect_right skips zero-weight bins: their cumulative value equals the previous one.
         k = min(bisect.bisect_right(cum, rng.random() * total), last)
         top = edges[k + 1] if k == last else edges[k + 1] - 1
-        out.append(min(max(rng.randint(edges[k], top), d.min), d.max))
-    return out
+        yield min(max(rng.randint(edges[k], top), d.min), d.max)
+
+
+def iter_lengths(d: DistConfig, rng: random.Random) -> Iterator[int]:
+    """Token lengths drawn from ``d`` one at a time, endlessly: the ``i``-th equals ``sample_lengths``'s
+    ``i``-th (a long stream need not hold them all). ``d`` is trusted as validated."""
+    lo, hi = d.min, d.max
+    if d.dist == "fixed":
+        return itertools.repeat(min(max(d.value, lo), hi))
+    if d.dist == "uniform":
+        return (rng.randint(lo, hi) for _ in itertools.count())
+    if d.dist == "normal":
+        return (_round_clip(rng.normalvariate(d.mean, d.std), lo, hi) for _ in itertools.count())
+    if d.dist == "lognormal":
+        mu = math.log(d.mean) - d.sigma**2 / 2
+        return (_round_clip(math.exp(min(rng.normalvariate(mu, d.sigma), _MAX_LOG)), lo, hi)
+                for _ in itertools.count())
+    return _histogram(d, rng)
 
 
 def sample_lengths(d: DistConfig, n: int, rng: random.Random, key: str = "length") -> list[int]:
     """Draw ``n`` token lengths from ``d`` using ``rng``. ``d`` is trusted as validated
     (``cgbench.config.schema.check_dist``); ``key`` is kept for callers that name the distribution."""
-    lo, hi = d.min, d.max
-    if d.dist == "fixed":
-        return [min(max(d.value, lo), hi)] * n
-    if d.dist == "uniform":
-        return [rng.randint(lo, hi) for _ in range(n)]
-    if d.dist == "normal":
-        return [_round_clip(rng.normalvariate(d.mean, d.std), lo, hi) for _ in range(n)]
-    if d.dist == "lognormal":
-        mu = math.log(d.mean) - d.sigma**2 / 2
-        return [_round_clip(math.exp(min(rng.normalvariate(mu, d.sigma), _MAX_LOG)), lo, hi)
-                for _ in range(n)]
-    return _histogram(d, n, rng)
+    return list(itertools.islice(iter_lengths(d, rng), n))

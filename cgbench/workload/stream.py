@@ -17,14 +17,17 @@ order at the configured concurrency.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+from collections.abc import Iterator
 
 from cgbench.config.schema import WorkloadConfig
-from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
-from cgbench.workload.lengths import sample_lengths
+from cgbench.workload.arrivals import ArrivalStream, OrderedStream, RequestSpec, arrival_times, iter_arrival_times
+from cgbench.workload.lengths import iter_lengths, sample_lengths
 from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
-__all__ = ["ArrivalStream", "RequestSpec", "generate_requests", "make_stream", "read_trace",
+__all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "generate_requests", "iter_requests", "make_stream",
+           "read_trace",
            "sample_lengths", "stream_rng", "write_trace"]
 
 
@@ -46,7 +49,18 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     return [RequestSpec(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
 
 
-def make_stream(w: WorkloadConfig, seed: int) -> ArrivalStream:
-    """The stream the engine consumes for workload ``w`` and ``seed``."""
+def iter_requests(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
+    """``generate_requests`` of a generated (not trace) workload, one request at a time."""
+    times = iter_arrival_times(w.arrival, stream_rng(seed, "arrival"))
+    prompts = iter_lengths(w.prompt_len, stream_rng(seed, "prompt_len"))
+    outputs = iter_lengths(w.output_len, stream_rng(seed, "output_len"))
+    return itertools.islice(map(RequestSpec, itertools.count(), times, prompts, outputs), w.num_requests)
+
+
+def make_stream(w: WorkloadConfig, seed: int) -> ArrivalStream | OrderedStream:
+    """The stream the engine consumes for workload ``w`` and ``seed``. A generated open-loop workload
+    is drawn as the run goes (``OrderedStream``: arrival times never decrease along the ids)."""
     closed = w.arrival.process == "closed_loop"
+    if not w.trace and not closed:
+        return OrderedStream(iter_requests(w, seed), w.num_requests)
     return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency if closed else 0)
