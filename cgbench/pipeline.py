@@ -22,7 +22,7 @@ from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
 from cgbench.results.health import health_warnings
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
-from cgbench.workload.stream import ArrivalStream, make_stream
+from cgbench.workload.stream import RequestStream, make_stream
 
 
 def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | None]:
@@ -40,7 +40,7 @@ def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | 
 
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
-                 grid: Grid | None = None, stream: ArrivalStream | None = None) -> Engine | EPEngine:
+                 grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
     unless ``engine.oracle`` asks for the step-by-step one."""

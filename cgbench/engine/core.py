@@ -24,7 +24,7 @@ from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotat
 from cgbench.engine.scheduler import GraphChoice, RoundResult, Scheduler
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
-from cgbench.workload.stream import ArrivalStream, RequestSpec
+from cgbench.workload.stream import RequestSpec, RequestStream
 
 
 class InvariantError(AssertionError):
@@ -144,7 +144,7 @@ class Engine:
     rows_class: type = EveryStepRows
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: ArrivalStream, *, gating: bool, trace: bool = False) -> None:
+                 stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
         """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
         self.grid = grid
         self.policy = policy

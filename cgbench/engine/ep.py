@@ -30,7 +30,7 @@ from cgbench.engine.request import Outcome
 from cgbench.engine.scheduler import GatingCounters, gating_active
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
-from cgbench.workload.stream import ArrivalStream, RequestSpec
+from cgbench.workload.stream import RequestSpec, RequestStream
 
 EP_PREFILL = "ep_prefill"  # this rank has a prefill: under nccl/te every rank runs eager
 EP_PREFILL_OTHER = "ep_prefill_other_rank"  # another rank's prefill forced this rank eager
@@ -41,7 +41,7 @@ class _RankStream:
     """What a rank core sees of the workload: nothing arrives by itself (the EP engine routes
     arrivals); completions go to the shared stream (a closed loop's next request)."""
 
-    def __init__(self, shared: ArrivalStream) -> None:
+    def __init__(self, shared: RequestStream) -> None:
         self.shared = shared
 
     def on_complete(self, now_s: float) -> None:
@@ -80,7 +80,7 @@ class EPEngine:
     """``ep_size`` engine cores in lockstep (see the module docstring)."""
 
     def __init__(self, cfg: BenchConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: ArrivalStream, *, trace: bool = False) -> None:
+                 stream: RequestStream, *, trace: bool = False) -> None:
         e = cfg.engine
         self.size = e.ep_size
         self.dispatcher = e.moe_dispatcher

@@ -27,6 +27,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from cgbench.config.schema import ArrivalConfig
 
@@ -72,6 +73,22 @@ def _running_sum(gap: Callable[[], float]) -> Iterator[float]:
     while True:
         t += gap()
         yield t
+
+
+class RequestStream(Protocol):
+    """What the engine reads from a workload: requests due by a time, the next arrival, completions
+    (closed loops release the next request on one) and whether anything is left."""
+
+    @property
+    def total(self) -> int: ...
+
+    def pop_due(self, now_s: float) -> list[RequestSpec]: ...
+
+    def next_arrival_s(self) -> float | None: ...
+
+    def on_complete(self, now_s: float) -> None: ...
+
+    def exhausted(self) -> bool: ...
 
 
 class ArrivalStream:

@@ -22,13 +22,19 @@ import random
 from collections.abc import Iterator
 
 from cgbench.config.schema import WorkloadConfig
-from cgbench.workload.arrivals import ArrivalStream, OrderedStream, RequestSpec, arrival_times, iter_arrival_times
+from cgbench.workload.arrivals import (
+    ArrivalStream,
+    OrderedStream,
+    RequestSpec,
+    RequestStream,
+    arrival_times,
+    iter_arrival_times,
+)
 from cgbench.workload.lengths import iter_lengths, sample_lengths
 from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
-__all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "generate_requests", "iter_requests", "make_stream",
-           "read_trace",
-           "sample_lengths", "stream_rng", "write_trace"]
+__all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "RequestStream", "generate_requests", "iter_requests",
+           "make_stream", "read_trace", "sample_lengths", "stream_rng", "write_trace"]
 
 
 def stream_rng(seed: int, stream: str) -> random.Random:
