@@ -1,4 +1,5 @@
-"""Step and request records -> the metrics of DESIGN.md (names are the result-JSON keys)."""
+"""Step and request records -> the result document's metrics (their names, units and definitions
+are the registry's: ``cgbench/results/names.py``)."""
 
 from __future__ import annotations
 

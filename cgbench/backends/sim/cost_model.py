@@ -68,7 +68,7 @@ def _round_up(x: int, k: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EagerPadding:
-    """Megatron pads an eager step too (semantics §4.1): tokens to a multiple of ``TOKEN_ROUNDER``,
+    """Megatron pads an eager step too (docs/design.md §3): tokens to a multiple of ``TOKEN_ROUNDER``,
     requests to a multiple of ``REQUEST_ROUNDER`` (each rounded up to a tp multiple)."""
 
     max_tokens: int
