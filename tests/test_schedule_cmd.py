@@ -709,3 +709,17 @@ def test_defaults_fill_a_minimal_state():
     assert state.free_blocks == state.engine.resolved_kv_blocks() and state.chunked_request_id == -1
     assert len(state.grid.graphs) == 101  # conf/cg/megatron at the default engine (reference 2.6 B)
     assert state.queue[0].finished == 0 and state.queue[0].cg_wait_iters == 0
+
+
+def test_an_evicted_prompt_over_max_tokens_replays_as_a_blocked_head(tmp_path):
+    """Megatron re-queues an evicted request with its generated tokens; without chunked prefill a
+    prompt that grew past max_tokens is a legal state that blocks the queue (it is never admitted)."""
+    state = json.loads((STATES / "11_2_round1.json").read_text())
+    state["engine"]["max_tokens"] = 1024
+    state["queue"] = [{"id": 7, "prompt_tokens": 1100}]
+    path = tmp_path / "blocked.json"
+    path.write_text(json.dumps(state))
+    res = invoke(str(path), "--policy", "megatron", "--format", "json")
+    assert res.exit_code == 0, res.output
+    decision = json.loads(res.stdout)
+    assert decision["admitted"] == [] and decision["stop_reason"] == "max_tokens", decision

@@ -376,9 +376,9 @@ def _queue(value: Any, chunked_value: Any, e: EngineConfig) -> tuple[tuple[Queue
             raise ConfigError(f"{key}.prompt_tokens: a prompt of {total} tokens exceeds "
                               f"engine.max_sequence_length ({e.max_sequence_length}); the engine fails it on "
                               "arrival")
-        if not e.chunked_prefill and prompt > e.max_tokens:
-            raise ConfigError(f"{key}.prompt_tokens: {prompt} exceeds engine.max_tokens ({e.max_tokens}); "
-                              "without chunked prefill the engine fails it on arrival")
+        # A queued prompt over max_tokens without chunked prefill is a real state: an evicted request
+        # re-queued with its generated tokens (Megatron's rule) can never be admitted again, and the
+        # round shows it blocking the queue.
         entries.append(QueueEntry(rid, prompt, finished, waits))
     return tuple(entries), (-1 if chunked is None else entries[0].id)
 
