@@ -37,10 +37,10 @@ lint: $(VENV)/.dev ## ruff
 
 test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, deep properties)
-	$(BIN)/pytest -q -x -m "not slow"
+	$(BIN)/pytest -q -x -n 2 -m "not slow"
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)

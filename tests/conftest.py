@@ -31,11 +31,14 @@ def _isolate_cwd(tmp_path, monkeypatch):
 
 
 # The edit-run loop (`make test-fast`) leaves these out: the real torch engine and its kernels, the
-# launcher and signal tests that start processes, and the deep property searches. `make test` and
+# launcher and signal tests that start processes, the deep property searches, the hostile-input
+# corpus and the end-to-end analysis tests. `make test` and
 # CI run everything.
 SLOW_MODULES = {"test_models", "test_kernels", "test_torch_backend", "test_torch_runner", "test_torch_graphs_logic",
                 "test_calibration", "test_gpu", "test_interrupt", "test_hostile_inputs", "test_reader_properties",
-                "test_slurm", "test_wheel", "test_readme"}
+                "test_slurm", "test_wheel", "test_readme",
+                # end-to-end analysis (sweeps, figures, the grid search): run by `make test`
+                "test_plots", "test_advise", "test_sweep", "test_sweep_reliability"}
 SLOW_NAME_PARTS = ("launcher", "killed", "ctrl_c", "equals_oracle", "invariants", "wheel", "readme")
 
 
