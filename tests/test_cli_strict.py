@@ -336,3 +336,30 @@ def test_progress_shows_only_on_a_terminal(monkeypatch):
             while terminal and "running hybrid_megatron" not in buf.getvalue() and time.monotonic() < deadline:
                 time.sleep(0.05)
         assert ("running hybrid_megatron" in buf.getvalue()) is terminal
+
+
+def test_piped_sweep_and_compare_at_80_columns_print_every_header_and_value_whole(tmp_path):
+    env = {**os.environ, "COLUMNS": "80", "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
+    out = tmp_path / "s"
+    sweep = subprocess.run([sys.executable, "-m", "cgbench.cli.app", "sweep", "model=transformer,hybrid",
+                            "policy=budget,megatron", "workload=chat", "workload.num_requests=30", "--out", str(out)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    assert "…" not in sweep.stdout
+    from cgbench.analysis.sweep import load_index
+    from cgbench.cli.sweep import TABLE_METRICS, _header
+    from cgbench.results.formatting import metric_value
+    from cgbench.results.names import lookup
+
+    for name in TABLE_METRICS:  # each header line appears whole
+        for part in _header(name).split("\n"):
+            assert part in sweep.stdout, part
+    index = load_index(out)
+    for p in index["points"]:
+        doc = json.loads((out / p["file"]).read_text())
+        for name in TABLE_METRICS:
+            value = metric_value(name, lookup(doc["metrics"], name), 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
+            assert value in sweep.stdout, (name, value)
+    comp = subprocess.run([sys.executable, "-m", "cgbench.cli.app", "compare", str(out), str(out), "-v"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert comp.returncode == 0, comp.stderr
+    assert "…" not in comp.stdout + comp.stderr and "4 points" in comp.stdout + comp.stderr
