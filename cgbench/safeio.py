@@ -55,6 +55,32 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
+def describe_missing(path: str | Path) -> str:
+    """Why ``path`` is neither a regular file nor a folder, in words: "no such file or directory",
+    "is a FIFO (named pipe), not a regular file or folder", ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file or directory"
+    except OSError as e:
+        return f"cannot read: {_reason(e)}"
+    return f"is {kind_of(mode)}, not a regular file or folder"
+
+
+def make_folder(path: str | Path, what: str = "") -> Path:
+    """Create the folder ``path`` (and its parents) unless it exists as a folder; anything else at
+    that path (a file, a FIFO, ...) is one ConfigError line."""
+    p = Path(path)
+    label = f"{what} " if what else ""
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{label}{p}: exists and is {kind_of(os.stat(p).st_mode)}, not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _os_error(f"cannot create the folder {label}".rstrip(), p, e) from None
+    return p
+
+
 def _where(path: str | Path, key: str) -> str:
     return f"{key}: {path}" if key else str(path)
 
@@ -226,9 +252,13 @@ def clean_stale_temps(target: Path) -> int:
 def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
     """Write ``text`` (UTF-8) to ``path`` by the one rule (module docstring); returns the path
     written (a symlink's target when ``path`` is a link to a regular file)."""
+    return write_bytes_atomic(path, text.encode("utf-8"), what)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, what: str = "") -> Path:
+    """``write_text_atomic`` for bytes (figures)."""
     p = Path(path)
     label = f"{what} " if what else ""
-    data = text.encode("utf-8")
     target = _target(p, label.strip())
     created = _make_parents(target, p, label)
     clean_stale_temps(target)

@@ -557,3 +557,55 @@ def test_inside_keeps_a_relative_path_under_its_root(tmp_path, rel, ok):
     else:
         with pytest.raises(ConfigError, match=r"points\[0\]\.file: .* must be a plain path inside"):
             inside(tmp_path, rel, "points[0].file")
+
+
+# ---------------------------------------------------------------------------------------------- round two
+
+
+@pytest.mark.parametrize("command", ["compare {p} {p}", "plot {p}"])
+def test_compare_and_plot_say_what_a_special_path_is(tmp_path, command):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    r = runner.invoke(app, shlex.split(command.format(p=fifo)))
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"error: {fifo}: is a FIFO (named pipe), not a regular file or folder"
+
+
+@pytest.mark.parametrize("body,needle", [("name: a\nname: b\n", "found duplicate key name"),
+                                         ("name: [\n", "invalid YAML")])
+def test_a_broken_yaml_file_in_a_users_config_tree_is_named_with_its_line(tmp_path, body, needle):
+    (tmp_path / "mine" / "model").mkdir(parents=True)
+    bad = tmp_path / "mine" / "model" / "broken.yaml"
+    bad.write_text(body)
+    r = runner.invoke(app, ["run", "--config-dir", str(tmp_path / "mine"), "model=broken", SMALL,
+                            f"out_dir={tmp_path / 'results'}"])
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {bad}:") and needle in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_full_disk_on_standard_output_is_one_line(tmp_path):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
+        r = subprocess.run([sys.executable, "-c", "from cgbench.cli.app import main; main()", "run", SMALL,
+                            "--format", "json", "--out", str(tmp_path / "r.json")],
+                           stdout=full, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["error: cannot write the output: No space left on device "
+                                             "(any result file was written whole first)"]
+    json.loads((tmp_path / "r.json").read_text())  # the result itself was written whole
+
+
+def test_plot_into_a_path_that_is_a_file_is_one_line(tmp_path):
+    pytest.importorskip("matplotlib")
+    sweep = tmp_path / "s"
+    r = runner.invoke(app, ["sweep", "policy=budget,megatron", SMALL, "--out", str(sweep)])
+    assert r.exit_code == 0, r.output
+    target = tmp_path / "taken"
+    target.write_text("mine\n")
+    r = runner.invoke(app, ["plot", str(sweep), "--out", str(target)])
+    assert r.exit_code == 2 and r.stderr.strip() == f"error: --out {target}: exists and is a regular file, not a folder"
+    assert target.read_text() == "mine\n"

@@ -32,6 +32,7 @@ from cgbench.config.schema import ConfigError
 from cgbench.results.formatting import significant
 from cgbench.results.names import HIGHER, LOWER, metric
 from cgbench.results.names import flatten as flatten_names
+from cgbench.safeio import describe_missing
 
 RULE_FIELDS = {"better", "exact", "abs_tol", "rel_tol", "deterministic", "missing_as_zero"}
 FAILED, MISSING, REGRESSED, CHANGED, IMPROVED, WITHIN, SAME, SKIPPED = (
@@ -308,7 +309,7 @@ def load_side(path: Path) -> tuple[list[Point], bool]:
         doc = load_result(path)
         return [Point(path.name, list(doc.get("overrides") or []), path, doc)], False
     if not path.is_dir():
-        raise ConfigError(f"{path}: no such file or directory")
+        raise ConfigError(f"{path}: {describe_missing(path)}")
     if (path / INDEX_NAME).is_file():
         index = load_index(path)
         points = []

@@ -28,6 +28,7 @@ from cgbench.analysis.plots_data import (
 from cgbench.analysis.plots_layout import DPI
 from cgbench.analysis.plots_pareto import pareto_front  # noqa: F401  (re-exported: the frontier's one definition)
 from cgbench.config.schema import ConfigError
+from cgbench.safeio import describe_missing, make_folder, write_bytes_atomic
 
 BAR_METRICS = ("eager_step_fraction", "max_cg_wait_iters")
 PARETO_METRICS = ("ttft_ms.p99", "output_throughput_tok_s")
@@ -54,13 +55,16 @@ def plot(target: Path, out_dir: Path | None = None, spec: PlotSpec | None = None
         if spec != PlotSpec():
             raise ConfigError("--x/--y/--hue/--row/--col/--filter/--slo apply to a sweep folder, not to one run")
         return plot_run(target, out_dir or target.parent / "plots")
-    raise ConfigError(f"{target}: no such file or directory")
+    raise ConfigError(f"{target}: {describe_missing(target)}")
 
 
 def _save(plt, fig, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI)
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=DPI, format="png")
     plt.close(fig)
-    return path
+    return write_bytes_atomic(path, buf.getvalue(), "figure")
 
 
 def _slo_from_config(config: dict[str, Any]) -> dict[str, float]:
@@ -134,7 +138,7 @@ def sweep_figures(sweep_dir: Path, spec: PlotSpec) -> tuple[list[tuple[str, Any]
 def plot_sweep(sweep_dir: Path, out_dir: Path, spec: PlotSpec | None = None) -> tuple[list[Path], list[str]]:
     figures, notes = sweep_figures(sweep_dir, spec or PlotSpec())
     plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, "--out")
     return [_save(plt, fig, out_dir / name) for name, fig in figures], notes
 
 
@@ -154,7 +158,7 @@ def plot_run(result: Path, out_dir: Path) -> tuple[list[Path], list[str]]:
 
     doc = load_result(result)
     plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, "--out")
     stem = result.stem
     files = [_save(plt, summary_figure(plt, doc), out_dir / f"{stem}_summary.png")]
     notes = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgbench import __version__
-from cgbench.cli.console import err, out, print_warning
+from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import user_errors
 from cgbench.config.schema import ConfigError
 
@@ -280,7 +282,26 @@ _register_commands()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # `cgbench ... | head`: the reader left; nothing to report
+        _quiet_stdout()
+        sys.exit(141)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO):
+            raise
+        _quiet_stdout()
+        print_error(f"cannot write the output: {os.strerror(e.errno)} (any result file was written whole first)")
+        sys.exit(2)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

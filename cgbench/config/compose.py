@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
@@ -157,6 +158,14 @@ def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
 # Composition
 
 
+def _yaml_error_text(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{mark.name}:{mark.line + 1}" if mark is not None else "a config file"
+    what = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    return f"{where}: invalid YAML: {what}" + (f" ({context})" if context else "")
+
+
 def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = (),
                  with_hydra: bool = False) -> DictConfig:
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
@@ -170,6 +179,8 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
             return cfg
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         return cfg
+    except yaml.YAMLError as e:  # a user's config file: name it, with the line
+        raise ConfigError(_yaml_error_text(e)) from None
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         msg = _error_text(e)
         if "--multirun" in msg or "multirun" in msg.lower():

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,7 +77,9 @@ class CalibrationTable:
                 "eager": [p.to_dict() for p in self.eager]}
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        from cgbench.safeio import write_json_atomic
+
+        write_json_atomic(path, self.to_dict(), "calibration table")
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationTable:
