@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -88,6 +89,28 @@ def _failed(overrides: tuple[str, ...], e: BaseException) -> dict[str, Any]:
             "metrics": {"outcome": "failed", "diagnosis": text}}
 
 
+class _InterruptWatch:
+    """Remembers a Ctrl-C (SIGINT) that arrived while a run was in progress, so a library that
+    caught the KeyboardInterrupt and raised something else cannot turn it into a failed candidate."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _InterruptWatch:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
@@ -143,13 +166,16 @@ class Evaluator:
             else:
                 todo.append(i)
         if self.jobs == 1 or len(todo) <= 1:
-            for i in todo:
-                label, ovr, shapes = jobs[i]
-                try:
-                    rec = evaluate(ovr, shapes)
-                except Exception as e:  # one broken candidate must not lose the search
-                    rec = _failed(ovr, e)
-                out[i] = (self._finish(label, rec), False)
+            with _InterruptWatch() as ctrl_c:
+                for i in todo:
+                    label, ovr, shapes = jobs[i]
+                    try:
+                        rec = evaluate(ovr, shapes)
+                    except Exception as e:  # one broken candidate must not lose the search
+                        if ctrl_c.hit:  # Ctrl-C inside a library that turned it into another error
+                            raise KeyboardInterrupt from None
+                        rec = _failed(ovr, e)
+                    out[i] = (self._finish(label, rec), False)
         else:
             pool = self._get_pool()
             running: dict[Future, int] = {pool.submit(evaluate, jobs[i][1], jobs[i][2]): i for i in todo}
