@@ -55,7 +55,7 @@ def kind_of(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
-def describe_missing(path: str | Path) -> str:
+def describe_missing(path: str | Path, expected: str = "a regular file or folder") -> str:
     """Why ``path`` is neither a regular file nor a folder, in words: "no such file or directory",
     "is a FIFO (named pipe), not a regular file or folder", ..."""
     try:
@@ -64,7 +64,7 @@ def describe_missing(path: str | Path) -> str:
         return "no such file or directory"
     except OSError as e:
         return f"cannot read: {_reason(e)}"
-    return f"is {kind_of(mode)}, not a regular file or folder"
+    return f"is {kind_of(mode)}, not {expected}"
 
 
 def make_folder(path: str | Path, what: str = "") -> Path:

@@ -609,3 +609,23 @@ def test_plot_into_a_path_that_is_a_file_is_one_line(tmp_path):
     r = runner.invoke(app, ["plot", str(sweep), "--out", str(target)])
     assert r.exit_code == 2 and r.stderr.strip() == f"error: --out {target}: exists and is a regular file, not a folder"
     assert target.read_text() == "mine\n"
+
+
+def test_a_group_set_to_null_names_the_group_and_its_options():
+    r = runner.invoke(app, ["run", "engine=null"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("error: engine=null: a config group needs one of its options "
+                                "(engine: chunked, default, kv_tight, small)")
+
+
+def test_sweep_jobs_zero_blames_sweep_jobs(tmp_path):
+    r = runner.invoke(app, ["sweep", "sweep.jobs=0", "policy=budget,megatron", SMALL, "--out", str(tmp_path / "s")])
+    assert r.exit_code == 2 and r.stderr.strip() == "error: sweep.jobs: must be >= 1, got 0"
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_folder_given_as_a_trace_says_it_is_a_folder(tmp_path):
+    (tmp_path / "traces").mkdir()
+    r = runner.invoke(app, ["run", "workload=trace", f"workload.trace={tmp_path / 'traces'}"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"error: workload.trace: {tmp_path / 'traces'}: is a directory, not a regular file"

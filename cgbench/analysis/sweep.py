@@ -272,6 +272,8 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         if on_progress is not None:
             on_progress(i + 1, len(expanded))
 
+    if int(settings.jobs) < 1:  # the sweep file's default for --jobs: name the key that set it
+        raise ConfigError(f"sweep.jobs: must be >= 1, got {settings.jobs}")
     if out_dir is not None:
         where = Path(out_dir)
     else:

@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
-from cgbench.config.overrides import override_key
+from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
@@ -183,6 +183,12 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         raise ConfigError(_yaml_error_text(e)) from None
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         msg = _error_text(e)
+        if msg.startswith("Config group override must be a string"):  # `engine=null`: name the key
+            bad = next((o for o in overrides if override_value(o).strip().lower() in ("null", "~", "")), "")
+            group = override_key(bad) if bad else "a config group"
+            options = ", ".join(group_options(group)) if bad else ""
+            raise ConfigError(f"{bad or group}: a config group needs one of its options"
+                              + (f" ({group}: {options})" if options else "")) from None
         if "--multirun" in msg or "multirun" in msg.lower():
             bad = next((o for o in overrides if "," in o.partition("=")[2]), "")
             msg = (f"{bad or 'a sweep value'}: run takes one value per key; for several points use "

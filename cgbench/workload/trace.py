@@ -26,7 +26,15 @@ from typing import Any
 
 from cgbench.config.limits import check_trace_memory
 from cgbench.config.schema import ConfigError
-from cgbench.safeio import INT64_MAX, MAX_LINE_CHARS, BigInt, parse_int64, read_text, write_text_atomic
+from cgbench.safeio import (
+    INT64_MAX,
+    MAX_LINE_CHARS,
+    BigInt,
+    describe_missing,
+    parse_int64,
+    read_text,
+    write_text_atomic,
+)
 from cgbench.workload.arrivals import RequestSpec
 
 FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -154,6 +162,8 @@ def _csv_records(reader: Any, label: str) -> Iterator[list[str]]:
 def read_trace(path: str | Path) -> list[RequestSpec]:
     """Read a JSONL or CSV trace; relative paths resolve against the current directory."""
     p = Path(path)
+    if p.exists() and not p.is_file():  # a folder, FIFO or device: say what it is, not its suffix
+        raise ConfigError(f"workload.trace: {p}: {describe_missing(p, 'a regular file')}")
     kind = _format(p)
     if not p.exists() and not p.is_symlink():
         try:
