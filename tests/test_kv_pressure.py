@@ -122,7 +122,6 @@ def test_rule3_resumed_rows_join_the_active_region_on_its_left():
     eng.ctx.admitted = []
     eng.rows.add([reqs[2]], 1, 0.0)
     eng.order = [reqs[2]]
-    eng._reindex_rows()
     eng.paused = [reqs[0], reqs[1]]
     eng._resume(None)
     assert [r.id for r in eng.order] == [0, 1, 2]  # the resumed run, in its order, then the active row

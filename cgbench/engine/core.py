@@ -164,8 +164,9 @@ class Engine:
         self.queue: deque[Request] = deque()
         self.rows = self.rows_class(self.ctx, self.state.stats)  # running decodes
         self.paused: list[Request] = []  # the paused rows in row order; resume takes from the right
-        self.order: list[Request] = []  # the active rows in Megatron's row order (rows.py)
-        self.row_pos: dict[int, int] = {}  # request id -> its position in ``order``
+        # the active rows in Megatron's row order (rows.py); a row's position is looked up when it
+        # moves (list.index, identity), which is cheaper than keeping an index current on every move
+        self.order: list[Request] = []
         self.kv_corners = engine.kv_corners
         self.halted = False  # the engine crashed (an assertion Megatron raises)
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
@@ -366,27 +367,20 @@ class Engine:
     # -- row order, pause, resume, evict ------------------------------------------------------------
 
     def _append_row(self, r: Request) -> None:
-        self.row_pos[r.id] = len(self.order)
         self.order.append(r)
-
-    def _reindex_rows(self) -> None:
-        self.row_pos = {r.id: i for i, r in enumerate(self.order)}
 
     def _compact_rows(self, gone: list[Request]) -> None:
         """Finished rows leave the active region (``rows.compact_finished``)."""
-        order, pos = self.order, self.row_pos
-        at = {pos.pop(r.id) for r in gone}
-        for i in compact_finished(order, at):
-            pos[order[i].id] = i
+        order = self.order
+        compact_finished(order, {order.index(r) for r in gone})
 
     def _hide_chunked(self, r: Request) -> None:
         """The request whose non-final chunk ran swaps with the last active row and is hidden."""
-        order, pos = self.order, self.row_pos
-        i = pos.pop(r.id)
+        order = self.order
+        i = order.index(r)
         last = order.pop()
         if last is not r:
             order[i] = last
-            pos[last.id] = i
 
     def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
         """Rows that need a KV block they do not hold pause; then resume (from the right), evict past
@@ -394,8 +388,7 @@ class Engine:
         when the request missed a step: it is still paused, or was evicted."""
         newly: list[Request] = []
         if needing:
-            newly, self.order = pause_swap(self.order, {self.row_pos[r.id] for r in needing})
-            self._reindex_rows()
+            newly, self.order = pause_swap(self.order, {self.order.index(r) for r in needing})
             self.rows.drop(newly)
             self.paused.extend(newly)
             for r in newly:
@@ -428,7 +421,6 @@ class Engine:
             ctx.grant_decode_blocks(r)
         self.rows.add(resumed, self.step + 1, self.state.now_s)
         self.order[:0] = resumed  # they join the active region on its left
-        self._reindex_rows()
 
     def _evict(self) -> list[Request]:
         return self._evict_rows(evict_count([r.blocks for r in self.paused], self.ctx.paused_block_budget))
@@ -441,7 +433,6 @@ class Engine:
         evicted = self.paused[len(self.paused) - e:]
         del self.paused[len(self.paused) - e:]
         self.order = rotate_into_evicted(self.order, e)
-        self._reindex_rows()
         for r in evicted:
             self.ctx.release(r)
             self.backend.release(r)

@@ -35,7 +35,7 @@ def pause_swap(active: Sequence[R], pausing: Collection[int]) -> tuple[list[R], 
     m = len(pausing)
     rows = list(active)
     staying_left = [i for i in range(m) if i not in pausing]
-    pausing_right = [i for i in range(m, len(rows)) if i in pausing]
+    pausing_right = sorted(i for i in pausing if i >= m)  # O(m), not a scan of every row
     for a, b in zip(staying_left, pausing_right, strict=True):
         rows[a], rows[b] = rows[b], rows[a]
     return rows[:m], rows[m:]
