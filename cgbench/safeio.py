@@ -186,31 +186,39 @@ def check_writable(path: str | Path, what: str = "") -> Path:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        _remove_dirs(created)
+        remove_folders(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     return target
 
 
-def _make_parents(target: Path, p: Path, label: str) -> list[Path]:
-    """Create the missing parent folders of ``target``; returns them (deepest first) so a failed
-    write can remove what it created."""
+def make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; returns what was created (deepest first), so a
+    refusal later can undo it with ``remove_folders``. On an OSError nothing created is left."""
     missing = []
-    d = target.parent
+    d = folder
     while not d.exists() and d != d.parent:
         missing.append(d)
         d = d.parent
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        _remove_dirs(missing)
-        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
-    except OSError as e:
-        _remove_dirs(missing)
-        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        remove_folders(missing)
+        raise
     return missing
 
 
-def _remove_dirs(dirs: list[Path]) -> None:
+def _make_parents(target: Path, p: Path, label: str) -> list[Path]:
+    """Create the missing parent folders of ``target`` (``make_folders``), with the writer's errors."""
+    try:
+        return make_folders(target.parent)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"cannot write {label}{p}: a parent path is not a directory") from None
+    except OSError as e:
+        raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+
+
+def remove_folders(dirs: list[Path]) -> None:
+    """Remove folders ``make_folders`` created (those still empty), deepest first."""
     for d in dirs:
         try:
             d.rmdir()
@@ -279,7 +287,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "") -> Path:
         if tmp is not None:
             _unlink(tmp)
             tmp = None
-        _remove_dirs(created)
+        remove_folders(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     finally:
         if tmp is not None:  # interrupted (Ctrl-C) or refused after the temporary file was made

@@ -135,7 +135,7 @@ class Evaluator:
         path = self.path(overrides)
         if not self.resume or path is None or not path.is_file():
             return None
-        from cgbench.config.jsonio import read_json
+        from cgbench.safeio import read_json
 
         try:
             rec = read_json(path)

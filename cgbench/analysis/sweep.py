@@ -34,7 +34,7 @@ from cgbench.analysis.sweep_lock import SweepLock, is_locked
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.results.names import lookup
-from cgbench.safeio import inside, safe_name
+from cgbench.safeio import inside, make_folders, remove_folders, safe_name
 
 INDEX_NAME = "sweep.json"
 INDEX_KIND = "cgbench-sweep"
@@ -355,7 +355,7 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
     Every point's ``file`` must name a file inside the folder. An index that says ``running`` while
     no process holds the folder's lock (or, without a lock file, whose PID on this host is gone)
     belongs to a killed sweep: it is returned with status ``interrupted`` and a ``stale`` line."""
-    from cgbench.config.jsonio import read_json
+    from cgbench.safeio import read_json
 
     path = Path(sweep_dir) / INDEX_NAME
     if not path.is_file():
@@ -465,7 +465,7 @@ def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
         try:
             lock = SweepLock(plan.out_dir).acquire()
         except ConfigError:
-            _remove_created(created)
+            remove_folders(created)
             raise
         try:
             if resume:
@@ -475,7 +475,7 @@ def claim_out_dir(plan: SweepPlan, *, resume: bool = False) -> Path:
         except ConfigError:
             lock.discard()
             if not existed:
-                _remove_created(created)
+                remove_folders(created)
             raise
         plan.lock = lock
     plan.claimed = True
@@ -489,25 +489,10 @@ def _refuse_used_folder(plan: SweepPlan) -> None:
 
 def _make_folder(d: Path) -> list[Path]:
     """Create ``d`` and its missing parents; returns what was created (deepest first)."""
-    missing = []
-    p = d
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        return make_folders(d)
     except OSError as e:
         raise ConfigError(f"--out {d}: {e.strerror or e}") from e
-    return missing
-
-
-def _remove_created(created: list[Path]) -> None:
-    """Undo ``_make_folder`` after a refusal."""
-    for d in created:
-        try:
-            d.rmdir()
-        except OSError:
-            pass
 
 
 def release_out_dir(plan: SweepPlan) -> None:
@@ -554,7 +539,7 @@ def summary_csv(plan: SweepPlan, results: list[PointResult]) -> str:
 
 def write_summary_csv(outcome: SweepOutcome) -> Path:
     """``summary.csv`` next to ``sweep.json``: every point's axes, status and headline metrics."""
-    from cgbench.results.document import write_text_atomic
+    from cgbench.safeio import write_text_atomic
 
     return write_text_atomic(outcome.plan.out_dir / SUMMARY_CSV, summary_csv(outcome.plan, outcome.results))
 

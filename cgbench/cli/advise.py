@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cgbench.cli import errors as cli_errors
 from cgbench.config.schema import ConfigError
 
 if TYPE_CHECKING:
@@ -23,11 +24,6 @@ PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
 EAGER_FREE_NOTES = ("eager-free grid:", "no candidate within the budgets and SLOs ran without eager steps")
 GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> cg=advised
 
-
-def _ui():
-    from cgbench.cli import errors as cli  # consoles and user_errors
-
-    return cli
 
 
 def _number(text: str | None, option: str, kind: type) -> Any:
@@ -311,7 +307,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
     """
-    ui = _ui()
+    ui = cli_errors
     with ui.user_errors():
         from cgbench.analysis.advise import AdviseRequest, run_advise
 
@@ -367,7 +363,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
 def _run_with_progress(req, run_advise) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    err = _ui().err
+    err = cli_errors.err
     with Progress(TextColumn("advise {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("", total=None)

@@ -232,7 +232,7 @@ class RoundState:
 
 def load_state(path: str | Path) -> RoundState:
     """Read and validate a state file; any problem is a ``ConfigError`` naming the file and field."""
-    from cgbench.config.jsonio import read_json
+    from cgbench.safeio import read_json
 
     return parse_state(read_json(path), str(path))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from cgbench import __version__, safeio
-from cgbench.config.jsonio import read_json
 from cgbench.config.schema import ConfigError
+from cgbench.safeio import read_json
 
 SCHEMA_VERSION = 1
 
@@ -85,11 +85,6 @@ def write_json_atomic(path: Path, doc: dict) -> Path:
     """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync, rename over a regular
     file or nothing): never a partial file, never a special file replaced, never NaN/Infinity."""
     return safeio.write_json_atomic(path, doc)
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Text by the same rule (``cgbench.safeio``)."""
-    return safeio.write_text_atomic(path, text)
 
 
 def ensure_writable(path: Path) -> None:

@@ -83,7 +83,7 @@ class CalibrationTable:
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationTable:
-        from cgbench.config.jsonio import read_json
+        from cgbench.safeio import read_json
 
         return cls.from_dict(read_json(path, "backend.calibration"), source=str(path))
 
@@ -348,7 +348,7 @@ class HostCalibration:
 
     @classmethod
     def load(cls, path: str | Path) -> HostCalibration:
-        from cgbench.config.jsonio import read_json
+        from cgbench.safeio import read_json
 
         return cls.from_dict(read_json(path, "hardware.host_calibration"), source=str(path))
 
