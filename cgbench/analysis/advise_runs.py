@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import signal
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 from cgbench.analysis.advise_capture import CaptureEstimate
 from cgbench.analysis.advise_space import MegatronKnobs, Shape, shape_counts
+from cgbench.analysis.workers import InterruptWatch
 from cgbench.config.schema import ConfigError
 
 RUN_KIND = "cgbench-advise-run"
@@ -89,28 +89,6 @@ def _failed(overrides: tuple[str, ...], e: BaseException) -> dict[str, Any]:
             "metrics": {"outcome": "failed", "diagnosis": text}}
 
 
-class _InterruptWatch:
-    """Remembers a Ctrl-C (SIGINT) that arrived while a run was in progress, so a library that
-    caught the KeyboardInterrupt and raised something else cannot turn it into a failed candidate."""
-
-    def __init__(self) -> None:
-        self.hit = False
-        self._old = None
-
-    def _on_sigint(self, signum, frame) -> None:
-        self.hit = True
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> _InterruptWatch:
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-
-
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
@@ -166,7 +144,7 @@ class Evaluator:
             else:
                 todo.append(i)
         if self.jobs == 1 or len(todo) <= 1:
-            with _InterruptWatch() as ctrl_c:
+            with InterruptWatch() as ctrl_c:
                 for i in todo:
                     label, ovr, shapes = jobs[i]
                     try:

@@ -732,15 +732,20 @@ def _run_claimed(plan: SweepPlan, jobs: int, resume: bool, on_start: Callable[[i
 
 
 def _run_serial(plan: SweepPlan, todo: list[int], finish: Callable[[int, PointResult], None]) -> None:
-    for i in todo:
-        p = plan.points[i]
-        t0 = time.perf_counter()
-        try:
-            metrics, wall = execute_point(p.cfg, p.overrides, plan.out_dir / p.file)
-        except Exception as e:  # one broken point must not lose the rest of the sweep
-            finish(i, PointResult(p, FAILED, wall_s=time.perf_counter() - t0, error=_describe(e)))
-        else:
-            finish(i, PointResult(p, DONE, metrics, wall, fingerprint=p.fingerprint))
+    from cgbench.analysis.workers import InterruptWatch
+
+    with InterruptWatch() as ctrl_c:
+        for i in todo:
+            p = plan.points[i]
+            t0 = time.perf_counter()
+            try:
+                metrics, wall = execute_point(p.cfg, p.overrides, plan.out_dir / p.file)
+            except Exception as e:  # one broken point must not lose the rest of the sweep
+                if ctrl_c.hit:  # Ctrl-C inside a library that turned it into another error
+                    raise KeyboardInterrupt from None
+                finish(i, PointResult(p, FAILED, wall_s=time.perf_counter() - t0, error=_describe(e)))
+            else:
+                finish(i, PointResult(p, DONE, metrics, wall, fingerprint=p.fingerprint))
 
 
 def _run_parallel(plan: SweepPlan, todo: list[int], jobs: int,

@@ -4,7 +4,8 @@ A killed parent (SIGKILL, OOM killer) cannot stop its workers, and orphans would
 points into a folder nobody indexes. Each worker therefore asks the kernel for SIGKILL when its
 parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``) and, where that is unavailable or the parent died
 before the request, a watchdog thread ends the worker once its parent PID changes. The atomic
-writes mean a worker killed mid-point leaves no partial file.
+writes mean a worker killed mid-point leaves no partial file. ``InterruptWatch`` keeps a Ctrl-C
+in the parent a Ctrl-C when a library converts the KeyboardInterrupt into another error.
 """
 
 from __future__ import annotations
@@ -46,3 +47,26 @@ def worker_init(parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(ORPHAN_EXIT)
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="cgbench-parent-watch", daemon=True).start()
+
+
+class InterruptWatch:
+    """Remembers a Ctrl-C (SIGINT) that arrived while a run was in progress, so a library that
+    caught the KeyboardInterrupt and raised something else cannot turn it into a failed run (a sweep
+    point, an advise candidate)."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> InterruptWatch:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
