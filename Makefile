@@ -39,7 +39,7 @@ test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
 	$(BIN)/pytest -q -n 2
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, deep properties)
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, hostile corpus, sweeps, plots, advise)
 	$(BIN)/pytest -q -x -n 2 -m "not slow"
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
