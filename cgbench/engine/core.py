@@ -477,6 +477,7 @@ class Engine:
         spins here without a forward step, forever. cgbench stops after the watchdog's worth of
         rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
         head, sched = result.deferred, self.scheduler
+        assert head is not None
         before = sched.counters.starvation_warnings
         sched.register_waits(head, self.stall_steps - 1, result)
         cause = ""

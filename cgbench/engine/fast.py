@@ -21,12 +21,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
-from cgbench.engine.contract import StepRecord, StepWork, StretchPricer, decode_growth
+from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPricer, decode_growth
 from cgbench.engine.core import Engine, InvariantError, record_steps
+from cgbench.engine.policies import Policy
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
+from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
+from cgbench.workload.stream import RequestStream
 
 
 class _Row:
@@ -140,9 +144,10 @@ class FastEngine(Engine):
     # numpy pays off only on long stretches; short ones run one by one (the results are identical)
     vector_min_steps = 64
 
-    def __init__(self, *args, pricer: StretchPricer, **kwargs) -> None:
+    def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
+                 stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer) -> None:
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
-        super().__init__(*args, **kwargs)
+        super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace)
         self.pricer = pricer
         # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
         self._shapes: dict[int, tuple] = {}
@@ -291,7 +296,9 @@ class FastEngine(Engine):
         itl = st.stats.itl
         itl_get = itl.get
         ctx_step, pairs_step = decode_growth(work)
-        ctx, pairs, T = work.context_tokens, work.attention_pairs, work.tokens
+        ctx, T = work.context_tokens, work.tokens
+        pairs = work.attention_pairs
+        assert pairs is not None
         series = self.pricer.decode_stretch_times
         durations: list[float] = []
         now = st.now_s

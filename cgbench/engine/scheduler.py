@@ -58,16 +58,20 @@ class GraphChoice:
     def resolve(self, T: int, P: int, D: int) -> tuple[tuple[int, int, int] | None, str | None]:
         key = (T, P, D)
         hit = self._cache.get(key)
-        if hit is None:
-            graph, reason = self.grid.lookup(T, P, D)
-            if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
-                hit = (None, "pad_guard")
-            else:
-                hit = (tuple(graph) if graph is not None else None, reason)
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[key] = hit
-        return hit
+        if hit is not None:
+            return hit
+        graph, reason = self.grid.lookup(T, P, D)
+        choice: tuple[tuple[int, int, int] | None, str | None]
+        if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
+            choice = (None, "pad_guard")
+        elif graph is not None:
+            choice = ((graph.token_count, graph.prefill_req_count, graph.decode_req_count), reason)
+        else:
+            choice = (None, reason)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = choice
+        return choice
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ class PerStepPricing:
 
         f = self.stepper(work)
         ctx, pairs = work.context_tokens, work.attention_pairs
+        assert pairs is not None
         return np.array([f(ctx + j * ctx_step, pairs + j * pairs_step) for j in range(k)], dtype=np.float64)
 
 

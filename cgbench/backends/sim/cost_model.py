@@ -241,7 +241,7 @@ class RooflineCostModel:
                    bytes_slot=(h + v) * b),
             Kernel("elementwise", "sampling", 1, launches=2, bytes_slot=2 * model.vocab_size * 4),
         ]
-        ssd = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + 2 * SSD_CHUNK * (e + gn),
+        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + 2 * SSD_CHUNK * (e + gn),
                    bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_slot=2 * e * n * b)
         decode_ssd = [Kernel("mamba_scan", "SSM update", nm, **ssd)] if nm else []
         prefill_ssd = [Kernel("mamba_scan", "SSM chunked scan", nm, launches=1 + MAMBA_PREFILL_SCAN_KERNELS,
@@ -355,18 +355,18 @@ class RooflineCostModel:
     def attention_seconds(self, work: StepWork, tc: int) -> float:
         if not self.n_attention:
             return 0.0
-        pairs = work.attention_pairs
-        if pairs is None:
-            pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+        given = work.attention_pairs
+        pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+                 if given is None else given)
         return max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc,
                    self._attn_floor)
 
     def step_time(self, work: StepWork) -> float:
         gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if self.n_attention:
-            pairs = work.attention_pairs
-            if pairs is None:
-                pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+            given = work.attention_pairs
+            pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+                     if given is None else given)
             gpu = gpu + max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + aq_tc,
                             self._attn_floor)
         else:
