@@ -27,6 +27,7 @@ from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPr
 from cgbench.engine.core import Engine, InvariantError, record_steps
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Request
+from cgbench.engine.rows import move_pausing_left
 from cgbench.engine.scheduler import RoundResult
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
@@ -67,7 +68,8 @@ class AnchoredRows:
         self.rows: dict[int, _Row] = {}  # insertion order == Megatron's row order
         self.stored_kv = 0  # Σ kv_tokens over the rows, current at the step boundary
         self.held_blocks = 0  # KV blocks held by the rows
-        self.events: list[tuple[int, int, _Row]] = []  # (step, row position, row); stale once dropped
+        # (step, row position, row); stale once the row's position changed (dropped: -1, re-anchored)
+        self.events: list[tuple[int, int, _Row]] = []
         self.irregular: dict[int, _Row] = {}  # rows whose next gap is not one step (resumed)
         self.running: Sequence[Request] = ()  # never materialized: runs only with a pricer backend
         self._fired: dict[int, _Row] = {}
@@ -77,18 +79,39 @@ class AnchoredRows:
         return len(self.rows)
 
     def add(self, reqs: Sequence[Request], first_step: int, now_s: float) -> None:
-        q, bs = self.q, self.ctx.block_size
         for r in reqs:
             row = _Row(r, first_step, self._next_pos)
             self._next_pos += 1
             self.rows[r.id] = row
             self.stored_kv += r.kv_tokens
             self.held_blocks += r.blocks
-            finish = first_step - (-(r.output_len - r.generated) // q) - 1  # + ceil((output - generated) / q)
-            boundary = first_step + (r.blocks * bs - r.kv_tokens) // q - 1
-            heapq.heappush(self.events, (min(finish, boundary), row.pos, row))
+            self._schedule(row)
             if r.last_token_s != now_s:  # it missed steps while paused: its next gap is not one step
                 self.irregular[r.id] = row
+
+    def reanchor(self, reqs: Sequence[Request], first_step: int, now_s: float, granted: int) -> None:
+        """``reqs``, in this order, were granted ``granted`` blocks in all and go on decoding from
+        ``first_step``: the same as ``drop`` then ``add``, without a new row. Each takes a new position
+        (after every existing row, as ``add`` gives it) and a new event; its old event goes stale."""
+        self.held_blocks += granted
+        for r in reqs:
+            row = self.rows[r.id]
+            row.step, row.gen, row.kv = first_step, r.generated, r.kv_tokens
+            row.pos = self._next_pos
+            self._next_pos += 1
+            self._schedule(row)
+            self._fired.pop(r.id, None)
+            if r.last_token_s != now_s:
+                self.irregular[r.id] = row
+            else:
+                self.irregular.pop(r.id, None)
+
+    def _schedule(self, row: _Row) -> None:
+        """Push the row's next event: it finishes, or its next step needs a KV block it does not hold."""
+        r, q, first_step = row.req, self.q, row.step
+        finish = first_step - (-(r.output_len - r.generated) // q) - 1  # + ceil((output - generated) / q)
+        boundary = first_step + (r.blocks * self.ctx.block_size - r.kv_tokens) // q - 1
+        heapq.heappush(self.events, (min(finish, boundary), row.pos, row))
 
     def stepped(self, step: int, start_s: float, now_s: float) -> Sequence[Request]:
         """Advance every row through ``step``: the rows without an event in aggregate; the others are
@@ -99,8 +122,8 @@ class AnchoredRows:
         special = dict(irregular)
         events = self.events
         while events and events[0][0] <= step:
-            row = heapq.heappop(events)[2]
-            if rows.get(row.req.id) is row:
+            _, pos, row = heapq.heappop(events)
+            if pos == row.pos:  # not stale: the row neither left nor was re-anchored since
                 special[row.req.id] = row
         regular = d - len(special)
         if regular:
@@ -122,7 +145,7 @@ class AnchoredRows:
 
     def drop(self, reqs: Sequence[Request]) -> None:
         for r in reqs:
-            del self.rows[r.id]
+            self.rows.pop(r.id).pos = -1  # its pending event goes stale
             self.stored_kv -= r.kv_tokens
             self.held_blocks -= r.blocks
             self.irregular.pop(r.id, None)
@@ -151,6 +174,34 @@ class FastEngine(Engine):
         self.pricer = pricer
         # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
         self._shapes: dict[int, tuple] = {}
+
+    def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
+        if self.paused or not needing or not self._pause_and_resume_at_once(needing, ran_chunk):
+            Engine._kv_pressure(self, needing, ran_chunk)
+
+    def _pause_and_resume_at_once(self, needing: list[Request], ran_chunk: Request | None) -> bool:
+        """The common KV block boundary, in one move: nothing was paused, and every row that needs a
+        block would resume right after pausing (the active pool, the free-block count and the row
+        slots have room for all of them), so nothing is evicted and none misses a step. Applies the
+        pass's net effect: the pause swaps (the pausing rows move to the left end, where resuming puts
+        them back in the same order), the block grants, the pause counts, the rows re-anchored in
+        place. False, with nothing changed, when the full pass must run."""
+        ctx, order = self.ctx, self.order
+        m = len(needing)
+        granted = 0
+        for r in needing:
+            granted += ctx.decode_blocks_needed(r)
+        # ``Context.resumable`` over the m newly paused rows, with the active rows' blocks
+        held = self.rows.held_blocks + granted + (ran_chunk.blocks if ran_chunk is not None else 0)
+        if held > ctx.active_blocks or m > ctx.free_blocks or len(order) > ctx.max_requests:
+            return False
+        move_pausing_left(order, {order.index(r) for r in needing})
+        resumed = order[:m]
+        for r in resumed:
+            ctx.grant_decode_blocks(r)
+            r.pauses += 1  # Megatron counts the pause; ``paused_events`` does not (no step missed)
+        self.rows.reanchor(resumed, self.step + 1, self.state.now_s, granted)
+        return True
 
     def _advance(self, result: RoundResult) -> None:
         if self.ctx.admitted or not self._decode_stretch(result):

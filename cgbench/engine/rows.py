@@ -34,11 +34,19 @@ def pause_swap(active: Sequence[R], pausing: Collection[int]) -> tuple[list[R], 
     the first ``m`` rows then join the paused region on its right."""
     m = len(pausing)
     rows = list(active)
+    move_pausing_left(rows, pausing)
+    return rows[:m], rows[m:]
+
+
+def move_pausing_left(rows: list[R], pausing: Collection[int]) -> None:
+    """``pause_swap``'s swaps, in place: the rows at positions ``pausing`` end up at positions
+    ``0 .. m-1``. When every one of them resumes at once, this is the whole net move (they leave the
+    active region on its left and rejoin it there, in the same order)."""
+    m = len(pausing)
     staying_left = [i for i in range(m) if i not in pausing]
     pausing_right = sorted(i for i in pausing if i >= m)  # O(m), not a scan of every row
     for a, b in zip(staying_left, pausing_right, strict=True):
         rows[a], rows[b] = rows[b], rows[a]
-    return rows[:m], rows[m:]
 
 
 def evict_count(paused_blocks: Sequence[int], budget: int) -> int:
