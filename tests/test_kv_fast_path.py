@@ -7,6 +7,7 @@ and both runs must also equal the step-by-step oracle."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import combinations
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from cgbench.config.schema import CGConfig, SloConfig
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Request
+from cgbench.engine.rows import compact_finished, move_pausing_left, pause_swap
 from cgbench.pipeline import build_engine, metrics_of
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -170,3 +172,46 @@ def test_one_move_equals_the_full_pass_on_tight_pools(scenario):
     cfg, reqs = scenario
     eng = _twins(cfg, reqs)
     event(f"one move: {'none' if eng.at_once == 0 else 'all' if eng.at_once == len(eng.passes) else 'some'}")
+
+
+# -- the row moves, every subset of up to seven rows, against the rules spelled out naively ----------
+
+def _naive_compact(active: list[int], finished: set[int]) -> tuple[list[int], list[int]]:
+    """Survivors right of the new boundary fill the finished slots left of it, in order."""
+    k = len(active) - len(finished)
+    holes = [i for i in range(k) if i in finished]
+    movers = [active[i] for i in range(k, len(active)) if i not in finished]
+    out = list(active)
+    for hole, row in zip(holes, movers, strict=True):
+        out[hole] = row
+    return out[:k], holes
+
+
+def _naive_pause(active: list[int], pausing: set[int]) -> list[int]:
+    """Staying rows left of ``m`` swap pairwise, in order, with pausing rows right of it."""
+    m = len(pausing)
+    out = list(active)
+    left = [i for i in range(m) if i not in pausing]
+    right = [i for i in range(m, len(active)) if i in pausing]
+    for a, b in zip(left, right, strict=True):
+        out[a], out[b] = out[b], out[a]
+    return out
+
+
+def _subsets(n: int):
+    for size in range(1, n + 1):
+        yield from (set(c) for c in combinations(range(n), size))
+
+
+def test_row_moves_equal_the_rules_for_every_subset():
+    for n in range(1, 8):
+        active = [10 + i for i in range(n)]
+        for chosen in _subsets(n):
+            rows = list(active)
+            holes = compact_finished(rows, chosen)
+            assert (rows, holes) == _naive_compact(active, chosen)
+            moved = list(active)
+            move_pausing_left(moved, chosen)
+            assert moved == _naive_pause(active, chosen)
+            assert pause_swap(active, chosen) == (moved[:len(chosen)], moved[len(chosen):])
+            assert sorted(moved[:len(chosen)]) == [active[i] for i in sorted(chosen)]

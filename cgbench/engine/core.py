@@ -318,9 +318,13 @@ class Engine:
             rows.drop(finished)
             for r in finished:
                 self._finish(r)
-        for a in ctx.admitted:  # every admitted chunk's request takes a row after the active rows
-            self._append_row(a.request)
-        done, decoding, ran_chunk = self._process_admissions()
+        done = False  # nothing admitted: no admission bookkeeping to run
+        decoding: Sequence[Request] = ()
+        ran_chunk: Request | None = None
+        if ctx.admitted:
+            for a in ctx.admitted:  # every admitted chunk's request takes a row after the active rows
+                self._append_row(a.request)
+            done, decoding, ran_chunk = self._process_admissions()
         if finished or done:
             self._compact_rows(finished + [a.request for a in ctx.admitted
                                            if a.final and a.request.outcome == Outcome.COMPLETED])

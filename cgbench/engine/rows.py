@@ -20,6 +20,13 @@ def compact_finished(active: list[R], finished: Collection[int]) -> list[int]:
     new boundary ``k`` (the survivor count) move, in order, into the finished slots left of it;
     survivors already left of ``k`` keep their places. Returns the positions that got a new row."""
     k = len(active) - len(finished)
+    if len(finished) == 1:  # the common case, without the general bookkeeping: the last row fills the hole
+        (i,) = finished
+        last = active.pop()
+        if i < k:
+            active[i] = last
+            return [i]
+        return []
     holes = sorted(i for i in finished if i < k)
     movers = [active[i] for i in range(k, len(active)) if i not in finished]
     for hole, row in zip(holes, movers, strict=True):
@@ -43,6 +50,10 @@ def move_pausing_left(rows: list[R], pausing: Collection[int]) -> None:
     ``0 .. m-1``. When every one of them resumes at once, this is the whole net move (they leave the
     active region on its left and rejoin it there, in the same order)."""
     m = len(pausing)
+    if m == 1:  # the common case: the one pausing row swaps with the first row
+        (i,) = pausing
+        rows[0], rows[i] = rows[i], rows[0]
+        return
     staying_left = [i for i in range(m) if i not in pausing]
     pausing_right = sorted(i for i in pausing if i >= m)  # O(m), not a scan of every row
     for a, b in zip(staying_left, pausing_right, strict=True):
