@@ -6,6 +6,7 @@ and both runs must also equal the step-by-step oracle."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from itertools import combinations
 
@@ -23,6 +24,7 @@ from tests.helpers import make_cfg
 from tests.test_kv_pressure import tight_pools
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
+EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
 
 
 class _Passes(FastEngine):
@@ -166,7 +168,7 @@ def test_a_tight_pool_mixes_both_paths():
     assert eng.state.stats.paused_events > 0
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_one_move_equals_the_full_pass_on_tight_pools(scenario):
     cfg, reqs = scenario
