@@ -35,7 +35,7 @@ _POINT_CODE = """
 import json, resource, sys, time
 from cgbench.config.compose import load_config
 from cgbench.native import simulator_build
-from cgbench.native import PURE_ENV, stale_modules
+from cgbench.pipeline import run_point
 o = json.loads(sys.argv[1])
 cfg = load_config(o)
 t0 = time.process_time()
@@ -211,24 +211,24 @@ def main() -> None:
 
     for b in builds:
         chat, scale = sim[b]["chat"], sim[b]["scale"]
-        tag = "plain Python" if b == "python" else "compiled (make native)"
+        tag = "python" if b == "python" else "mypyc"
         t.add_section()
         tok_s = chat["tokens"] / chat["fast_s"]
-        t.add_row(f"[{tag}] sim output tokens/s, chat preset, {args.requests:,} requests ({chat['tokens']:,} tokens)",
+        t.add_row(f"{tag}: sim output tokens/s, chat preset, {args.requests:,} requests ({chat['tokens']:,} tokens)",
                   f"{tok_s:,.0f}", ">= 1,000,000")
-        ratio_rows(f"[{tag}] chat preset ({args.requests:,} requests)", chat, ">= 10x")
-        ratio_rows(f"[{tag}] workload=default (512 requests)", sim[b]["loaded"], ">= 15x")
-        ratio_rows(f"[{tag}] workload=decode_heavy", sim[b]["heavy"], "")
+        ratio_rows(f"{tag}: chat preset ({args.requests:,} requests)", chat, ">= 10x")
+        ratio_rows(f"{tag}: workload=default (512 requests)", sim[b]["loaded"], ">= 15x")
+        ratio_rows(f"{tag}: workload=decode_heavy", sim[b]["heavy"], "")
         base_n = min(scale)
         for n, r in scale.items():
             per = r["cpu_s"] / n * 1e6
             flat = per / (scale[base_n]["cpu_s"] / base_n * 1e6)
             last = n == max(scale)
-            t.add_row(f"[{tag}] chat, {n:,} requests (fresh process): CPU s", f"{r['cpu_s']:.2f}",
+            t.add_row(f"{tag}: chat, {n:,} requests (fresh process): CPU s", f"{r['cpu_s']:.2f}",
                       "<= 20 s" if last else "")
-            t.add_row(f"[{tag}] chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
+            t.add_row(f"{tag}: chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
                       f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
-            t.add_row(f"[{tag}] chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+            t.add_row(f"{tag}: chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
     if len(builds) == 2:
         t.add_section()
         for key, name in (("chat", f"chat preset ({args.requests:,} requests)"), ("loaded", "workload=default"),
