@@ -63,7 +63,15 @@ test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh
 
-clean: ## Remove the venv and caches (keeps results/)
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build dist *.egg-info
+native: $(VENV)/.core ## Compile the simulator's hot modules with mypyc (optional: needs a C compiler; same results, faster)
+	$(PY) -m pip install -q -e ".[native]"
+	$(PY) scripts/build_native.py
 
-.PHONY: help install dev run lint test test-fast test-slurm sweep bench baseline ci-gate gpu-check clean
+clean-native: ## Remove the compiled simulator (plain Python again)
+	$(PY) scripts/build_native.py --clean
+
+clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
+	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
+
+.PHONY: help install dev run lint test test-fast test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

@@ -36,7 +36,8 @@ def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | 
     from cgbench.backends.sim.factory import make_cost_model
 
     cost = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
-    return SimBackend(cost), SimBackend.device, None
+    backend = SimBackend(cost)
+    return backend, backend.device, None
 
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,

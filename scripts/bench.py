@@ -26,51 +26,60 @@ from rich.table import Table
 from cgbench.config.compose import load_config
 from cgbench.grids.build import build_grid
 from cgbench.grids.shapes import BatchShape, match
-from cgbench.pipeline import run_point
+from cgbench.native import PURE_ENV, stale_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cpu_run(overrides: list[str]) -> tuple[float, int]:
-    """(CPU seconds of one ``run_point``, output tokens)."""
-    cfg = load_config(overrides)
-    t0 = time.process_time()
-    doc = run_point(cfg, overrides)
-    return time.process_time() - t0, doc["metrics"]["output_tokens"]
+_POINT_CODE = """
+import json, resource, sys, time
+from cgbench.config.compose import load_config
+from cgbench.native import simulator_build
+from cgbench.pipeline import run_point
+o = json.loads(sys.argv[1])
+cfg = load_config(o)
+t0 = time.process_time()
+doc = run_point(cfg, o)
+cpu = time.process_time() - t0
+print(json.dumps({"cpu_s": cpu, "tokens": doc["metrics"]["output_tokens"], "build": simulator_build(),
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
+"""
 
 
-def interleaved(overrides: list[str], repeat: int) -> dict:
+def point_run(overrides: list[str], build: str) -> dict:
+    """One ``run_point`` in a fresh process with the simulator ``build`` (``python`` or ``mypyc``): its CPU
+    seconds, output tokens and peak RSS (MB). The process reports the build it actually ran."""
+    env = dict(os.environ)
+    if build == "python":
+        env[PURE_ENV] = "1"
+    else:
+        env.pop(PURE_ENV, None)
+    out = subprocess.run([sys.executable, "-c", _POINT_CODE, json.dumps(overrides)], check=True,
+                         capture_output=True, text=True, cwd=ROOT, env=env)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    if rec["build"] != build:
+        raise SystemExit(f"bench: asked for the {build} simulator, the run used {rec['build']}")
+    return rec
+
+
+def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
     """Fast and oracle runs of ``overrides``, interleaved: medians, ranges, per-pair ratios."""
     fast, oracle, tokens = [], [], 0
     for _ in range(repeat):
-        f, tokens = cpu_run(overrides)
-        o, _ = cpu_run(overrides + ["engine.oracle=true"])
-        fast.append(f)
-        oracle.append(o)
+        f = point_run(overrides, build)
+        o = point_run(overrides + ["engine.oracle=true"], build)
+        tokens = f["tokens"]
+        fast.append(f["cpu_s"])
+        oracle.append(o["cpu_s"])
     ratios = [o / f for f, o in zip(fast, oracle, strict=True)]
     return {"fast": fast, "oracle": oracle, "ratios": ratios, "tokens": tokens,
             "fast_s": statistics.median(fast), "oracle_s": statistics.median(oracle),
             "ratio": statistics.median(ratios)}
 
 
-_SCALE_CODE = """
-import json, resource, sys, time
-from cgbench.config.compose import load_config
-from cgbench.pipeline import run_point
-o = ['workload=chat', 'workload.num_requests=%d']
-cfg = load_config(o)
-t0 = time.process_time()
-run_point(cfg, o)
-cpu = time.process_time() - t0
-print(json.dumps({"cpu_s": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
-"""
-
-
-def scale_run(n_requests: int) -> dict:
+def scale_run(n_requests: int, build: str) -> dict:
     """A chat run of ``n_requests`` in a fresh process: CPU seconds of ``run_point`` and peak RSS (MB)."""
-    out = subprocess.run([sys.executable, "-c", _SCALE_CODE % n_requests], check=True, capture_output=True,
-                         text=True, cwd=ROOT)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return point_run(["workload=chat", f"workload.num_requests={n_requests}"], build)
 
 
 def matcher_qps(n_queries: int) -> tuple[float, float, bool]:
@@ -154,6 +163,11 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
+    fresh = stale_modules() == []
+    ap.add_argument("--build", choices=["python", "mypyc", "both"], default="both" if fresh else "python",
+                    help="which simulator build(s) to measure: plain Python, the compiled one (make native) or "
+                         f"both (default: {'both' if fresh else 'python'}, as a fresh compiled build is "
+                         f"{'present' if fresh else 'absent'})")
     args = ap.parse_args()
     console = Console(width=max(Console().width, 120))
     advise_row = ("advise: 20-candidate search, chat preset, 2,000 requests, --jobs 2 ({})", "< 60 s")
@@ -169,10 +183,11 @@ def main() -> None:
             t.add_row(name, f"{calls:,}" if calls else "", f"{own:.3f}", f"{cum:.3f}")
         console.print(t)
         return
-    chat = interleaved(["workload=chat", f"workload.num_requests={args.requests}"], args.repeat)
-    loaded = interleaved(["workload=default"], args.repeat)
-    heavy = interleaved(["workload=decode_heavy"], args.repeat)
-    scale = {n: scale_run(n) for n in args.scale}
+    builds = ["python", "mypyc"] if args.build == "both" else [args.build]
+    sim = {b: {"chat": interleaved(["workload=chat", f"workload.num_requests={args.requests}"], args.repeat, b),
+               "loaded": interleaved(["workload=default"], args.repeat, b),
+               "heavy": interleaved(["workload=decode_heavy"], args.repeat, b),
+               "scale": {n: scale_run(n, b) for n in args.scale}} for b in builds}
     if not args.sim_only:
         m_fast, m_plain, same = matcher_qps(200_000)
         cgbench = str(Path(sys.executable).with_name("cgbench"))
@@ -194,21 +209,34 @@ def main() -> None:
         t.add_row(f"{name}: oracle (engine.oracle=true) CPU s", spread(r["oracle"], "{:.3f}"), "")
         t.add_row(f"{name}: fast / oracle, interleaved pairs", spread(r["ratios"], "{:.1f}x"), target)
 
-    tok_s = chat["tokens"] / chat["fast_s"]
-    t.add_row(f"sim output tokens/s, chat preset, {args.requests:,} requests ({chat['tokens']:,} tokens)",
-              f"{tok_s:,.0f}", ">= 1,000,000")
-    ratio_rows(f"chat preset ({args.requests:,} requests)", chat, ">= 10x")
-    ratio_rows("workload=default (512 requests)", loaded, ">= 15x")
-    ratio_rows("workload=decode_heavy", heavy, "")
-    base_n = min(scale)
-    for n, r in scale.items():
-        per = r["cpu_s"] / n * 1e6
-        flat = per / (scale[base_n]["cpu_s"] / base_n * 1e6)
-        last = n == max(scale)
-        t.add_row(f"chat, {n:,} requests (fresh process): CPU s", f"{r['cpu_s']:.2f}", "<= 20 s" if last else "")
-        t.add_row(f"chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
-                  f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
-        t.add_row(f"chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+    for b in builds:
+        chat, scale = sim[b]["chat"], sim[b]["scale"]
+        tag = "python" if b == "python" else "mypyc"
+        t.add_section()
+        tok_s = chat["tokens"] / chat["fast_s"]
+        t.add_row(f"{tag}: sim output tokens/s, chat preset, {args.requests:,} requests ({chat['tokens']:,} tokens)",
+                  f"{tok_s:,.0f}", ">= 1,000,000")
+        ratio_rows(f"{tag}: chat preset ({args.requests:,} requests)", chat, ">= 10x")
+        ratio_rows(f"{tag}: workload=default (512 requests)", sim[b]["loaded"], ">= 15x")
+        ratio_rows(f"{tag}: workload=decode_heavy", sim[b]["heavy"], "")
+        base_n = min(scale)
+        for n, r in scale.items():
+            per = r["cpu_s"] / n * 1e6
+            flat = per / (scale[base_n]["cpu_s"] / base_n * 1e6)
+            last = n == max(scale)
+            t.add_row(f"{tag}: chat, {n:,} requests (fresh process): CPU s", f"{r['cpu_s']:.2f}",
+                      "<= 20 s" if last else "")
+            t.add_row(f"{tag}: chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
+                      f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
+            t.add_row(f"{tag}: chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+    if len(builds) == 2:
+        t.add_section()
+        for key, name in (("chat", f"chat preset ({args.requests:,} requests)"), ("loaded", "workload=default"),
+                          ("heavy", "workload=decode_heavy")):
+            fast, oracle = sim["mypyc"][key]["fast_s"], sim["python"][key]["oracle_s"]
+            t.add_row(f"{name}: compiled fast / plain-Python oracle (medians)", f"{oracle / fast:.1f}x", "")
+            t.add_row(f"{name}: compiled fast / plain-Python fast (medians)",
+                      f"{sim['python'][key]['fast_s'] / fast:.2f}x", "")
     if args.sim_only:
         console.print(t)
         return

@@ -501,31 +501,31 @@ def engine_runs(draw):
 def run_and_snapshot(cfg, reqs):
     """Run the engine; for every round, its state file and the engine's own decisions."""
     eng = build_engine(cfg, trace=True, stream=ArrivalStream(reqs))
-    inner = eng.scheduler.schedule
     rounds = []
 
-    def schedule(queue):
-        snap = json.loads(json.dumps(state_from_engine(eng, cfg)))
-        before = list(queue)
-        warned = eng.scheduler.counters.starvation_warnings
-        step = len(eng.state.trace)
-        result = inner(queue)
-        ctx = eng.ctx
-        rounds.append((snap, {
-            "admitted": [[a.request.id, a.chunk, a.final] for a in ctx.admitted],
-            "queue_after": [r.id for r in queue],
-            "cg_wait_iters": {str(r.id): r.cg_wait_iters for r in before},
-            "batch_after": {"active_tokens": ctx.active_tokens, "prefill": ctx.prefill_count,
-                            "decode": ctx.decode_count},
-            "chunked_request_id": ctx.chunked_request_id,
-            "warnings": eng.scheduler.counters.starvation_warnings - warned,
-            "deferred": result.deferred.id if result.deferred is not None else None,
-            "stop_reason": result.stop_reason,
-            "gating_active": eng.scheduler.gating_active,
-        }, step if ctx.active_tokens > 0 else None))
-        return result
+    class Snapshots:
+        def before(self, queue):
+            self.snap = json.loads(json.dumps(state_from_engine(eng, cfg)))
+            self.queue, self.before_ids = queue, list(queue)
+            self.warned = eng.scheduler.counters.starvation_warnings
+            self.step = len(eng.state.trace)
 
-    eng.scheduler.schedule = schedule
+        def after(self, result):
+            ctx = eng.ctx
+            rounds.append((self.snap, {
+                "admitted": [[a.request.id, a.chunk, a.final] for a in ctx.admitted],
+                "queue_after": [r.id for r in self.queue],
+                "cg_wait_iters": {str(r.id): r.cg_wait_iters for r in self.before_ids},
+                "batch_after": {"active_tokens": ctx.active_tokens, "prefill": ctx.prefill_count,
+                                "decode": ctx.decode_count},
+                "chunked_request_id": ctx.chunked_request_id,
+                "warnings": eng.scheduler.counters.starvation_warnings - self.warned,
+                "deferred": result.deferred.id if result.deferred is not None else None,
+                "stop_reason": result.stop_reason,
+                "gating_active": eng.scheduler.gating_active,
+            }, self.step if ctx.active_tokens > 0 else None))
+
+    eng.round_observer = Snapshots()
     state = eng.run()
     for _, want, step in rounds:  # the graph the engine's step actually replayed
         rec = state.trace[step] if step is not None else None

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
+from cgbench.engine.invariants import InvariantError
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
@@ -27,8 +29,14 @@ from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 
-class InvariantError(AssertionError):
-    """An internal engine invariant broke; the message names the step and request."""
+class RoundObserver(Protocol):
+    """Watches scheduling rounds (analysis tools, tests): ``before`` sees the queue a round starts
+    from, ``after`` the round's result. The step-by-step engine calls it on every round; the fast
+    engine only on the rounds it does not stretch."""
+
+    def before(self, queue: deque[Request]) -> None: ...
+
+    def after(self, result: RoundResult) -> None: ...
 
 
 @dataclass
@@ -141,7 +149,7 @@ class EveryStepRows:
 
 
 class Engine:
-    rows_class: type = EveryStepRows
+    rows_class: ClassVar[type] = EveryStepRows
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
                  stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
@@ -174,6 +182,7 @@ class Engine:
         self._step_start_s = 0.0
         self.total_work = 0  # prompt + output tokens of every request that arrived (bounds the steps)
         self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
+        self.round_observer: RoundObserver | None = None
 
     # -- arrivals ---------------------------------------------------------------------------------
 
@@ -213,7 +222,12 @@ class Engine:
             ctx = self.ctx
             ctx.begin_round(len(self.rows), len(self.paused))
             queued_before = len(self.queue)
+            observer = self.round_observer
+            if observer is not None:
+                observer.before(self.queue)
             result = self.scheduler.schedule(self.queue)
+            if observer is not None:
+                observer.after(result)
             if ctx.active_tokens == 0:
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:

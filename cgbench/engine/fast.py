@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import ClassVar
 
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPricer, decode_growth
-from cgbench.engine.core import Engine, InvariantError, record_steps
+from cgbench.engine.core import Engine, record_steps
+from cgbench.engine.invariants import InvariantError
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
@@ -163,9 +165,9 @@ class AnchoredRows:
 
 
 class FastEngine(Engine):
-    rows_class = AnchoredRows
+    rows_class: ClassVar[type] = AnchoredRows
     # numpy pays off only on long stretches; short ones run one by one (the results are identical)
-    vector_min_steps = 64
+    vector_min_steps: ClassVar[int] = 64
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
                  stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cgbench.grids.shapes import (
@@ -27,7 +28,7 @@ class Grid:
     decode-only graph with exactly the real decode count."""
 
     name: str
-    graphs: tuple[BatchShape, ...]
+    graphs: Sequence[BatchShape]  # kept as a tuple
     strict: bool
     exact_decode: bool = False
     token_counts: list[int] | None = field(init=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from cgbench import __version__, safeio
 from cgbench.config.schema import ConfigError
+from cgbench.native import simulator_build
 from cgbench.safeio import read_json
 
 SCHEMA_VERSION = 1
@@ -73,7 +74,8 @@ def provenance() -> dict[str, Any]:
 
 def environment(backend: str, device: str, torch_version: str | None) -> dict[str, Any]:
     return {"python": platform.python_version(), "platform": platform.platform(terse=True),
-            "torch": torch_version, "device": device, "backend": backend}
+            "torch": torch_version, "device": device, "backend": backend,
+            "simulator_build": simulator_build()}
 
 
 def dumps(doc: dict) -> str:

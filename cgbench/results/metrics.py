@@ -31,8 +31,9 @@ class StepStats:
     mixed_steps: int = 0  # steps with P > 0 and D > 0
     prefill_only_steps: int = 0
     decode_only_steps: int = 0
-    graph_usage: dict = field(default_factory=dict)  # (T, P, D) -> [hits, real_tokens, padded_tokens]
-    itl: dict = field(default_factory=dict)  # inter-token gap (s) -> tokens emitted after that gap
+    # (T, P, D) -> [hits, real_tokens, padded_tokens]
+    graph_usage: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
+    itl: dict[float, int] = field(default_factory=dict)  # inter-token gap (s) -> tokens emitted after that gap
     paused_events: int = 0
     evicted_events: int = 0
     max_queue_len: int = 0
@@ -183,13 +184,15 @@ def _time_metrics(stats: StepStats, requests: list[Request], done: list[Request]
     }
 
 
-def graph_usage_records(stats: StepStats, graphs: Sequence[tuple[int, int, int]]) -> list[dict]:
-    """Per captured graph (stored order): hits, real tokens, padded tokens."""
+def graph_usage_records(stats: StepStats, graphs: Iterable[Iterable[int]]) -> list[dict]:
+    """Per captured graph (stored order; a ``BatchShape`` or a ``(T, P, D)`` tuple): hits, real tokens,
+    padded tokens."""
     out = []
     for g in graphs:
-        key = tuple(g)
-        hits, real, padded = stats.graph_usage.get(key, (0, 0, 0))
-        out.append({"graph": list(key), "hits": hits, "real_tokens": real, "padded_tokens": padded})
+        t, p, d = g
+        usage = stats.graph_usage.get((t, p, d))
+        hits, real, padded = (usage[0], usage[1], usage[2]) if usage is not None else (0, 0, 0)
+        out.append({"graph": [t, p, d], "hits": hits, "real_tokens": real, "padded_tokens": padded})
     return out
 
 

@@ -8,7 +8,7 @@ event-proportional engine a ``StretchPricer`` (the cost model itself when it pri
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from cgbench.engine.contract import StepPricer, StepWork, StretchPricer, attention_pairs
 from cgbench.engine.request import Request
@@ -46,7 +46,7 @@ def stretch_pricer(pricer: StepPricer) -> StretchPricer:
 
 
 class SimBackend:
-    device = "cpu (simulated)"
+    device: ClassVar[str] = "cpu (simulated)"
 
     def __init__(self, pricer: StepPricer) -> None:
         self.pricer: StretchPricer = stretch_pricer(pricer)
