@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from cgbench.config.schema import BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
+from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 
@@ -25,3 +28,9 @@ def run_engine(cfg: BenchConfig, reqs: list[RequestSpec], *, concurrency: int = 
     eng = build_engine(cfg, trace=True, stream=ArrivalStream(reqs, concurrency=concurrency))
     state = eng.run()
     return eng, state
+
+
+# a test that subclasses the engine in Python: possible only when the engine runs as plain Python
+# (the compiled build, make native, cannot be subclassed from Python)
+needs_python_engine = pytest.mark.skipif(simulator_build() != "python",
+                                         reason="subclasses the engine; the compiled engine cannot be subclassed")

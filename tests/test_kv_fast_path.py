@@ -6,6 +6,7 @@ and both runs must also equal the step-by-step oracle."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import replace
 from itertools import combinations
@@ -20,46 +21,53 @@ from cgbench.engine.rows import compact_finished, move_pausing_left, pause_swap
 from cgbench.pipeline import build_engine, metrics_of
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import make_cfg
+from tests.helpers import make_cfg, needs_python_engine
 from tests.test_kv_pressure import tight_pools
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
 EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
 
 
-class _Passes(FastEngine):
-    """The fast engine, recording the engine's state after every KV-pressure pass."""
+@functools.cache
+def _engine_classes() -> tuple[type, type]:
+    """(the recording fast engine, the same forced to the full pass): Python subclasses of the engine,
+    so they exist only when it runs as plain Python (see ``needs_python_engine``)."""
 
-    one_move = True  # False: every pass runs the full pause/resume/evict sequence
+    class _Passes(FastEngine):
+        """The fast engine, recording the engine's state after every KV-pressure pass."""
 
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.passes: list[dict] = []
-        self.at_once = 0  # passes the one-move path handled
+        one_move = True  # False: every pass runs the full pause/resume/evict sequence
 
-    def _pause_and_resume_at_once(self, needing: list[Request], ran_chunk: Request | None) -> bool:
-        if not self.one_move:
-            return False
-        done = super()._pause_and_resume_at_once(needing, ran_chunk)
-        self.at_once += done
-        return done
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.passes: list[dict] = []
+            self.at_once = 0  # passes the one-move path handled
 
-    def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
-        needing_ids = sorted(r.id for r in needing)
-        super()._kv_pressure(needing, ran_chunk)
-        rows = self.rows
-        self.passes.append(dict(
-            step=self.step, needing=needing_ids, order=[r.id for r in self.order],
-            paused=[r.id for r in self.paused], queue=[r.id for r in self.queue],
-            blocks={r.id: (r.blocks, r.pauses, r.evictions) for r in self.state.requests},
-            free=self.ctx.free_blocks, held=rows.held_blocks, stored=rows.stored_kv,
-            paused_events=self.state.stats.paused_events, irregular=sorted(rows.irregular),
-            anchors=sorted((row.req.id, row.step, row.gen, row.kv, row.pos) for row in rows.rows.values()),
-            live=sorted((step, pos, row.req.id) for step, pos, row in rows.events if pos == row.pos)))
+        def _pause_and_resume_at_once(self, needing: list[Request], ran_chunk: Request | None) -> bool:
+            if not self.one_move:
+                return False
+            done = super()._pause_and_resume_at_once(needing, ran_chunk)
+            self.at_once += done
+            return done
+
+        def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
+            needing_ids = sorted(r.id for r in needing)
+            super()._kv_pressure(needing, ran_chunk)
+            rows = self.rows
+            self.passes.append(dict(
+                step=self.step, needing=needing_ids, order=[r.id for r in self.order],
+                paused=[r.id for r in self.paused], queue=[r.id for r in self.queue],
+                blocks={r.id: (r.blocks, r.pauses, r.evictions) for r in self.state.requests},
+                free=self.ctx.free_blocks, held=rows.held_blocks, stored=rows.stored_kv,
+                paused_events=self.state.stats.paused_events, irregular=sorted(rows.irregular),
+                anchors=sorted((row.req.id, row.step, row.gen, row.kv, row.pos) for row in rows.rows.values()),
+                live=sorted((step, pos, row.req.id) for step, pos, row in rows.events if pos == row.pos)))
 
 
-class _FullPasses(_Passes):
-    one_move = False
+    class _FullPasses(_Passes):
+        one_move = False
+
+    return _Passes, _FullPasses
 
 
 def _everything(eng, state):
@@ -67,7 +75,7 @@ def _everything(eng, state):
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
-def _run(cls: type[_Passes], cfg, reqs: list[RequestSpec]) -> tuple[_Passes, tuple]:
+def _run(cls: type, cfg, reqs: list[RequestSpec]) -> tuple[FastEngine, tuple]:
     base = build_engine(cfg, trace=True, stream=ArrivalStream(reqs))
     eng = cls(cfg.engine, base.grid, base.policy, base.backend, ArrivalStream(reqs),
               gating=base.scheduler.gating_active, trace=True, pricer=base.backend.pricer)
@@ -75,11 +83,12 @@ def _run(cls: type[_Passes], cfg, reqs: list[RequestSpec]) -> tuple[_Passes, tup
     return eng, _everything(eng, state)
 
 
-def _twins(cfg, reqs: list[RequestSpec]) -> _Passes:
+def _twins(cfg, reqs: list[RequestSpec]) -> FastEngine:
     """Run ``reqs`` with and without the one-move path and with the oracle; all must agree. Returns the
     one-move run."""
-    fast, fast_all = _run(_Passes, cfg, reqs)
-    full, full_all = _run(_FullPasses, cfg, reqs)
+    passes, full_passes = _engine_classes()
+    fast, fast_all = _run(passes, cfg, reqs)
+    full, full_all = _run(full_passes, cfg, reqs)
     assert full.at_once == 0
     assert fast.passes == full.passes
     assert fast_all == full_all
@@ -99,6 +108,7 @@ def _specs(*lengths: tuple[int, int]) -> list[RequestSpec]:
     return [RequestSpec(i, 0.0, p, o) for i, (p, o) in enumerate(lengths)]
 
 
+@needs_python_engine
 def test_several_rows_cross_in_one_step_and_swap_to_the_left():
     """Prompts 4, 3, 4, 8 (4-token blocks) admitted together: after step 0 rows 0, 2 and 3 need a block.
     Pausing swaps the staying row 1 with the pausing row 3, and resuming all three puts them back on
@@ -112,6 +122,7 @@ def test_several_rows_cross_in_one_step_and_swap_to_the_left():
     assert eng.at_once == len(eng.passes)
 
 
+@needs_python_engine
 def test_a_nearly_full_pool_takes_the_one_move_path_when_every_grant_fits_exactly():
     """Prompts 4 and 8 hold 1 + 2 blocks after step 0 and both need one more: a 5-block pool fits
     both grants exactly."""
@@ -121,6 +132,7 @@ def test_a_nearly_full_pool_takes_the_one_move_path_when_every_grant_fits_exactl
     assert eng.at_once == len(eng.passes) and eng.state.stats.paused_events == 0
 
 
+@needs_python_engine
 def test_one_block_short_runs_the_full_pass():
     """The same two requests on a 4-block pool with no paused budget: only request 1 (the right-most
     paused row after the swap) resumes, request 0 is evicted and re-prefilled."""
@@ -131,6 +143,7 @@ def test_one_block_short_runs_the_full_pass():
     assert eng.state.stats.paused_events == 1 and eng.state.stats.evicted_events == 1
 
 
+@needs_python_engine
 def test_a_boundary_in_the_step_a_row_finishes():
     """Request 0 (prompt 1, two tokens) finishes at step 1, the step request 1 (prompt 7) fills its
     second block: compaction first, then the boundary in one move."""
@@ -140,6 +153,7 @@ def test_a_boundary_in_the_step_a_row_finishes():
     assert eng.at_once == len(eng.passes)
 
 
+@needs_python_engine
 def test_a_boundary_in_the_step_a_request_is_admitted():
     """max_tokens 8 holds request 1 (prompt 4) back at step 0; at step 1 it is admitted while request 0
     (prompt 7) fills its block: the row that just joined and the stepped row cross together (the
@@ -151,6 +165,7 @@ def test_a_boundary_in_the_step_a_request_is_admitted():
     assert eng.at_once == len(eng.passes)
 
 
+@needs_python_engine
 @pytest.mark.parametrize("spec", [1, 2])
 def test_several_tokens_per_decode_row(spec):
     """With speculative tokens a row advances 2 or 3 tokens a step and crosses blocks at uneven steps."""
@@ -159,6 +174,7 @@ def test_several_tokens_per_decode_row(spec):
     assert eng.at_once > 0
 
 
+@needs_python_engine
 def test_a_tight_pool_mixes_both_paths():
     """Six requests on a 12-block pool with a paused budget: some boundaries resume at once, others
     pause, and a request is evicted and re-prefilled."""
@@ -168,6 +184,7 @@ def test_a_tight_pool_mixes_both_paths():
     assert eng.state.stats.paused_events > 0
 
 
+@needs_python_engine
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_one_move_equals_the_full_pass_on_tight_pools(scenario):

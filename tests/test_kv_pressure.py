@@ -14,9 +14,8 @@ from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Outcome, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
-from cgbench.native import simulator_build
 from cgbench.workload.arrivals import RequestSpec
-from tests.helpers import make_cfg, run_engine, specs
+from tests.helpers import make_cfg, needs_python_engine, run_engine, specs
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
 
@@ -211,11 +210,6 @@ def test_rule6_safe_re_prefills_instead_and_completes():
 
 
 # -- properties over tight pools ------------------------------------------------------------------
-
-# a Python subclass of the engine: possible only when the engine runs as plain Python (make native)
-needs_python_engine = pytest.mark.skipif(simulator_build() != "python",
-                                         reason="subclasses Engine; the compiled engine cannot be subclassed")
-
 
 def _recorder_class() -> type:
     """The oracle, recording every KV-pressure pass: the rows before and after, the queue after."""
