@@ -203,7 +203,7 @@ class OrderedStream:
     ``pop_due`` runs every engine round; when nothing is due it is one comparison with the next
     arrival time. A batch that breaks the order is refused (``ValueError``) when it is drawn."""
 
-    __slots__ = ("_specs", "_batch", "_times", "_i", "_next_s", "_last", "_popped", "_total")
+    __slots__ = ("_specs", "_batch", "_times", "_i", "_next", "_last", "_popped", "_total")
 
     def __init__(self, specs: Iterator[RequestSpec], total: int) -> None:
         self._specs = specs
@@ -212,7 +212,7 @@ class OrderedStream:
         self._batch: list[RequestSpec] = []
         self._times: list[float] = []  # the batch's arrival times
         self._i = 0  # the batch's first request not yet popped
-        self._next_s = math.inf  # its arrival time; inf when no request is left
+        self._next: float | None = None  # its arrival time; None when no request is left
         self._last: RequestSpec | None = None  # the last request drawn (the order check across batches)
         self._draw()
 
@@ -230,7 +230,7 @@ class OrderedStream:
         if chain is not batch:
             del times[0]
         self._batch, self._times, self._i = batch, times, 0
-        self._next_s = times[0] if times else math.inf
+        self._next = times[0] if times else None
         if batch:
             self._last = batch[-1]
 
@@ -243,7 +243,8 @@ class OrderedStream:
         return 0
 
     def pop_due(self, now_s: float) -> list[RequestSpec]:
-        if now_s < self._next_s:  # nothing due (or nothing left)
+        nxt = self._next
+        if nxt is None or not nxt <= now_s:  # nothing left, or nothing due (a NaN time included)
             return []
         due: list[RequestSpec] = []
         while True:
@@ -254,13 +255,13 @@ class OrderedStream:
             due += self._batch[i:j]
             self._popped += j - i
             if j < len(times):
-                self._i, self._next_s = j, times[j]
+                self._i, self._next = j, times[j]
                 break
             self._draw()
         return due
 
     def next_arrival_s(self) -> float | None:
-        return self._times[self._i] if self._i < len(self._times) else None
+        return self._next
 
     def on_complete(self, now_s: float) -> None:
         """Open loop: a completion releases nothing."""
