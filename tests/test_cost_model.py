@@ -400,6 +400,26 @@ def test_calibrated_reproduces_linear_data_everywhere(t, p, d, ctx, eager) -> No
 _LINEAR_COST = CalibratedCostModel(make_table(linear_ms))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 2_000_000), st.integers(1, 40), st.integers(0, 5000), st.booleans(),
+       st.sampled_from([linear_ms, curved_ms]))
+def test_calibrated_stretch_paths_give_step_time_exactly(d, ctx, k, ctx_step, eager, fn) -> None:
+    """The calibrated model prices decode stretches itself (its plan per shape resolved once): the
+    same floats as ``step_time`` on every step, on both paths, graphed or eager."""
+    from cgbench.backends.sim.backend import SimBackend
+
+    cost = _LINEAR_COST if fn is linear_ms else _CURVED_COST
+    assert SimBackend(cost).pricer is cost  # no per-step wrapper
+    graph = None if eager else (d, 0, d)
+    ref = [cost.step_time(StepWork(d, 0, d, ctx + i * ctx_step, graph)) for i in range(k)]
+    step = cost.stepper(StepWork(d, 0, d, ctx, graph, 7))
+    assert [step(ctx + i * ctx_step, 7 + i) for i in range(k)] == ref
+    assert cost.decode_stretch_times(StepWork(d, 0, d, ctx, graph, 7), k, ctx_step, 1).tolist() == ref
+
+
+_CURVED_COST = CalibratedCostModel(make_table(curved_ms))
+
+
 def test_calibrated_interpolates_linearly_between_knots() -> None:
     cost = CalibratedCostModel(make_table(curved_ms))
     p, d, ctx = 1, 32, 50_000
@@ -586,6 +606,42 @@ def test_documented_example_table_is_valid() -> None:
     cost = CalibratedCostModel(table)
     assert cost.step_time(StepWork(64, 0, 64, 65536, (64, 0, 64))) == pytest.approx(6.41e-3)
     assert cost.step_time(StepWork(64, 0, 64, 65536, None)) == pytest.approx(8.20e-3)
+
+
+def _max_formula(cost: RooflineCostModel, work: StepWork) -> float:
+    """The roofline step time written with the builtin ``max`` (how it was first written)."""
+    gpu, host, sync, tc, aq_tc = cost._shape_part(work)
+    if not cost.n_attention:
+        return max(gpu + 0.0, host) + sync
+    pairs = work.attention_pairs
+    if pairs is None:
+        pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+    attn = max(cost._attn_flop * pairs, cost._attn_kv * (work.context_tokens + tc) + aq_tc, cost._attn_floor)
+    return max(gpu + attn, host) + sync
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(MODELS + ("mamba_only",)), hw=st.sampled_from(HARDWARE), tp=st.sampled_from([1, 2]),
+       padded=st.booleans(), d=st.integers(0, 300), p=st.integers(0, 8), extra=st.integers(0, 4000),
+       ctx=st.integers(0, 10**6) | st.sampled_from([0, 1, 2**40]), graphed=st.booleans(),
+       pairs=st.none() | st.integers(0, 10**9) | st.sampled_from([0, 2**60]))
+def test_step_time_and_stepper_are_the_max_formula_bit_for_bit(name, hw, tp, padded, d, p, extra, ctx, graphed,
+                                                               pairs) -> None:
+    """``step_time`` and ``stepper`` pick the larger of their terms by comparisons, not ``max`` calls:
+    the floats must be ``max``'s, over shapes, devices, tp sizes, graphs, given or estimated pairs, and a
+    model without attention layers (where the attention term drops out)."""
+    model = (dataclasses.replace(load_model("hybrid"), layer_pattern="M-M-") if name == "mamba_only"
+             else load_model(name))
+    padding = EagerPadding(16384, 512, tp_size=tp) if padded else None
+    cost = RooflineCostModel(model, load_hardware(hw), tp, eager_padding=padding)
+    if p == 0 and d == 0:
+        d = 1
+    tokens = d + (p + extra if p else 0)
+    graph = (tokens + 3, p, d) if graphed else None
+    work = StepWork(tokens, p, d, ctx + tokens, graph, pairs)
+    assert cost.step_time(work) == _max_formula(cost, work)
+    if p == 0 and pairs is not None:
+        assert cost.stepper(work)(ctx + tokens, pairs) == _max_formula(cost, work)
 
 
 @pytest.mark.parametrize("preset", ["transformer", "hybrid", "tiny_hybrid"])

@@ -30,7 +30,8 @@ from cgbench.config.schema import (
     check_dist,
     validate,
 )
-from cgbench.workload.arrivals import ArrivalStream, RequestSpec, arrival_times
+from cgbench.workload.arrivals import STREAM_BATCH, ArrivalStream, RequestSpec, arrival_drawer, arrival_times
+from cgbench.workload.lengths import length_drawer
 from cgbench.workload.stream import (
     generate_requests,
     make_stream,
@@ -208,6 +209,105 @@ def test_every_distribution_stays_in_bounds(d, lo, span, seed):
     xs = sample_lengths(d, 50, random.Random(seed))
     assert len(xs) == 50
     assert all(type(x) is int and lo <= x <= lo + span for x in xs)
+
+
+# ---------------------------------------------------------------- the draws are random.Random's own
+
+
+def reference_lengths(d: DistConfig, n: int, rng: random.Random) -> list[int]:
+    """The length laws written with random.Random's own methods, one call per draw (the oracle the
+    batch drawers must equal value for value and random() for random())."""
+    lo, hi = d.min, d.max
+
+    def round_clip(x: float) -> int:
+        x = min(max(x, float(lo)), float(hi))
+        return min(max(math.floor(x + 0.5), lo), hi)
+
+    if d.dist == "fixed":
+        return [min(max(d.value, lo), hi)] * n
+    if d.dist == "uniform":
+        return [rng.randint(lo, hi) for _ in range(n)]
+    if d.dist == "normal":
+        return [round_clip(rng.normalvariate(d.mean, d.std)) for _ in range(n)]
+    if d.dist == "lognormal":
+        mu = math.log(d.mean) - d.sigma**2 / 2
+        return [round_clip(math.exp(min(rng.normalvariate(mu, d.sigma), 700.0))) for _ in range(n)]
+    cum = [sum(d.weights[:k + 1]) for k in range(len(d.weights))]
+    out = []
+    for _ in range(n):
+        u = rng.random() * cum[-1]
+        k = min(sum(1 for c in cum if c <= u), len(cum) - 1)  # bisect_right, by counting
+        top = d.bins[k + 1] if k == len(cum) - 1 else d.bins[k + 1] - 1
+        out.append(min(max(rng.randint(d.bins[k], top), lo), hi))
+    return out
+
+
+def reference_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
+    t, out = 0.0, []
+    for i in range(n):
+        if i:
+            if a.process == "poisson":
+                t += rng.expovariate(a.rate)
+            elif a.process == "gamma":
+                t += rng.gammavariate(a.burstiness, 1.0 / (a.rate * a.burstiness))
+        out.append(i / a.rate if a.process == "constant" else t)
+    return out
+
+
+oracle_dists = st.one_of(
+    st.builds(DistConfig, dist=st.just("fixed"), value=st.integers(1, 5000)),
+    st.builds(DistConfig, dist=st.just("uniform")),
+    st.builds(DistConfig, dist=st.just("normal"), mean=st.floats(1, 4000) | st.integers(1, 4000),
+              std=st.floats(0, 3000) | st.integers(0, 3000)),
+    st.builds(DistConfig, dist=st.just("normal"), mean=st.integers(1, 400).map(lambda k: k + 0.5),
+              std=st.just(0.0)),  # every draw a tie: rounded half up
+    st.builds(DistConfig, dist=st.just("lognormal"), mean=st.floats(1, 1e6), sigma=st.floats(0.01, 30)),
+    st.builds(DistConfig, dist=st.just("histogram"),
+              bins=st.lists(st.integers(1, 3000), min_size=2, max_size=7, unique=True).map(sorted),
+              weights=st.just([])),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(d=oracle_dists, lo=st.integers(1, 300), span=st.integers(0, 5000) | st.sampled_from([2**52, 2**60]),
+       seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6), wseed=st.integers(0, 99))
+def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
+    """Over many laws, bounds (huge ones included) and seeds, the batch drawers give random.Random's own
+    values and leave the generator where it leaves it (so the same number of draws), however the
+    sequence is cut into batches."""
+    if d.dist == "histogram":
+        d = dataclasses.replace(d, weights=[random.Random(wseed + k).choice([0.0, 0.5, 1.0, 3.0])
+                                            for k in range(len(d.bins) - 1)])
+        if sum(d.weights) == 0:
+            d = dataclasses.replace(d, weights=[1.0] * len(d.weights))
+    d = dataclasses.replace(d, min=lo, max=lo + span)
+    n = sum(cuts) + 17
+    mine, theirs = random.Random(seed), random.Random(seed)
+    draw = length_drawer(d, mine)
+    got = [x for k in cuts for x in draw(k)] + draw(17)
+    assert got == reference_lengths(d, n, theirs)
+    assert all(type(x) is int for x in got)
+    assert mine.getstate() == theirs.getstate()
+
+
+@settings(max_examples=200, deadline=None)
+@given(process=st.sampled_from(["poisson", "gamma", "constant", "all_at_once"]),
+       rate=st.floats(1e-3, 1e4) | st.integers(1, 100), burstiness=st.floats(0.05, 20),
+       seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6))
+def test_arrival_draws_equal_random_randoms_own(process, rate, burstiness, seed, cuts):
+    a = ArrivalConfig(process=process, rate=rate, burstiness=burstiness)
+    n = sum(cuts) + 9
+    mine, theirs = random.Random(seed), random.Random(seed)
+    draw = arrival_drawer(a, mine)
+    got = [t for k in cuts for t in draw(k)] + draw(9)
+    assert got == reference_times(a, n, theirs)  # == on floats: bit for bit (no NaN here)
+    assert mine.getstate() == theirs.getstate()
+
+
+def test_the_normal_draw_uses_random_randoms_constant():
+    from cgbench.workload.lengths import _NV_MAGIC
+
+    assert _NV_MAGIC == random.NV_MAGICCONST
 
 
 def test_invalid_distribution_is_a_config_error():
@@ -595,6 +695,44 @@ def test_ordered_stream_refuses_requests_out_of_order():
     from cgbench.workload.arrivals import OrderedStream
 
     specs = [RequestSpec(0, 0.0, 1, 1), RequestSpec(1, 2.0, 1, 1), RequestSpec(2, 1.0, 1, 1)]
-    stream = OrderedStream(iter(specs), 3)
     with pytest.raises(ValueError, match="request 2 comes out of order"):
-        stream.pop_due(5.0)
+        OrderedStream(iter(specs), 3).pop_due(5.0)
+    same_id = [RequestSpec(0, 0.0, 1, 1), RequestSpec(0, 2.0, 1, 1)]
+    with pytest.raises(ValueError, match="request 0 comes out of order"):
+        OrderedStream(iter(same_id), 2).pop_due(5.0)
+
+
+@pytest.mark.parametrize("where", [STREAM_BATCH - 1, STREAM_BATCH, STREAM_BATCH + 1])
+def test_ordered_stream_checks_the_order_across_batches(where):
+    from cgbench.workload.arrivals import OrderedStream
+
+    specs = [RequestSpec(i, float(i), 1, 1) for i in range(2 * STREAM_BATCH + 5)]
+    specs[where] = RequestSpec(where, where - 1.5, 1, 1)  # earlier than the request before it
+    with pytest.raises(ValueError, match=f"request {where} comes out of order"):
+        stream = OrderedStream(iter(specs), len(specs))
+        while not stream.exhausted():
+            stream.pop_due(stream.next_arrival_s())
+
+
+@pytest.mark.parametrize("arrival", [ArrivalConfig(process="poisson", rate=500.0),
+                                     ArrivalConfig(process="constant", rate=300.0),
+                                     ArrivalConfig(process="all_at_once")])
+@pytest.mark.parametrize("n", [STREAM_BATCH, 2 * STREAM_BATCH + 7])
+def test_a_long_generated_stream_crosses_batches_unchanged(arrival, n):
+    """Over several batches: the lazy stream equals the list-built one at every query time (one or
+    many due at once, a query exactly at an arrival), and the batch size does not change a request."""
+    from cgbench.workload.stream import request_batches
+
+    w = WorkloadConfig(num_requests=n, arrival=arrival, prompt_len=CHAT,
+                       output_len=DistConfig(dist="uniform", min=1, max=999))
+    specs = generate_requests(w, 3)
+    for batch in (1, 7, STREAM_BATCH, 10 * n):
+        assert [s for b in request_batches(w, 3, batch) for s in b] == specs
+    lazy, eager = make_stream(w, 3), ArrivalStream(specs)
+    times = sorted({s.arrival_s for s in specs})
+    queries = [0.0, *times[5:9], *(t + 1e-4 for t in times[::97]), times[-1], times[-1] + 1.0]
+    for now in queries:
+        assert lazy.next_arrival_s() == eager.next_arrival_s()
+        assert lazy.pop_due(now) == eager.pop_due(now)
+        assert lazy.exhausted() == eager.exhausted()
+    assert lazy.exhausted() and lazy.next_arrival_s() is None and lazy.pop_due(math.inf) == []

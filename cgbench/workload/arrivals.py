@@ -21,8 +21,11 @@ starts with work instead of an idle interval).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
+import math
+import operator
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -32,9 +35,11 @@ from typing import Protocol
 from cgbench.config.schema import ArrivalConfig
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestSpec:
-    """One request: when it arrives and how many tokens it reads and writes."""
+    """One request: when it arrives and how many tokens it reads and writes. Treated as immutable (a
+    changed copy is ``dataclasses.replace``'s), but not frozen: a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, four times the cost, once per request of a long run."""
 
     id: int
     arrival_s: float  # seconds from the start of the run
@@ -47,32 +52,67 @@ def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
 
     ``all_at_once`` and ``closed_loop`` give zeros (closed-loop times are set when released). ``a`` is
     trusted as validated (``cgbench.config.schema.validate``): the rate of an open-loop process is > 0."""
-    return list(itertools.islice(iter_arrival_times(a, rng), n))
+    return arrival_drawer(a, rng)(n)
 
 
-def iter_arrival_times(a: ArrivalConfig, rng: random.Random) -> Iterator[float]:
-    """``arrival_times`` one at a time, endlessly (the ``i``-th is the same float)."""
+# Requests drawn at a time by a generated workload: big enough that the per-batch work vanishes, small
+# enough that a run stopping early has drawn little in vain.
+STREAM_BATCH = 1024
+
+TimeDrawer = Callable[[int], list[float]]
+"""``draw(n)``: the next ``n`` arrival times of one process, as a list."""
+
+
+def arrival_drawer(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
+    """``arrival_times`` a batch at a time: ``draw(n)`` returns the next ``n`` times, so consecutive
+    batches are ``arrival_times``'s list cut in pieces (the same floats: one running sum of the gaps)."""
     if a.process in ("all_at_once", "closed_loop"):
-        return itertools.repeat(0.0)
+        return lambda n: [0.0] * n
     if a.process == "constant":
-        return (i / a.rate for i in itertools.count())
+        return _Constant(a.rate)
     if a.process == "poisson":
-        def gap() -> float:
-            return rng.expovariate(a.rate)
-    else:  # gamma (the schema admits no other process)
-        shape, scale = a.burstiness, 1.0 / (a.rate * a.burstiness)
-
-        def gap() -> float:
-            return rng.gammavariate(shape, scale)
-    return _running_sum(gap)
+        rate, rand, log = a.rate, rng.random, math.log
+        # random.Random.expovariate(rate), operation for operation.
+        return _RunningSum(lambda n: [-log(1.0 - rand()) / rate for _ in range(n)])
+    # gamma (the schema admits no other process)
+    shape, scale, gamma = a.burstiness, 1.0 / (a.rate * a.burstiness), rng.gammavariate
+    return _RunningSum(lambda n: [gamma(shape, scale) for _ in range(n)])
 
 
-def _running_sum(gap: Callable[[], float]) -> Iterator[float]:
-    t = 0.0
-    yield t
-    while True:
-        t += gap()
-        yield t
+class _Constant:
+    """Request ``i`` at ``i / rate``."""
+
+    __slots__ = ("_rate", "_issued")
+
+    def __init__(self, rate: float) -> None:
+        self._rate = rate
+        self._issued = 0
+
+    def __call__(self, n: int) -> list[float]:
+        rate, i = self._rate, self._issued
+        self._issued = i + n
+        return [j / rate for j in range(i, i + n)]
+
+
+class _RunningSum:
+    """Times 0.0, then each the previous plus the next gap of ``gaps(k)`` (the next ``k`` gaps)."""
+
+    __slots__ = ("_gaps", "_last")
+
+    def __init__(self, gaps: Callable[[int], list[float]]) -> None:
+        self._gaps = gaps
+        self._last: float | None = None  # the last time handed out; None before the first
+
+    def __call__(self, n: int) -> list[float]:
+        if n <= 0:
+            return []
+        last = self._last
+        if last is None:
+            out = list(itertools.accumulate(self._gaps(n - 1), initial=0.0))
+        else:
+            out = list(itertools.accumulate(self._gaps(n), initial=last))[1:]
+        self._last = out[-1]
+        return out
 
 
 class RequestStream(Protocol):
@@ -158,15 +198,41 @@ class ArrivalStream:
 class OrderedStream:
     """An open-loop stream whose requests come in id order with non-decreasing arrival times (a
     generated workload): the same requests, in the same order, as ``ArrivalStream`` over them, but
-    drawn one at a time from ``specs``, so a long run never holds its whole workload."""
+    drawn from ``specs`` a batch at a time, so a long run never holds its whole workload.
 
-    __slots__ = ("_specs", "_next", "_popped", "_total")
+    ``pop_due`` runs every engine round; when nothing is due it is one comparison with the next
+    arrival time. A batch that breaks the order is refused (``ValueError``) when it is drawn."""
+
+    __slots__ = ("_specs", "_batch", "_times", "_i", "_next", "_last", "_popped", "_total")
 
     def __init__(self, specs: Iterator[RequestSpec], total: int) -> None:
         self._specs = specs
         self._total = total
         self._popped = 0
-        self._next: RequestSpec | None = next(specs, None) if total > 0 else None
+        self._batch: list[RequestSpec] = []
+        self._times: list[float] = []  # the batch's arrival times
+        self._i = 0  # the batch's first request not yet popped
+        self._next: float | None = None  # its arrival time; None when no request is left
+        self._last: RequestSpec | None = None  # the last request drawn (the order check across batches)
+        self._draw()
+
+    def _draw(self) -> None:
+        """Replace the used-up batch with the next one (empty when every request has been drawn)."""
+        left = self._total - self._popped
+        batch = list(itertools.islice(self._specs, min(STREAM_BATCH, left))) if left > 0 else []
+        chain = batch if self._last is None else [self._last, *batch]  # checked with the previous batch's last
+        times = [s.arrival_s for s in chain]
+        ids = [s.id for s in chain]
+        if any(map(operator.lt, times[1:], times)) or any(map(operator.le, ids[1:], ids)):
+            for prev, s in zip(chain, chain[1:], strict=False):
+                if s.arrival_s < prev.arrival_s or s.id <= prev.id:
+                    raise ValueError(f"OrderedStream: request {s.id} comes out of order")
+        if chain is not batch:
+            del times[0]
+        self._batch, self._times, self._i = batch, times, 0
+        self._next = times[0] if times else None
+        if batch:
+            self._last = batch[-1]
 
     @property
     def total(self) -> int:
@@ -177,20 +243,25 @@ class OrderedStream:
         return 0
 
     def pop_due(self, now_s: float) -> list[RequestSpec]:
-        due = []
         nxt = self._next
-        while nxt is not None and nxt.arrival_s <= now_s:
-            due.append(nxt)
-            self._popped += 1
-            after = next(self._specs, None) if self._popped < self._total else None
-            if after is not None and (after.arrival_s < nxt.arrival_s or after.id <= nxt.id):
-                raise ValueError(f"OrderedStream: request {after.id} comes out of order")
-            nxt = after
-        self._next = nxt
+        if nxt is None or not nxt <= now_s:  # nothing left, or nothing due (a NaN time included)
+            return []
+        due: list[RequestSpec] = []
+        while True:
+            times, i = self._times, self._i
+            j = bisect.bisect_right(times, now_s, i)
+            if j == i:
+                break
+            due += self._batch[i:j]
+            self._popped += j - i
+            if j < len(times):
+                self._i, self._next = j, times[j]
+                break
+            self._draw()
         return due
 
     def next_arrival_s(self) -> float | None:
-        return self._next.arrival_s if self._next is not None else None
+        return self._next
 
     def on_complete(self, now_s: float) -> None:
         """Open loop: a completion releases nothing."""

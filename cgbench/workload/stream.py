@@ -23,18 +23,18 @@ from collections.abc import Iterator
 
 from cgbench.config.schema import WorkloadConfig
 from cgbench.workload.arrivals import (
+    STREAM_BATCH,
     ArrivalStream,
     OrderedStream,
     RequestSpec,
     RequestStream,
-    arrival_times,
-    iter_arrival_times,
+    arrival_drawer,
 )
-from cgbench.workload.lengths import iter_lengths, sample_lengths
+from cgbench.workload.lengths import length_drawer, sample_lengths
 from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
 __all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "RequestStream", "generate_requests", "iter_requests",
-           "make_stream", "read_trace", "sample_lengths", "stream_rng", "write_trace"]
+           "make_stream", "request_batches", "read_trace", "sample_lengths", "stream_rng", "write_trace"]
 
 
 def stream_rng(seed: int, stream: str) -> random.Random:
@@ -48,19 +48,25 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     the stream sets them on release). ``w`` is trusted as validated; a bad trace file is a ConfigError."""
     if w.trace:
         return scale_arrivals(read_trace(w.trace), w.time_scale)
+    return next(request_batches(w, seed, max(w.num_requests, 1)), [])
+
+
+def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> Iterator[list[RequestSpec]]:
+    """``generate_requests`` of a generated (not trace) workload, ``batch`` requests at a time: each of
+    the three random streams draws its next ``batch`` values, so the requests are the same for any
+    ``batch``."""
+    times = arrival_drawer(w.arrival, stream_rng(seed, "arrival"))
+    prompts = length_drawer(w.prompt_len, stream_rng(seed, "prompt_len"))
+    outputs = length_drawer(w.output_len, stream_rng(seed, "output_len"))
     n = w.num_requests
-    times = arrival_times(w.arrival, n, stream_rng(seed, "arrival"))
-    prompts = sample_lengths(w.prompt_len, n, stream_rng(seed, "prompt_len"), "workload.prompt_len")
-    outputs = sample_lengths(w.output_len, n, stream_rng(seed, "output_len"), "workload.output_len")
-    return [RequestSpec(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+    for first in range(0, n, batch):
+        k = min(batch, n - first)
+        yield list(map(RequestSpec, range(first, first + k), times(k), prompts(k), outputs(k)))
 
 
 def iter_requests(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
     """``generate_requests`` of a generated (not trace) workload, one request at a time."""
-    times = iter_arrival_times(w.arrival, stream_rng(seed, "arrival"))
-    prompts = iter_lengths(w.prompt_len, stream_rng(seed, "prompt_len"))
-    outputs = iter_lengths(w.output_len, stream_rng(seed, "output_len"))
-    return itertools.islice(map(RequestSpec, itertools.count(), times, prompts, outputs), w.num_requests)
+    return itertools.chain.from_iterable(request_batches(w, seed))
 
 
 def make_stream(w: WorkloadConfig, seed: int) -> ArrivalStream | OrderedStream:

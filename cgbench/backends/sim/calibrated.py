@@ -277,6 +277,7 @@ class _Mode:
     def _plan(self, tokens: int, prefills: int, decodes: int) -> _Plan:
         _, c_t, c_p, c_d, _ = self.coef
         ts, knots = self.classes[self._nearest(tokens, prefills, decodes)]
+        weights: tuple[tuple[float, _Knot], ...]
         if tokens <= ts[0] or tokens >= ts[-1]:
             i = 0 if tokens <= ts[0] else len(ts) - 1
             weights = ((1.0, knots[i]),)
@@ -290,16 +291,34 @@ class _Mode:
             offset += w * (c_p * (prefills - knot.prefills) + c_d * (decodes - knot.decodes))
         return offset, weights
 
-    def predict_ms(self, tokens: int, prefills: int, decodes: int, ctx: int) -> float:
+    def plan(self, tokens: int, prefills: int, decodes: int) -> _Plan:
+        """The query shape's interpolation plan, resolved once and cached."""
         plan = self._plans.get((tokens, prefills, decodes))
         if plan is None:
             if len(self._plans) > 1 << 16:
                 self._plans.clear()
             plan = self._plans[(tokens, prefills, decodes)] = self._plan(tokens, prefills, decodes)
-        value = plan[0]
-        for w, knot in plan[1]:
+        return plan
+
+    def predict_ms(self, tokens: int, prefills: int, decodes: int, ctx: int) -> float:
+        offset, weights = self.plan(tokens, prefills, decodes)
+        value = offset
+        for w, knot in weights:
             value += w * knot.at(ctx)
         return value if value > self.floor else self.floor
+
+    def predictor_ms(self, tokens: int, prefills: int, decodes: int) -> Callable[[int], float]:
+        """``predict_ms`` of one shape as a function of ``ctx``, its plan resolved once (the same floats)."""
+        offset, weights = self.plan(tokens, prefills, decodes)
+        floor = self.floor
+
+        def predict(ctx: int) -> float:
+            value = offset
+            for w, knot in weights:
+                value += w * knot.at(ctx)
+            return value if value > floor else floor
+
+        return predict
 
 
 class CalibratedCostModel:
@@ -321,6 +340,24 @@ class CalibratedCostModel:
             t, p, d = work.graph
             return self._graphed.predict_ms(t, p, d, work.context_tokens) * 1e-3
         return self._eager.predict_ms(work.tokens, work.prefills, work.decodes, work.context_tokens) * 1e-3
+
+    def stepper(self, work: StepWork) -> Callable[[int, int], float]:
+        """``f(context_tokens, attention_pairs)``: ``step_time`` for steps of ``work``'s shape (a decode
+        stretch), the shape's plan resolved once; the same floats. A measured time has no pairs term."""
+        if work.graph is not None:
+            t, p, d = work.graph
+            predict = self._graphed.predictor_ms(t, p, d)
+        else:
+            predict = self._eager.predictor_ms(work.tokens, work.prefills, work.decodes)
+        return lambda ctx, pairs: predict(ctx) * 1e-3
+
+    def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
+        """The times of ``k`` consecutive steps of ``work``'s shape whose context grows by ``ctx_step``
+        per step, as a float64 array of ``stepper``'s (so ``step_time``'s) floats."""
+        import numpy as np
+
+        step, ctx = self.stepper(work), work.context_tokens
+        return np.array([step(ctx + j * ctx_step, 0) for j in range(k)], dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- host calibration

@@ -362,26 +362,46 @@ class RooflineCostModel:
                    self._attn_floor)
 
     def step_time(self, work: StepWork) -> float:
+        # max(a, b, ...) written as comparisons (max keeps an item only if it is greater than the one
+        # kept, so these are its floats, NaN and ties included) to spare the builtin calls per step.
         gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if self.n_attention:
+            ctx = work.context_tokens
             given = work.attention_pairs
-            pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
+            pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, ctx)
                      if given is None else given)
-            gpu = gpu + max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + aq_tc,
-                            self._attn_floor)
+            attn = self._attn_flop * pairs
+            kv = self._attn_kv * (ctx + tc) + aq_tc
+            if kv > attn:
+                attn = kv
+            if self._attn_floor > attn:
+                attn = self._attn_floor
+            gpu = gpu + attn
         else:
             gpu = gpu + 0.0
-        return max(gpu, host) + sync
+        return (host if host > gpu else gpu) + sync
 
     def stepper(self, work: StepWork) -> Callable[[int, int], float]:
         """``f(context_tokens, attention_pairs)``: ``step_time`` for steps of ``work``'s shape (a decode
         stretch), with the shape's part computed once; the same floats as ``step_time``."""
         gpu, host, sync, tc, aq_tc = self._shape_part(work)
         if not self.n_attention:
-            const = max(gpu + 0.0, host) + sync
+            g = gpu + 0.0
+            const = (host if host > g else g) + sync
             return lambda ctx, pairs: const
         af, akv, floor = self._attn_flop, self._attn_kv, self._attn_floor
-        return lambda ctx, pairs: max(gpu + max(af * pairs, akv * (ctx + tc) + aq_tc, floor), host) + sync
+
+        def step(ctx: int, pairs: int) -> float:
+            attn = af * pairs  # step_time's operations, in its order
+            kv = akv * (ctx + tc) + aq_tc
+            if kv > attn:
+                attn = kv
+            if floor > attn:
+                attn = floor
+            g = gpu + attn
+            return (host if host > g else g) + sync
+
+        return step
 
     def decode_stretch_times(self, work: StepWork, k: int, ctx_step: int, pairs_step: int) -> Any:
         """The times of ``k`` consecutive steps of one shape whose context and attention pairs grow by
