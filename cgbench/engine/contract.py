@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from cgbench.engine.request import Request
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # written __init__s here: dataclass-made ones stay slow when compiled
 class Admission:
     """One chunk the scheduler admitted this round; ``final`` when it ends the request's prompt."""
 
@@ -27,8 +27,13 @@ class Admission:
     chunk: int
     final: bool
 
+    def __init__(self, request: Request, chunk: int, final: bool) -> None:
+        self.request = request
+        self.chunk = chunk
+        self.final = final
 
-@dataclass(slots=True)  # not frozen: one is built per simulated step, and frozen init costs 4x
+
+@dataclass(slots=True, init=False)  # not frozen: one is built per simulated step, and frozen init costs 4x
 class StepWork:
     """What one engine step computes: its real shape ``(tokens, prefills, decodes)``, the KV tokens it
     attends (``context_tokens``: every row's stored KV plus its new tokens), the replayed graph
@@ -44,6 +49,18 @@ class StepWork:
     attention_pairs: int | None = None
     eager_reason: str | None = None
     admitted: Sequence[Admission] = ()
+
+    def __init__(self, tokens: int, prefills: int, decodes: int, context_tokens: int,
+                 graph: tuple[int, int, int] | None, attention_pairs: int | None = None,
+                 eager_reason: str | None = None, admitted: Sequence[Admission] = ()) -> None:
+        self.tokens = tokens
+        self.prefills = prefills
+        self.decodes = decodes
+        self.context_tokens = context_tokens
+        self.graph = graph
+        self.attention_pairs = attention_pairs
+        self.eager_reason = eager_reason
+        self.admitted = admitted
 
 
 def attention_pairs(work: StepWork) -> int:

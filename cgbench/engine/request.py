@@ -13,7 +13,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)  # a written __init__: 5x faster compiled (make native)
 class Request:
     id: int
     prompt_len: int  # the original prompt
@@ -44,6 +44,40 @@ class Request:
     pauses: int = 0
     outcome: Outcome = Outcome.WAITING
     fail_reason: str = ""
+
+    def __init__(self, id: int, prompt_len: int, output_len: int, *,
+                 arrival_s: float = 0.0, arrival_step: int = 0, remaining_prompt: int = 0,
+                 finished_chunk: int = 0, generated: int = 0, kv_tokens: int = 0, blocks: int = 0,
+                 cg_wait_iters: int = 0, deferrals: int = 0, max_cg_wait: int = 0, first_admit_step: int = -1,
+                 first_admit_s: float = -1.0, first_token_step: int = -1, first_token_s: float = -1.0,
+                 last_token_s: float = -1.0, finish_step: int = -1, finish_s: float = -1.0, chunks: int = 0,
+                 evictions: int = 0, pauses: int = 0, outcome: Outcome = Outcome.WAITING,
+                 fail_reason: str = "") -> None:
+        self.id = id
+        self.prompt_len = prompt_len
+        self.output_len = output_len
+        self.arrival_s = arrival_s
+        self.arrival_step = arrival_step
+        self.remaining_prompt = remaining_prompt
+        self.finished_chunk = finished_chunk
+        self.generated = generated
+        self.kv_tokens = kv_tokens
+        self.blocks = blocks
+        self.cg_wait_iters = cg_wait_iters
+        self.deferrals = deferrals
+        self.max_cg_wait = max_cg_wait
+        self.first_admit_step = first_admit_step
+        self.first_admit_s = first_admit_s
+        self.first_token_step = first_token_step
+        self.first_token_s = first_token_s
+        self.last_token_s = last_token_s
+        self.finish_step = finish_step
+        self.finish_s = finish_s
+        self.chunks = chunks
+        self.evictions = evictions
+        self.pauses = pauses
+        self.outcome = outcome
+        self.fail_reason = fail_reason
 
     def start_prefill(self, prompt_tokens: int, finished: int = 0) -> None:
         """A (re-)prefill pass with ``prompt_tokens`` still to prefill after ``finished`` already done."""

@@ -35,7 +35,7 @@ from typing import Protocol
 from cgbench.config.schema import ArrivalConfig
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # a written __init__: a dataclass-made one stays slow when compiled
 class RequestSpec:
     """One request: when it arrives and how many tokens it reads and writes. Treated as immutable (a
     changed copy is ``dataclasses.replace``'s), but not frozen: a frozen dataclass's ``__init__`` sets
@@ -45,6 +45,12 @@ class RequestSpec:
     arrival_s: float  # seconds from the start of the run
     prompt_tokens: int
     output_tokens: int
+
+    def __init__(self, id: int, arrival_s: float, prompt_tokens: int, output_tokens: int) -> None:
+        self.id = id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
 
 
 def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
