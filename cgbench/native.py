@@ -35,6 +35,7 @@ GROUP_NAME = "cgbench.simcore"
 # exceptions cannot be compiled (cgbench/engine/invariants.py stays Python for that reason).
 COMPILED_MODULES: tuple[str, ...] = (
     "cgbench.engine.request",
+    "cgbench.engine.ledger",
     "cgbench.engine.contract",
     "cgbench.engine.context",
     "cgbench.engine.policies",

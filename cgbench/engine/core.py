@@ -20,6 +20,7 @@ from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.invariants import InvariantError
+from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
@@ -41,7 +42,7 @@ class RoundObserver(Protocol):
 
 @dataclass
 class RunState:
-    requests: list[Request] = field(default_factory=list)
+    requests: Ledger = field(default_factory=Ledger)  # live requests; finished ones packed (ledger.py)
     stats: StepStats = field(default_factory=StepStats)
     trace: list[StepRecord] = field(default_factory=list)
     outcome: str = "completed"
@@ -168,7 +169,7 @@ class Engine:
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
         self.stall_steps = engine.stall_steps or 8 * engine.max_sequence_length + 1000
-        self.state = RunState()
+        self.state = RunState(requests=Ledger(verify=self.check))
         self.queue: deque[Request] = deque()
         self.rows = self.rows_class(self.ctx, self.state.stats)  # running decodes
         self.paused: list[Request] = []  # the paused rows in row order; resume takes from the right
@@ -190,7 +191,7 @@ class Engine:
         ctx, msl = self.ctx, self.max_sequence_length
         req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
                            arrival_s=spec.arrival_s, arrival_step=self.step)
-        self.state.requests.append(req)
+        self.state.requests.arrive(req)
         reason = ""
         if spec.prompt_tokens > msl:
             reason = "prompt_exceeds_max_sequence_length"
@@ -210,6 +211,7 @@ class Engine:
         req.finish_s = self.state.now_s
         req.finish_step = self.step
         self.stream.on_complete(self.state.now_s)
+        self.state.requests.retire(req)  # nothing changes it after this
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -314,6 +316,7 @@ class Engine:
         self.ctx.release(req)
         self.backend.release(req)
         self.stream.on_complete(self.state.now_s)
+        self.state.requests.retire(req)  # nothing changes it after this
 
     def _update(self) -> bool:
         """Megatron's update_requests after a step. Returns True if a request finished."""

@@ -25,8 +25,8 @@ from typing import Any
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.core import Engine, RunState, record_steps
+from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
-from cgbench.engine.request import Outcome
 from cgbench.engine.scheduler import GatingCounters, gating_active
 from cgbench.grids.lookup import Grid
 from cgbench.results.metrics import StepStats
@@ -251,7 +251,7 @@ class EPEngine:
             for name in ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions"):
                 setattr(counters, name, getattr(counters, name) + getattr(rank.scheduler.counters, name))
         st.stats = stats
-        st.requests = sorted((r for rank in self.ranks for r in rank.state.requests), key=lambda r: r.id)
+        st.requests = Ledger.merged([rank.state.requests for rank in self.ranks])
         return st
 
     def ep_metrics(self) -> dict[str, Any]:
@@ -260,8 +260,8 @@ class EPEngine:
                  for r in self.ranks]
         total_eager = sum(r.state.stats.eager_steps for r in self.ranks)
         forced = sum(s.forced_eager_steps for s in self.rank_stats)
-        served = [sum(1 for q in r.state.requests if q.outcome == Outcome.COMPLETED) for r in self.ranks]
-        tokens = [sum(q.generated for q in r.state.requests) for r in self.ranks]
+        served = [r.state.requests.int_column("fate").count(COMPLETED) for r in self.ranks]
+        tokens = [sum(r.state.requests.int_column("generated")) for r in self.ranks]
         mean = sum(tokens) / len(tokens)
         return {
             "ep_size": self.size,

@@ -1,4 +1,4 @@
-"""The error an engine raises when one of its own invariants breaks (a bug, never bad input).
+"""The errors an engine raises when one of its own invariants breaks (bugs, never bad input).
 
 Kept apart from the engine modules: they may be compiled (mypyc), and a compiled module cannot
 define a subclass of a built-in exception."""
@@ -8,3 +8,7 @@ from __future__ import annotations
 
 class InvariantError(AssertionError):
     """An internal engine invariant broke; the message names the step and request."""
+
+
+class LedgerError(InvariantError):
+    """A request was retired twice or before its end, or changed after it was retired."""

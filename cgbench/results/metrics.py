@@ -3,13 +3,16 @@ are the registry's: ``cgbench/results/names.py``)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cgbench.config.schema import SloConfig
-from cgbench.engine.request import Outcome, Request
+from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, Ledger
+from cgbench.engine.request import Request
 
 PERCENTILES = (50, 90, 99)
 
@@ -42,10 +45,7 @@ class StepStats:
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of an ascending sequence (q in [0, 100])."""
     n = len(sorted_values)
-    if n == 0:
-        return 0.0
-    rank = max(1, math.ceil(q / 100.0 * n))
-    return float(sorted_values[min(rank, n) - 1])
+    return float(sorted_values[_nearest_rank(n, q) - 1]) if n else 0.0
 
 
 def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
@@ -62,31 +62,68 @@ def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
     return float(items[-1][0])
 
 
-def summary(values: Iterable[float], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
-    vals = sorted(v * scale for v in values)
-    if not vals:
+def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+    """Count, mean, percentiles and max of a numpy array ``values``, each value scaled by ``scale``
+    (elementwise ``v * scale``: the same float as in Python). The mean is Python's ``sum`` over the
+    ascending values as Python floats (fed a chunk at a time), so it is the float that summing a list
+    of them gives, on any Python version."""
+    n = len(values)
+    if n == 0:
         return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
-    out: dict[str, float] = {"count": len(vals), "mean": round(sum(vals) / len(vals), digits)}
+    vals = values * scale
+    vals.sort()
+    chunks = (vals[i:i + _SUM_CHUNK].tolist() for i in range(0, n, _SUM_CHUNK))
+    total: float = sum(itertools.chain.from_iterable(chunks))
+    out: dict[str, float] = {"count": n, "mean": round(total / n, digits)}
     for q in PERCENTILES:
-        out[f"p{q}"] = round(percentile(vals, q), digits)
-    out["max"] = round(vals[-1], digits)
+        out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)  # as ``percentile``
+    out["max"] = round(float(vals[-1]), digits)
     return out
+
+
+_SUM_CHUNK = 1 << 16  # values turned into Python floats at a time by ``summary``
+
+
+def _nearest_rank(n: int, q: float) -> int:
+    """The 1-based nearest rank of percentile ``q`` among ``n`` > 0 ascending values (``percentile``'s)."""
+    return min(max(1, math.ceil(q / 100.0 * n)), n)
 
 
 def _ratio(a: float, b: float) -> float:
     return round(a / b, 6) if b else 0.0
 
 
-def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: float,
+def _column(requests: Ledger, name: str, *, wide: bool = False) -> Any:
+    """Field ``name`` of every request as a numpy array, a copy (the ledger's columns stay free to
+    grow): int64 when ``wide`` (for arithmetic), else the column's own width (for comparisons)."""
+    import numpy as np
+
+    if name in FLOAT_COLUMNS:
+        return np.frombuffer(requests.float_column(name), dtype=np.float64).copy()
+    col = requests.int_column(name)
+    view = np.frombuffer(col, dtype=np.dtype(col.typecode))
+    return view.astype(np.int64) if wide else view.copy()
+
+
+def compute_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float,
                     slo: SloConfig, outcome: str, diagnosis: str, counters: dict[str, int]) -> dict:
-    done = [r for r in requests if r.outcome == Outcome.COMPLETED]
-    failed = [r for r in requests if r.outcome == Outcome.FAILED]
-    admitted = [r for r in requests if r.first_admit_step >= 0]
-    emitted = [r for r in requests if r.first_token_step >= 0]
-    deferred = [r for r in requests if r.deferrals > 0]
-    worst = max(requests, key=lambda r: (r.max_cg_wait, -r.id), default=None)
-    output_tokens = sum(r.generated for r in requests)
-    prompt_tokens = sum(r.prompt_len for r in done)
+    """The run's metrics, from the ledger's columns (numpy arrays over every request in one order; a
+    per-request list is never built, and each array is dropped once used, to keep the peak low)."""
+    fate = _column(requests, "fate")
+    done = fate == COMPLETED
+    n_done = int(done.sum())
+    failed_by_reason = {reason: int((fate == code).sum()) for code, reason in enumerate(requests.fail_reasons, 1)}
+    n_failed = int((fate > COMPLETED).sum())
+    del fate
+    deferred = _column(requests, "deferrals") > 0
+    max_cg_wait = _column(requests, "max_cg_wait")
+    worst_wait = int(max_cg_wait.max()) if len(max_cg_wait) else 0
+    worst_id = int(_column(requests, "id")[max_cg_wait == worst_wait].min()) if worst_wait > 0 else None
+    del max_cg_wait
+    generated = _column(requests, "generated", wide=True)
+    output_tokens = int(generated.sum())
+    prompt_tokens = int(_column(requests, "prompt_len", wide=True)[done].sum())
+    multi = done & (generated > 1)  # completed with more than one token: they have a time per token
 
     m: dict = {
         "outcome": outcome,
@@ -102,46 +139,90 @@ def compute_metrics(stats: StepStats, requests: list[Request], *, makespan_s: fl
                        "mixed": stats.mixed_steps},
         "tokens_computed": stats.tokens,
         "deferral_events": counters["deferral_events"],
-        "deferred_requests": len(deferred),
-        "max_cg_wait_iters": worst.max_cg_wait if worst else 0,
-        "max_cg_wait_request": worst.id if worst is not None and worst.max_cg_wait > 0 else None,
+        "deferred_requests": int(deferred.sum()),
+        "max_cg_wait_iters": worst_wait,
+        "max_cg_wait_request": worst_id,
         "snap_splits": counters["snap_splits"],
         "starvation_warnings": counters["starvation_warnings"],
         "eager_admissions": counters["eager_admissions"],
     }
-    qwait = [r.first_admit_step - r.arrival_step for r in admitted]
-    m["max_queue_wait_iters"] = max(qwait, default=0)
+    arrival_step = _column(requests, "arrival_step", wide=True)
+    first_admit_step = _column(requests, "first_admit_step", wide=True)
+    admitted = first_admit_step >= 0
+    qwait = (first_admit_step - arrival_step)[admitted]
+    del first_admit_step
+    m["max_queue_wait_iters"] = int(qwait.max()) if len(qwait) else 0
     m["queue_wait_iters"] = summary(qwait)
+    del qwait
     m["max_queue_len"] = stats.max_queue_len
-    m["ttft_steps"] = summary(r.first_token_step - r.arrival_step + 1 for r in emitted)
-    m["tpot_steps"] = summary((r.finish_step - r.first_token_step) / (r.generated - 1)
-                              for r in done if r.generated > 1)
-    m["e2e_steps"] = summary(r.finish_step - r.arrival_step + 1 for r in done)
+    first_token_step = _column(requests, "first_token_step", wide=True)
+    emitted = first_token_step >= 0
+    m["ttft_steps"] = summary((first_token_step - arrival_step + 1)[emitted])
+    finish_step = _column(requests, "finish_step", wide=True)
+    m["tpot_steps"] = summary((finish_step - first_token_step)[multi] / (generated[multi] - 1))
+    del first_token_step
+    m["e2e_steps"] = summary((finish_step - arrival_step + 1)[done])
+    del finish_step, arrival_step
     m["requests"] = {
         "total": len(requests),
-        "completed": len(done),
-        "failed": len(failed),
-        "failed_by_reason": dict(sorted(Counter(r.fail_reason for r in failed).items())),
-        "unfinished": len(requests) - len(done) - len(failed),
+        "completed": n_done,
+        "failed": n_failed,
+        "failed_by_reason": {r: c for r, c in sorted(failed_by_reason.items()) if c},
+        "unfinished": len(requests) - n_done - n_failed,
         "evicted_events": stats.evicted_events,
         "paused_events": stats.paused_events,
     }
     m["output_tokens"] = output_tokens
-    m.update(_time_metrics(stats, requests, done, emitted, makespan_s, slo,
-                           output_tokens, prompt_tokens))
+    m.update(_time_metrics(stats, requests, _Masks(done, admitted, emitted, deferred, multi, generated),
+                           makespan_s, slo, output_tokens, prompt_tokens))
     return m
 
 
-def _time_metrics(stats: StepStats, requests: list[Request], done: list[Request], emitted: list[Request],
-                  makespan_s: float, slo: SloConfig, output_tokens: int,
-                  prompt_tokens: int) -> dict:
+@dataclass(slots=True)
+class _Masks:
+    """Which requests (numpy bool arrays over the ledger's column order) count in which time metric."""
+
+    done: Any
+    admitted: Any
+    emitted: Any
+    deferred: Any
+    multi: Any  # completed with more than one token
+    generated: Any  # tokens emitted (int64)
+
+
+def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: float, slo: SloConfig,
+                  output_tokens: int, prompt_tokens: int) -> dict:
+    import numpy as np
+
     ms = 1000.0
-    # per-request times as plain lists (no id-keyed dicts: a million-request run keeps its peak low)
-    ttft = [r.first_token_s - r.arrival_s for r in emitted]
-    ttft_deferred = [t for t, r in zip(ttft, emitted, strict=True) if r.deferrals > 0]
-    ttft_not_deferred = [t for t, r in zip(ttft, emitted, strict=True) if r.deferrals <= 0]
-    tpot = [(r.last_token_s - r.first_token_s) / (r.generated - 1) for r in done if r.generated > 1]
-    e2e = [r.finish_s - r.arrival_s for r in done]
+    # a completed request is good if it meets every SLO set (one without a token misses a TTFT SLO)
+    good = k.done.copy()
+    arrival_s = _column(requests, "arrival_s")
+    queue_wait = summary((_column(requests, "first_admit_s") - arrival_s)[k.admitted], ms)
+    first_token_s = _column(requests, "first_token_s")
+    ttft_all = first_token_s - arrival_s  # meaningful where a token was emitted
+    if slo.ttft_ms is not None:
+        good &= k.emitted & (ttft_all * ms <= slo.ttft_ms)
+    ttft = summary(ttft_all[k.emitted], ms)
+    ttft_deferred = summary(ttft_all[k.emitted & k.deferred], ms)
+    ttft_not_deferred = summary(ttft_all[k.emitted & ~k.deferred], ms)
+    del ttft_all
+    multi = k.multi
+    tpot_multi = (_column(requests, "last_token_s")[multi] - first_token_s[multi]) / (k.generated[multi] - 1)
+    del first_token_s
+    if slo.tpot_ms is not None:  # the others' time per token is 0.0
+        tpot_all = np.zeros(len(arrival_s))
+        tpot_all[multi] = tpot_multi
+        good &= tpot_all * ms <= slo.tpot_ms
+        del tpot_all
+    tpot = summary(tpot_multi, ms)
+    del tpot_multi
+    e2e_all = _column(requests, "finish_s") - arrival_s
+    del arrival_s
+    if slo.e2e_ms is not None:
+        good &= e2e_all * ms <= slo.e2e_ms
+    e2e = summary(e2e_all[k.done], ms)
+    del e2e_all
     itl_items = sorted(stats.itl.items())
     itl_count = sum(c for _, c in itl_items)
     itl = {"count": itl_count,
@@ -149,35 +230,22 @@ def _time_metrics(stats: StepStats, requests: list[Request], done: list[Request]
     for q in PERCENTILES:
         itl[f"p{q}"] = round(weighted_percentile(itl_items, q) * ms, 6)
     itl["max"] = round(itl_items[-1][0] * ms, 6) if itl_items else 0.0
-
-    def meets(r: Request) -> bool:
-        """The request meets every SLO set (a request that never emitted a token misses a TTFT SLO)."""
-        if slo.ttft_ms is not None:
-            t = r.first_token_s - r.arrival_s if r.first_token_step >= 0 else math.inf
-            if not t * ms <= slo.ttft_ms:
-                return False
-        if slo.tpot_ms is not None:
-            t = (r.last_token_s - r.first_token_s) / (r.generated - 1) if r.generated > 1 else 0.0
-            if not t * ms <= slo.tpot_ms:
-                return False
-        return slo.e2e_ms is None or (r.finish_s - r.arrival_s) * ms <= slo.e2e_ms
-
-    good = sum(1 for r in done if meets(r))
+    n_good, n_done = int(good.sum()), int(k.done.sum())
     return {
         "makespan_s": round(makespan_s, 6),
-        "queue_wait_ms": summary((r.first_admit_s - r.arrival_s for r in requests if r.first_admit_step >= 0), ms),
-        "ttft_ms": summary(ttft, ms),
-        "ttft_ms_deferred": summary(ttft_deferred, ms),
-        "ttft_ms_not_deferred": summary(ttft_not_deferred, ms),
-        "tpot_ms": summary(tpot, ms),
+        "queue_wait_ms": queue_wait,
+        "ttft_ms": ttft,
+        "ttft_ms_deferred": ttft_deferred,
+        "ttft_ms_not_deferred": ttft_not_deferred,
+        "tpot_ms": tpot,
         "itl_ms": itl,
-        "e2e_ms": summary(e2e, ms),
+        "e2e_ms": e2e,
         "output_throughput_tok_s": round(output_tokens / makespan_s, 3) if makespan_s > 0 else 0.0,
         "total_throughput_tok_s": round((output_tokens + prompt_tokens) / makespan_s, 3)
         if makespan_s > 0 else 0.0,
-        "request_throughput_req_s": round(len(done) / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_req_s": round(good / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_fraction": _ratio(good, len(requests)),
+        "request_throughput_req_s": round(n_done / makespan_s, 6) if makespan_s > 0 else 0.0,
+        "goodput_req_s": round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0,
+        "goodput_fraction": _ratio(n_good, len(requests)),
         "graphed_time_s": round(stats.graphed_time_s, 6),
         "eager_time_s": round(stats.eager_time_s, 6),
         "eager_time_fraction": _ratio(stats.eager_time_s, stats.eager_time_s + stats.graphed_time_s),

@@ -1,0 +1,279 @@
+"""Every request of a run, in arrival order, at a few dozen bytes per finished request.
+
+A request still in the engine (queued, running, paused) is a live ``Request`` object. Once it
+reaches a terminal outcome (completed or failed) the engine *retires* it: its fields are packed
+into typed columns (one ``array`` per field) and the ledger lets go of the object. Reading the
+ledger gives ``Request`` objects back in arrival order (retired ones rebuilt from their columns),
+and the metrics read whole columns at once.
+
+Integer columns start one byte wide and widen (to 2, 4, then 8 bytes) the first time a value does
+not fit, so a step count past 2**31 is stored exactly. The rare fail reasons are kept once each
+and referred to by a small code.
+
+Columns hold the retired requests in the order they retired, each with its arrival ``slot``; only
+reading in arrival order sorts them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from cgbench.engine.invariants import LedgerError
+from cgbench.engine.request import Outcome, Request
+
+# integer columns: the arrival slot, the outcome code, then every int field of ``Request``
+INT_COLUMNS = ("slot", "fate", "id", "prompt_len", "output_len", "arrival_step", "remaining_prompt",
+               "finished_chunk", "generated", "kv_tokens", "blocks", "cg_wait_iters", "deferrals",
+               "max_cg_wait", "first_admit_step", "first_token_step", "finish_step", "chunks", "evictions",
+               "pauses")
+FLOAT_COLUMNS = ("arrival_s", "first_admit_s", "first_token_s", "last_token_s", "finish_s")
+_SLOT, _FATE = 0, 1
+_WIDTHS: tuple[Literal["b", "h", "i", "q"], ...] = ("b", "h", "i", "q")  # signed 1-, 2-, 4-, 8-byte ints
+_LIMITS = (2**7, 2**15, 2**31, 2**63)
+
+# the fate code: UNFINISHED for a live request, COMPLETED, or 1 + the index of a fail reason
+UNFINISHED = -1
+COMPLETED = 0
+
+
+class Ledger:
+    """The requests of one run (see the module docstring). ``verify``: keep every retired object too,
+    and on every read check that none changed after it was packed (``engine.check_invariants``)."""
+
+    def __init__(self, *, verify: bool = False) -> None:
+        self._ints: list[array[int]] = [array("b") for _ in INT_COLUMNS]
+        self._floats: list[array[float]] = [array("d") for _ in FLOAT_COLUMNS]
+        self._retired = 0  # rows in the columns
+        self._live: dict[int, Request] = {}  # arrival slot -> live request, ascending slots
+        self._slot_of: dict[int, int] = {}  # id() of a live request -> its slot
+        self._next_slot = 0
+        self._reasons: list[str] = []  # fail reasons; code k >= 1 is reasons[k - 1]
+        self._reason_code: dict[str, int] = {}
+        self._kept: list[Request] | None = [] if verify else None
+
+    # -- the engine's side ----------------------------------------------------------------------------
+
+    def arrive(self, req: Request) -> None:
+        """``req`` arrived: it is the ledger's next request, live."""
+        slot = self._next_slot
+        self._next_slot = slot + 1
+        self._live[slot] = req
+        self._slot_of[id(req)] = slot
+
+    def retire(self, req: Request) -> None:
+        """``req`` reached its terminal outcome: pack it and let go of it. Nothing may change it after."""
+        fate = self._fate_of(req)
+        slot = self._slot_of.pop(id(req), None)
+        if slot is None:
+            raise LedgerError(f"request {req.id} retired but not live in the ledger")
+        del self._live[slot]
+        try:
+            self._pack(slot, fate, req)
+        except OverflowError:  # a value outgrew its column: undo the partial row, widen, pack again
+            for col in self._ints:
+                del col[self._retired:]
+            for fcol in self._floats:
+                del fcol[self._retired:]
+            self._widen(_int_values(slot, fate, req))
+            self._pack(slot, fate, req)
+        self._retired += 1
+        if self._kept is not None:
+            self._kept.append(req)
+
+    def _fate_of(self, req: Request) -> int:
+        if req.outcome == Outcome.COMPLETED:
+            return COMPLETED
+        if req.outcome != Outcome.FAILED:
+            raise LedgerError(f"request {req.id} retired while {req.outcome.value}")
+        code = self._reason_code.get(req.fail_reason)
+        if code is None:
+            self._reasons.append(req.fail_reason)
+            code = self._reason_code[req.fail_reason] = len(self._reasons)
+        return code
+
+    def _pack(self, slot: int, fate: int, r: Request) -> None:
+        c = self._ints  # in INT_COLUMNS order (written out: this runs once per request)
+        c[0].append(slot)
+        c[1].append(fate)
+        c[2].append(r.id)
+        c[3].append(r.prompt_len)
+        c[4].append(r.output_len)
+        c[5].append(r.arrival_step)
+        c[6].append(r.remaining_prompt)
+        c[7].append(r.finished_chunk)
+        c[8].append(r.generated)
+        c[9].append(r.kv_tokens)
+        c[10].append(r.blocks)
+        c[11].append(r.cg_wait_iters)
+        c[12].append(r.deferrals)
+        c[13].append(r.max_cg_wait)
+        c[14].append(r.first_admit_step)
+        c[15].append(r.first_token_step)
+        c[16].append(r.finish_step)
+        c[17].append(r.chunks)
+        c[18].append(r.evictions)
+        c[19].append(r.pauses)
+        f = self._floats
+        f[0].append(r.arrival_s)
+        f[1].append(r.first_admit_s)
+        f[2].append(r.first_token_s)
+        f[3].append(r.last_token_s)
+        f[4].append(r.finish_s)
+
+    def _widen(self, values: tuple[int, ...]) -> None:
+        for k, v in enumerate(values):
+            w = was = _WIDTHS.index(self._ints[k].typecode)
+            while not -_LIMITS[w] <= v < _LIMITS[w]:
+                if w + 1 == len(_WIDTHS):
+                    raise OverflowError(f"request field {INT_COLUMNS[k]} = {v} does not fit 64 bits")
+                w += 1
+            if w != was:
+                self._ints[k] = array(_WIDTHS[w], self._ints[k])
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._retired + len(self._live)
+
+    def __iter__(self) -> Iterator[Request]:
+        """Every request in arrival order (a retired one is a fresh object rebuilt from its row)."""
+        self.verify()
+        slots = self._ints[_SLOT]
+        rows = sorted(range(self._retired), key=slots.__getitem__)
+        live = sorted(self._live.items())
+        j = 0
+        for row in rows:
+            while j < len(live) and live[j][0] < slots[row]:
+                yield live[j][1]
+                j += 1
+            yield self._rebuild(row)
+        for _, req in live[j:]:
+            yield req
+
+    def __getitem__(self, i: int) -> Request:
+        """The ``i``-th request in arrival order (a scan: for tests and small runs)."""
+        n = len(self)
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError(f"ledger index {i} out of range ({n} requests)")
+        for j, req in enumerate(self):
+            if j == k:
+                return req
+        raise AssertionError("unreachable")
+
+    def _rebuild(self, row: int) -> Request:
+        c, f = self._ints, self._floats
+        fate = c[1][row]
+        return Request(
+            id=c[2][row], prompt_len=c[3][row], output_len=c[4][row], arrival_s=f[0][row],
+            arrival_step=c[5][row], remaining_prompt=c[6][row], finished_chunk=c[7][row], generated=c[8][row],
+            kv_tokens=c[9][row], blocks=c[10][row], cg_wait_iters=c[11][row], deferrals=c[12][row],
+            max_cg_wait=c[13][row], first_admit_step=c[14][row], first_admit_s=f[1][row],
+            first_token_step=c[15][row], first_token_s=f[2][row], last_token_s=f[3][row],
+            finish_step=c[16][row], finish_s=f[4][row], chunks=c[17][row], evictions=c[18][row],
+            pauses=c[19][row], outcome=Outcome.COMPLETED if fate == COMPLETED else Outcome.FAILED,
+            fail_reason=self._reasons[fate - 1] if fate > COMPLETED else "")
+
+    def int_column(self, name: str) -> array[int]:
+        """Field ``name`` of every request: the retired ones (in retirement order), then the live ones
+        (in arrival order); every column lists the requests in this same order. ``fate`` is
+        ``UNFINISHED``, ``COMPLETED`` or a fail reason's code (``fail_reasons``)."""
+        self.verify()
+        k = INT_COLUMNS.index(name)
+        col = self._ints[k]
+        if not self._live:
+            return col
+        if k == _FATE:
+            extra = [UNFINISHED] * len(self._live)
+        elif k == _SLOT:
+            extra = list(self._live)
+        else:
+            extra = [getattr(r, name) for r in self._live.values()]
+        out = array("q", col)
+        out.extend(extra)
+        return out
+
+    def float_column(self, name: str) -> array[float]:
+        """Like ``int_column``, for a float field."""
+        self.verify()
+        col = self._floats[FLOAT_COLUMNS.index(name)]
+        if not self._live:
+            return col
+        out = array("d", col)
+        out.extend([getattr(r, name) for r in self._live.values()])
+        return out
+
+    @property
+    def fail_reasons(self) -> list[str]:
+        """The fail reasons met so far; code ``k >= 1`` of the ``fate`` column is ``fail_reasons[k - 1]``."""
+        return list(self._reasons)
+
+    def verify(self) -> None:
+        """In verify mode: every retired request still equals its packed row, and no live request is
+        terminal (each would otherwise have been retired)."""
+        if self._kept is None:
+            return
+        for row, req in enumerate(self._kept):
+            packed = self._rebuild(row)
+            if _fields(packed) != _fields(req):
+                raise LedgerError(f"request {req.id} changed after it was retired: packed {_fields(packed)}, "
+                                  f"now {_fields(req)}")
+        for req in self._live.values():
+            if req.outcome in (Outcome.COMPLETED, Outcome.FAILED):
+                raise LedgerError(f"request {req.id} is {req.outcome.value} but was never retired")
+
+    # -- several ledgers as one -----------------------------------------------------------------------
+
+    @classmethod
+    def merged(cls, parts: Sequence[Ledger]) -> Ledger:
+        """One ledger of every part's requests, ordered by request id (the slot of each is its id); for
+        reading (nothing arrives in it)."""
+        out = cls(verify=any(p._kept is not None for p in parts))
+        reasons: dict[str, int] = {}
+        for k in range(len(INT_COLUMNS)):
+            code = _WIDTHS[max((_WIDTHS.index(p._ints[k].typecode) for p in parts), default=0)]
+            if k == _FATE:  # the parts' reason codes differ: map each onto the merged list
+                col = array("h")
+                for p in parts:
+                    remap = [COMPLETED]
+                    for reason in p._reasons:
+                        remap.append(reasons.setdefault(reason, len(reasons) + 1))
+                    col.extend([remap[v] for v in p._ints[_FATE]])
+                out._ints[k] = col
+                continue
+            col = array(code)
+            for p in parts:
+                col.extend(array(code, p._ints[2 if k == _SLOT else k]))  # the slot is the id
+            out._ints[k] = col
+        for k in range(len(FLOAT_COLUMNS)):
+            for p in parts:
+                out._floats[k].extend(p._floats[k])
+        out._reasons = list(reasons)
+        out._reason_code = dict(reasons)
+        out._retired = sum(p._retired for p in parts)
+        for req in sorted((r for p in parts for r in p._live.values()), key=_request_id):
+            out._live[req.id] = req
+            out._slot_of[id(req)] = req.id
+        if out._kept is not None:
+            for p in parts:
+                out._kept.extend(p._kept if p._kept is not None else [p._rebuild(i) for i in range(p._retired)])
+        return out
+
+
+def _request_id(r: Request) -> int:
+    return r.id
+
+
+def _int_values(slot: int, fate: int, r: Request) -> tuple[int, ...]:
+    """A request's row of integer columns, in ``INT_COLUMNS`` order."""
+    return (slot, fate, r.id, r.prompt_len, r.output_len, r.arrival_step, r.remaining_prompt, r.finished_chunk,
+            r.generated, r.kv_tokens, r.blocks, r.cg_wait_iters, r.deferrals, r.max_cg_wait, r.first_admit_step,
+            r.first_token_step, r.finish_step, r.chunks, r.evictions, r.pauses)
+
+
+def _fields(r: Request) -> tuple[int | float | str, ...]:
+    """Every field of a request (the retired-request check compares these)."""
+    return (*_int_values(0, 0, r), r.arrival_s, r.first_admit_s, r.first_token_s, r.last_token_s, r.finish_s,
+            r.outcome.value, r.fail_reason)
