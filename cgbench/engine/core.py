@@ -11,6 +11,7 @@ pause/resume/evict, accounting, invariants) is this module's, for both.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -216,6 +217,17 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------------------
 
     def run(self) -> RunState:
+        """Run to the end. The cyclic garbage collector pauses meanwhile: the engine makes no reference
+        cycles, and its passes over a long run's live objects cost ~10% of the time."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._loop()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _loop(self) -> RunState:
         st = self.state
         while True:
             for spec in self.stream.pop_due(st.now_s):
@@ -249,6 +261,7 @@ class Engine:
             if self.halted or self._out_of_bounds():
                 break
         self.rows.settle(self.step - 1)
+        st.requests.pack()  # every finished request in the columns, its object let go
         return st
 
     def _advance(self, result: RoundResult) -> None:

@@ -19,6 +19,7 @@ Two things differ from the oracle, and only these live here:
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -32,6 +33,7 @@ from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
 from cgbench.engine.scheduler import RoundResult
 from cgbench.grids.lookup import Grid
+from cgbench.native import loaded_from_extension
 from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import RequestStream
 
@@ -174,6 +176,9 @@ class FastEngine(Engine):
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
         super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace)
         self.pricer = pricer
+        # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
+        # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).
+        self._vector_min = sys.maxsize if loaded_from_extension(__name__) else FastEngine.vector_min_steps
         # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
         self._shapes: dict[int, tuple] = {}
 
@@ -264,7 +269,7 @@ class FastEngine(Engine):
         pairs = q * stored + T * (q + 1) // 2  # attention_pairs of this decode-only step
         nxt = self.stream.next_arrival_s()
         begin = self.step
-        if not self.keep_trace and stop - begin >= self.vector_min_steps:
+        if not self.keep_trace and stop - begin >= self._vector_min:
             work = StepWork(T, 0, d, ctx, graph, pairs, reason)
             if self._long_stretch(stop, work, nxt):
                 durations = self._quiet_steps_vectorized(work, stop, first, nxt, head, result)
@@ -302,11 +307,11 @@ class FastEngine(Engine):
         return shape
 
     def _long_stretch(self, stop: int, work: StepWork, nxt: float | None) -> bool:
-        if stop - self.step < self.vector_min_steps:
+        if stop - self.step < self._vector_min:
             return False
         if nxt is None:
             return True
-        return (nxt - self.state.now_s) >= self.vector_min_steps * self.pricer.step_time(work)
+        return (nxt - self.state.now_s) >= self._vector_min * self.pricer.step_time(work)
 
     def _quiet_steps_one_by_one(self, step_cost, growth: tuple[int, int], ctx: int, pairs: int, T: int, d: int,
                                 graph: tuple[int, int, int] | None, reason: str | None, stop: int, first: int,

@@ -30,6 +30,7 @@ INT_COLUMNS = ("slot", "fate", "id", "prompt_len", "output_len", "arrival_step",
                "pauses")
 FLOAT_COLUMNS = ("arrival_s", "first_admit_s", "first_token_s", "last_token_s", "finish_s")
 _SLOT, _FATE = 0, 1
+_PACK_BATCH = 1024  # retired requests packed together
 _WIDTHS: tuple[Literal["b", "h", "i", "q"], ...] = ("b", "h", "i", "q")  # signed 1-, 2-, 4-, 8-byte ints
 _LIMITS = (2**7, 2**15, 2**31, 2**63)
 
@@ -52,6 +53,10 @@ class Ledger:
         self._reasons: list[str] = []  # fail reasons; code k >= 1 is reasons[k - 1]
         self._reason_code: dict[str, int] = {}
         self._kept: list[Request] | None = [] if verify else None
+        # retired but not yet packed (``pack``): the requests, their slots and fates
+        self._pending: list[Request] = []
+        self._pending_slots: list[int] = []
+        self._pending_fates: list[int] = []
 
     # -- the engine's side ----------------------------------------------------------------------------
 
@@ -63,24 +68,22 @@ class Ledger:
         self._slot_of[id(req)] = slot
 
     def retire(self, req: Request) -> None:
-        """``req`` reached its terminal outcome: pack it and let go of it. Nothing may change it after."""
+        """``req`` reached its terminal outcome: pack it and let go of it. Nothing may change it after.
+        Packing happens a batch at a time (one list per column, appended in one call), and before
+        any read; in verify mode at once, so that a later change is caught."""
         fate = self._fate_of(req)
         slot = self._slot_of.pop(id(req), None)
         if slot is None:
             raise LedgerError(f"request {req.id} retired but not live in the ledger")
         del self._live[slot]
-        try:
-            self._pack(slot, fate, req)
-        except OverflowError:  # a value outgrew its column: undo the partial row, widen, pack again
-            for col in self._ints:
-                del col[self._retired:]
-            for fcol in self._floats:
-                del fcol[self._retired:]
-            self._widen(_int_values(slot, fate, req))
-            self._pack(slot, fate, req)
-        self._retired += 1
+        self._pending.append(req)
+        self._pending_slots.append(slot)
+        self._pending_fates.append(fate)
         if self._kept is not None:
             self._kept.append(req)
+            self.pack()
+        elif len(self._pending) >= _PACK_BATCH:
+            self.pack()
 
     def _fate_of(self, req: Request) -> int:
         if req.outcome == Outcome.COMPLETED:
@@ -93,52 +96,40 @@ class Ledger:
             code = self._reason_code[req.fail_reason] = len(self._reasons)
         return code
 
-    def _pack(self, slot: int, fate: int, r: Request) -> None:
-        c = self._ints  # in INT_COLUMNS order (written out: this runs once per request)
-        c[0].append(slot)
-        c[1].append(fate)
-        c[2].append(r.id)
-        c[3].append(r.prompt_len)
-        c[4].append(r.output_len)
-        c[5].append(r.arrival_step)
-        c[6].append(r.remaining_prompt)
-        c[7].append(r.finished_chunk)
-        c[8].append(r.generated)
-        c[9].append(r.kv_tokens)
-        c[10].append(r.blocks)
-        c[11].append(r.cg_wait_iters)
-        c[12].append(r.deferrals)
-        c[13].append(r.max_cg_wait)
-        c[14].append(r.first_admit_step)
-        c[15].append(r.first_token_step)
-        c[16].append(r.finish_step)
-        c[17].append(r.chunks)
-        c[18].append(r.evictions)
-        c[19].append(r.pauses)
-        f = self._floats
-        f[0].append(r.arrival_s)
-        f[1].append(r.first_admit_s)
-        f[2].append(r.first_token_s)
-        f[3].append(r.last_token_s)
-        f[4].append(r.finish_s)
-
-    def _widen(self, values: tuple[int, ...]) -> None:
-        for k, v in enumerate(values):
-            w = was = _WIDTHS.index(self._ints[k].typecode)
-            while not -_LIMITS[w] <= v < _LIMITS[w]:
-                if w + 1 == len(_WIDTHS):
-                    raise OverflowError(f"request field {INT_COLUMNS[k]} = {v} does not fit 64 bits")
-                w += 1
-            if w != was:
-                self._ints[k] = array(_WIDTHS[w], self._ints[k])
+    def pack(self) -> None:
+        """Pack the retired requests not packed yet, column by column (in INT_COLUMNS order); a column
+        whose values outgrow it is widened first (``fromlist`` appends nothing when a value fails)."""
+        rs = self._pending
+        if not rs:
+            return
+        ints = (self._pending_slots, self._pending_fates, [r.id for r in rs], [r.prompt_len for r in rs],
+                [r.output_len for r in rs], [r.arrival_step for r in rs], [r.remaining_prompt for r in rs],
+                [r.finished_chunk for r in rs], [r.generated for r in rs], [r.kv_tokens for r in rs],
+                [r.blocks for r in rs], [r.cg_wait_iters for r in rs], [r.deferrals for r in rs],
+                [r.max_cg_wait for r in rs], [r.first_admit_step for r in rs], [r.first_token_step for r in rs],
+                [r.finish_step for r in rs], [r.chunks for r in rs], [r.evictions for r in rs],
+                [r.pauses for r in rs])
+        for k, values in enumerate(ints):
+            try:
+                self._ints[k].fromlist(values)
+            except OverflowError:
+                self._ints[k] = _widened(self._ints[k], min(values), max(values), INT_COLUMNS[k])
+                self._ints[k].fromlist(values)
+        floats = ([r.arrival_s for r in rs], [r.first_admit_s for r in rs], [r.first_token_s for r in rs],
+                  [r.last_token_s for r in rs], [r.finish_s for r in rs])
+        for k, fvalues in enumerate(floats):
+            self._floats[k].fromlist(fvalues)
+        self._retired += len(rs)
+        self._pending, self._pending_slots, self._pending_fates = [], [], []
 
     # -- reading --------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._retired + len(self._live)
+        return self._retired + len(self._pending) + len(self._live)
 
     def __iter__(self) -> Iterator[Request]:
         """Every request in arrival order (a retired one is a fresh object rebuilt from its row)."""
+        self.pack()
         self.verify()
         slots = self._ints[_SLOT]
         rows = sorted(range(self._retired), key=slots.__getitem__)
@@ -180,6 +171,7 @@ class Ledger:
         """Field ``name`` of every request: the retired ones (in retirement order), then the live ones
         (in arrival order); every column lists the requests in this same order. ``fate`` is
         ``UNFINISHED``, ``COMPLETED`` or a fail reason's code (``fail_reasons``)."""
+        self.pack()
         self.verify()
         k = INT_COLUMNS.index(name)
         col = self._ints[k]
@@ -197,6 +189,7 @@ class Ledger:
 
     def float_column(self, name: str) -> array[float]:
         """Like ``int_column``, for a float field."""
+        self.pack()
         self.verify()
         col = self._floats[FLOAT_COLUMNS.index(name)]
         if not self._live:
@@ -230,6 +223,8 @@ class Ledger:
     def merged(cls, parts: Sequence[Ledger]) -> Ledger:
         """One ledger of every part's requests, ordered by request id (the slot of each is its id); for
         reading (nothing arrives in it)."""
+        for p in parts:
+            p.pack()
         out = cls(verify=any(p._kept is not None for p in parts))
         reasons: dict[str, int] = {}
         for k in range(len(INT_COLUMNS)):
@@ -264,6 +259,16 @@ class Ledger:
 
 def _request_id(r: Request) -> int:
     return r.id
+
+
+def _widened(col: array[int], lo: int, hi: int, name: str) -> array[int]:
+    """``col`` in the narrowest signed width that also holds ``lo`` .. ``hi``."""
+    w = _WIDTHS.index(col.typecode)
+    while not (-_LIMITS[w] <= lo and hi < _LIMITS[w]):
+        if w + 1 == len(_WIDTHS):
+            raise OverflowError(f"request field {name} = {hi if hi >= _LIMITS[w] else lo} does not fit 64 bits")
+        w += 1
+    return array(_WIDTHS[w], col)
 
 
 def _int_values(slot: int, fate: int, r: Request) -> tuple[int, ...]:
