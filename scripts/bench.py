@@ -2,7 +2,9 @@
 
 Simulator speed is CPU time (``time.process_time``: the machine is shared, wall time is not the
 simulator's), measured around ``run_point`` (stream, engine, metrics; config composition and start-up
-excluded). Fast and oracle runs are interleaved (fast, oracle, fast, oracle, ...) so that load from
+excluded, numpy's import included in start-up). Every run is a fresh process with the simulator build
+asked for (``--build``: plain Python, compiled by ``make native``, or both; the process reports the
+build it ran). Fast and oracle runs are interleaved (fast, oracle, fast, oracle, ...) so that load from
 other processes hits both alike; a ratio is the median of the per-pair ratios, with their range as
 the spread. The scale runs (10k to 1M requests) each run in a fresh process, for their peak RSS.
 """
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _POINT_CODE = """
 import json, resource, sys, time
+import numpy  # a start-up cost (~80 ms), paid once per process as by a sweep worker: not timed
 from cgbench.config.compose import load_config
 from cgbench.native import simulator_build
 from cgbench.pipeline import run_point
