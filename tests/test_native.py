@@ -76,6 +76,7 @@ def test_the_result_document_records_the_build_that_ran():
     assert doc["environment"]["simulator_build"] in ("python", "mypyc")
 
 
+@pytest.mark.slow
 def test_the_compiled_modules_type_check():
     """mypyc refuses code mypy rejects: keep the compiled set type-clean even where no build is made."""
     api = pytest.importorskip("mypy.api")
@@ -107,6 +108,7 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(native.stale_modules() != [], reason="no fresh compiled build (make native)")
 def test_the_compiled_build_gives_exactly_the_plain_python_results():
     def run(env_extra: dict[str, str]) -> str:
