@@ -25,12 +25,13 @@ def built_files() -> list[Path]:
     return sorted(p for p in PACKAGE_ROOT.rglob("*") if p.suffix in (".so", ".pyd") and p.is_file())
 
 
-def clean() -> int:
+def clean(quiet: bool = False) -> int:
     removed = built_files()
     for path in removed:
         path.unlink()
     BUILD_INFO.unlink(missing_ok=True)
-    print(f"removed {len(removed)} compiled module(s)")
+    if not quiet:
+        print(f"removed {len(removed)} compiled module(s)")
     return 0
 
 
@@ -41,7 +42,7 @@ def build() -> int:
     except ImportError:
         print('build_native: mypy (mypyc) and setuptools are needed: pip install -e ".[native]"', file=sys.stderr)
         return 2
-    clean()
+    clean(quiet=True)
     sources = [str(source_path(m).relative_to(ROOT)) for m in COMPILED_MODULES]
     with tempfile.TemporaryDirectory(prefix="cgbench-native-") as tmp:
         log = Path(tmp) / "build.log"
@@ -55,7 +56,7 @@ def build() -> int:
                       script_args=["build_ext", "--inplace", "--build-temp", str(Path(tmp) / "obj"),
                                    "--build-lib", str(Path(tmp) / "lib")])
         except (Exception, SystemExit) as err:  # a type error or a compiler error: show the build's own log
-            clean()
+            clean(quiet=True)
             print(log.read_text()[-6000:], file=sys.stderr)
             print(f"build_native: the build failed ({err}); cgbench runs as plain Python", file=sys.stderr)
             return 1
