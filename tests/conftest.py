@@ -38,7 +38,9 @@ SLOW_MODULES = {"test_models", "test_kernels", "test_torch_backend", "test_torch
                 "test_calibration", "test_gpu", "test_interrupt", "test_hostile_inputs", "test_reader_properties",
                 "test_slurm", "test_wheel", "test_readme",
                 # end-to-end analysis (sweeps, figures, the grid search): run by `make test`
-                "test_plots", "test_advise", "test_sweep", "test_sweep_reliability"}
+                "test_plots", "test_advise", "test_sweep", "test_sweep_reliability",
+                # oracle comparisons over random configs, like the fast engine's equality test
+                "test_metrics_columns", "test_kv_fast_path"}
 SLOW_NAME_PARTS = ("launcher", "killed", "ctrl_c", "equals_oracle", "invariants", "wheel", "readme")
 
 

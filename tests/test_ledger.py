@@ -76,6 +76,7 @@ def test_reading_gives_back_every_field_in_arrival_order(case):
         ledger[len(reqs)]
 
 
+@pytest.mark.slow  # a property over random ledgers: make test runs it
 @settings(max_examples=150, deadline=None)
 @given(ledgers())
 def test_columns_list_the_retired_then_the_live_requests(case):
@@ -141,6 +142,7 @@ def test_retiring_twice_or_too_early_and_terminal_live_requests_are_errors():
         ledger.retire(a)
 
 
+@pytest.mark.slow  # a property over random ledgers: make test runs it
 @settings(max_examples=100, deadline=None)
 @given(ledgers(first_id=0, step=2), ledgers(first_id=1, step=2))
 def test_merged_ledgers_read_in_id_order(one, two):
