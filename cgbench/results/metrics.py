@@ -42,18 +42,12 @@ class StepStats:
     max_queue_len: int = 0
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending sequence (q in [0, 100])."""
-    n = len(sorted_values)
-    return float(sorted_values[_nearest_rank(n, q) - 1]) if n else 0.0
-
-
 def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
     """Nearest-rank percentile over (value, count) pairs sorted by value."""
     total = sum(c for _, c in items)
     if total == 0:
         return 0.0
-    rank = max(1, math.ceil(q / 100.0 * total))
+    rank = _nearest_rank(total, q)
     seen = 0
     for value, count in items:
         seen += count
@@ -76,7 +70,7 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
     total: float = sum(itertools.chain.from_iterable(chunks))
     out: dict[str, float] = {"count": n, "mean": round(total / n, digits)}
     for q in PERCENTILES:
-        out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)  # as ``percentile``
+        out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)
     out["max"] = round(float(vals[-1]), digits)
     return out
 
@@ -85,7 +79,7 @@ _SUM_CHUNK = 1 << 16  # values turned into Python floats at a time by ``summary`
 
 
 def _nearest_rank(n: int, q: float) -> int:
-    """The 1-based nearest rank of percentile ``q`` among ``n`` > 0 ascending values (``percentile``'s)."""
+    """The 1-based nearest rank of percentile ``q`` (in [0, 100]) among ``n`` > 0 ascending values."""
     return min(max(1, math.ceil(q / 100.0 * n)), n)
 
 
