@@ -8,7 +8,9 @@ a fresh process with the simulator build asked for (``--build``: plain Python, c
 native``, or both; the process reports the build it ran). Fast and oracle runs are interleaved
 (fast, oracle, fast, oracle, ...) so that load from other processes hits both alike; a ratio is the
 median of the per-pair ratios, with their range as the spread. The scale runs (10k to 1M requests)
-each run in a fresh process, for their peak RSS.
+each run in a fresh process, for their peak RSS. The ceiling runs (plain Python) count the fast
+engine's CPU time inside decode stretches apart from the rest, which the oracle also does: the
+oracle's time over that rest is the most the fast / oracle ratio could reach if stretches were free.
 """
 
 from __future__ import annotations
@@ -52,6 +54,58 @@ print(json.dumps({"cpu_s": cpu, "tokens": doc["metrics"]["output_tokens"], "buil
 """
 
 
+_CEILING_CODE = """
+import json, sys, time
+import numpy
+from cgbench.config.compose import load_config
+from cgbench.engine.fast import FastEngine
+from cgbench.native import simulator_build
+from cgbench.pipeline import run_point
+o = json.loads(sys.argv[1])
+cfg = load_config(o)
+run_point(load_config(o + ["workload.num_requests=8"]), o)
+inside = [0.0]
+stretch = FastEngine._decode_stretch
+def timed(self, result):
+    t = time.process_time()
+    try:
+        return stretch(self, result)
+    finally:
+        inside[0] += time.process_time() - t
+FastEngine._decode_stretch = timed
+t0 = time.process_time()
+run_point(cfg, o)
+cpu = time.process_time() - t0
+print(json.dumps({"cpu_s": cpu, "stretch_s": inside[0], "build": simulator_build()}))
+"""
+
+
+def stretch_share(overrides: list[str]) -> dict:
+    """One plain-Python fast run of ``overrides`` in a fresh process, with the CPU time spent inside decode
+    stretches (``FastEngine._decode_stretch``: the fast engine's own machinery, with the finishes and block
+    boundaries it meets) counted apart. The rest (arrivals, the rounds that can admit and the steps they
+    schedule, the stream, the metrics) runs the arrival, scheduler and accounting code the oracle runs for
+    the same steps, so the fast engine's time is at least that rest: the oracle's time over it is the
+    most the ratio could reach if stretches cost nothing."""
+    env = dict(os.environ)
+    env[PURE_ENV] = "1"  # a compiled class's method cannot be wrapped
+    out = subprocess.run([sys.executable, "-c", _CEILING_CODE, json.dumps(overrides)], check=True,
+                         capture_output=True, text=True, cwd=ROOT, env=env)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    if rec["build"] != "python":
+        raise SystemExit(f"bench: the ceiling run used the {rec['build']} simulator, not plain Python")
+    return rec
+
+
+def ceiling(overrides: list[str], repeat: int, oracle_s: float) -> dict:
+    """Medians of ``repeat`` ``stretch_share`` runs, and ``oracle_s`` over the time outside stretches."""
+    runs = [stretch_share(overrides) for _ in range(repeat)]
+    outside = statistics.median(r["cpu_s"] - r["stretch_s"] for r in runs)
+    return {"fast_s": statistics.median(r["cpu_s"] for r in runs),
+            "stretch_s": statistics.median(r["stretch_s"] for r in runs),
+            "outside_s": outside, "ceiling": oracle_s / outside}
+
+
 def point_run(overrides: list[str], build: str) -> dict:
     """One ``run_point`` in a fresh process with the simulator ``build`` (``python`` or ``mypyc``): its CPU
     seconds, output tokens and peak RSS (MB). The process reports the build it actually ran."""
@@ -86,6 +140,46 @@ def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
 def scale_run(n_requests: int, build: str) -> dict:
     """A chat run of ``n_requests`` in a fresh process: CPU seconds of ``run_point`` and peak RSS (MB)."""
     return point_run(["workload=chat", f"workload.num_requests={n_requests}"], build)
+
+
+_INSTRUCTIONS_CODE = """
+import itertools, sys, json
+import numpy
+from cgbench.config.compose import load_config
+from cgbench.native import simulator_build
+from cgbench.pipeline import run_point
+o = json.loads(sys.argv[1])
+cfg = load_config(o)
+run_point(load_config(o + ["workload.num_requests=8"]), o)
+list(itertools.starmap(run_point, [(cfg, o)]))  # the counted call: valgrind toggles on starmap_next
+print(simulator_build())
+"""
+
+
+def instructions(overrides: list[str], build: str) -> int:
+    """Instructions executed by one ``run_point`` of ``overrides`` (valgrind's callgrind, counting only
+    inside the measured call): a figure that does not move with machine load, for comparing two
+    versions of the code on a shared machine. Hash seeds are fixed so that two runs execute alike."""
+    import shutil
+    import tempfile
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench --instructions needs valgrind (Debian: apt-get install valgrind)")
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if build == "python":
+        env[PURE_ENV] = "1"
+    else:
+        env.pop(PURE_ENV, None)
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next",
+                              f"--callgrind-out-file={d}/callgrind.out", sys.executable, "-c", _INSTRUCTIONS_CODE,
+                              json.dumps(overrides)], capture_output=True, text=True, cwd=ROOT, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"bench: valgrind failed:\n{out.stderr[-2000:]}")
+    if out.stdout.strip().splitlines()[-1] != build:
+        raise SystemExit(f"bench: asked for the {build} simulator, the run used another")
+    counted = [line for line in out.stderr.splitlines() if "Collected :" in line]
+    return int(counted[-1].split(":")[-1].replace(",", "").strip())
 
 
 def matcher_qps(n_queries: int) -> tuple[float, float, bool]:
@@ -169,6 +263,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="only: instructions executed by a 2,000-request chat run, fast and oracle, per build "
+                         "(valgrind; deterministic, for comparing code versions on a busy machine)")
     fresh = stale_modules() == []
     ap.add_argument("--build", choices=["python", "mypyc", "both"], default="both" if fresh else "python",
                     help="which simulator build(s) to measure: plain Python, the compiled one (make native) or "
@@ -180,6 +277,16 @@ def main() -> None:
     if args.advise:
         advise_s, verdict = advise_search_s(2000, 20, 2)
         console.print(f"{advise_row[0].format(verdict)}: {advise_s:.1f} s (target {advise_row[1]})")
+        return
+    if args.instructions:
+        t = Table(title="instructions executed by run_point, chat preset, 2,000 requests (valgrind callgrind)")
+        for col in ("build", "fast engine", "oracle", "oracle / fast"):
+            t.add_column(col, justify="right" if col != "build" else "left")
+        for b in (["python", "mypyc"] if args.build == "both" else [args.build]):
+            chat = ["workload=chat", "workload.num_requests=2000"]
+            fast, oracle = instructions(chat, b), instructions(chat + ["engine.oracle=true"], b)
+            t.add_row(b, f"{fast:,}", f"{oracle:,}", f"{oracle / fast:.2f}x")
+        console.print(t)
         return
     if args.profile:
         t = Table(title=f"fast engine time split, chat preset, {args.requests} requests (cProfile)")
@@ -194,6 +301,11 @@ def main() -> None:
                "loaded": interleaved(["workload=default"], args.repeat, b),
                "heavy": interleaved(["workload=decode_heavy"], args.repeat, b),
                "scale": {n: scale_run(n, b) for n in args.scale}} for b in builds}
+    ceilings = {}
+    if "python" in builds:
+        for key, overrides in (("chat", ["workload=chat", f"workload.num_requests={args.requests}"]),
+                               ("loaded", ["workload=default"])):
+            ceilings[key] = ceiling(overrides, args.repeat, sim["python"][key]["oracle_s"])
     if not args.sim_only:
         m_fast, m_plain, same = matcher_qps(200_000)
         cgbench = str(Path(sys.executable).with_name("cgbench"))
@@ -235,6 +347,15 @@ def main() -> None:
             t.add_row(f"{tag}: chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
                       f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
             t.add_row(f"{tag}: chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+    if ceilings:
+        t.add_section()
+        for key, name, target in (("chat", f"chat preset ({args.requests:,} requests)", ">= 10x"),
+                                  ("loaded", "workload=default", ">= 15x")):
+            c = ceilings[key]
+            t.add_row(f"python: {name}: fast CPU s inside decode stretches / outside them (medians)",
+                      f"{c['stretch_s']:.3f} / {c['outside_s']:.3f}", "")
+            t.add_row(f"python: {name}: ceiling = oracle / fast time outside stretches "
+                      "(the ratio if stretches cost nothing)", f"{c['ceiling']:.1f}x", target)
     if len(builds) == 2:
         t.add_section()
         for key, name in (("chat", f"chat preset ({args.requests:,} requests)"), ("loaded", "workload=default"),

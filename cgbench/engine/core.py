@@ -59,6 +59,17 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
     k = len(durations)
     if k == 0:
         return
+    busy = stats.graphed_time_s if graph is not None else stats.eager_time_s
+    busy = busy + durations[0] if k == 1 else add_in_order(busy, durations)
+    record_step_totals(stats, T, P, D, graph, reason, k, busy, queue_len)
+
+
+def record_step_totals(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,
+                       reason: str | None, k: int, busy_s: float, queue_len: int) -> None:
+    """``record_steps`` for a caller that added the ``k`` steps' durations to the graphed (or eager) busy
+    time itself, in step order: ``busy_s`` is that running sum's new value."""
+    if k == 0:
+        return
     stats.steps += k
     stats.tokens += k * T
     if P == 0:
@@ -68,8 +79,7 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
     else:
         stats.mixed_steps += k
     if graph is not None:
-        stats.graphed_time_s = (stats.graphed_time_s + durations[0] if k == 1
-                                else _add_in_order(stats.graphed_time_s, durations))
+        stats.graphed_time_s = busy_s
         pad = graph[0] - T
         stats.graphed_steps += k
         stats.graphed_tokens += k * T
@@ -82,8 +92,7 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
             usage[1] += k * T
             usage[2] += k * pad
     else:
-        stats.eager_time_s = (stats.eager_time_s + durations[0] if k == 1
-                              else _add_in_order(stats.eager_time_s, durations))
+        stats.eager_time_s = busy_s
         stats.eager_steps += k
         stats.eager_tokens += k * T
         stats.eager_reasons[reason] += k
@@ -91,7 +100,7 @@ def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int
         stats.max_queue_len = queue_len
 
 
-def _add_in_order(total: float, durations: Sequence[float]) -> float:
+def add_in_order(total: float, durations: Sequence[float]) -> float:
     """``total + d0 + d1 + ...`` left to right (a running sum, never reassociated)."""
     if len(durations) > 512:
         import numpy as np

@@ -26,7 +26,7 @@ from typing import ClassVar
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPricer, decode_growth
-from cgbench.engine.core import Engine, record_steps
+from cgbench.engine.core import Engine, add_in_order, record_step_totals
 from cgbench.engine.invariants import InvariantError
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Request
@@ -54,7 +54,8 @@ class _Row:
         """Bring the request's counters up to the end of step ``through_step`` (anchor untouched)."""
         r = self.req
         n = (through_step - self.step + 1) * q
-        r.generated = min(r.output_len, self.gen + n)
+        gen = self.gen + n
+        r.generated = gen if gen < r.output_len else r.output_len  # comparisons, not builtin calls: hot
         r.kv_tokens = self.kv + n
 
 
@@ -115,15 +116,19 @@ class AnchoredRows:
         r, q, first_step = row.req, self.q, row.step
         finish = first_step - (-(r.output_len - r.generated) // q) - 1  # + ceil((output - generated) / q)
         boundary = first_step + (r.blocks * self.ctx.block_size - r.kv_tokens) // q - 1
-        heapq.heappush(self.events, (min(finish, boundary), row.pos, row))
+        heapq.heappush(self.events, (finish if finish < boundary else boundary, row.pos, row))
 
     def stepped(self, step: int, start_s: float, now_s: float) -> Sequence[Request]:
         """Advance every row through ``step``: the rows without an event in aggregate; the others are
         returned, in row order, brought up to the start of ``step`` for the engine to step."""
         rows, q = self.rows, self.q
         d = len(rows)
-        irregular, self.irregular = self.irregular, {}
-        special = dict(irregular)
+        irregular = self.irregular
+        if irregular:
+            self.irregular = {}
+            special = dict(irregular)
+        else:
+            special = {}
         events = self.events
         while events and events[0][0] <= step:
             _, pos, row = heapq.heappop(events)
@@ -237,13 +242,16 @@ class FastEngine(Engine):
                 and result.stop_reason == "single_token_guard")
         while True:
             stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
-            stop = min(events[0][0] if events else bound, stall, bound)
-            if once:
-                stop = min(stop, first + 1)
+            limit = stall if stall < bound else bound  # comparisons, not builtin min calls: once per event
+            stop = events[0][0] if events and events[0][0] < limit else limit
+            if once and first + 1 < stop:
+                stop = first + 1
             if head is not None and self.policy.timeout_iters >= 0:
-                stop = min(stop, first + 1 + self.policy.timeout_iters - head.cg_wait_iters)
+                timeout = first + 1 + self.policy.timeout_iters - head.cg_wait_iters
+                if timeout < stop:
+                    stop = timeout
             # the event at ``stop`` runs here too if no round could admit anything after it
-            event = not self.queue and bool(events) and events[0][0] == stop < min(stall, bound)
+            event = not self.queue and bool(events) and events[0][0] == stop < limit
             if not self._quiet_steps(stop, result, head, first, event):
                 break
             self.ctx.begin_round(len(rows), 0)
@@ -269,17 +277,21 @@ class FastEngine(Engine):
         pairs = q * stored + T * (q + 1) // 2  # attention_pairs of this decode-only step
         nxt = self.stream.next_arrival_s()
         begin = self.step
+        stats = st.stats
+        # the steps' durations go into the graphed (or eager) busy time one by one, in step order
+        busy = stats.graphed_time_s if graph is not None else stats.eager_time_s
         if not self.keep_trace and stop - begin >= self._vector_min:
             work = StepWork(T, 0, d, ctx, graph, pairs, reason)
             if self._long_stretch(stop, work, nxt):
-                durations = self._quiet_steps_vectorized(work, stop, first, nxt, head, result)
+                busy = add_in_order(busy, self._quiet_steps_vectorized(work, stop, first, nxt, head, result))
             else:
-                durations = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
-                                                         stop, first, nxt, head, result)
+                busy = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
+                                                    stop, first, nxt, head, result, busy)
         else:
-            durations = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
-                                                     stop, first, nxt, head, result)
-        rows.stored_kv += (self.step - begin) * T
+            busy = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
+                                                stop, first, nxt, head, result, busy)
+        k = self.step - begin
+        rows.stored_kv += k * T
         ran = event and self.step == stop and (nxt is None or st.now_s < nxt)
         if ran:
             if self.check:
@@ -291,8 +303,9 @@ class FastEngine(Engine):
                 st.trace.append(StepRecord(self.step, now, dt, (T, 0, d), graph, reason, [], None,
                                            len(self.queue), len(self.paused)))
             st.now_s = now + dt
-            durations.append(dt)
-        record_steps(st.stats, T, 0, d, graph, reason, durations, len(self.queue))
+            busy += dt
+            k += 1
+        record_step_totals(stats, T, 0, d, graph, reason, k, busy, len(self.queue))
         return ran
 
     def _shape(self, d: int) -> tuple:
@@ -315,14 +328,15 @@ class FastEngine(Engine):
 
     def _quiet_steps_one_by_one(self, step_cost, growth: tuple[int, int], ctx: int, pairs: int, T: int, d: int,
                                 graph: tuple[int, int, int] | None, reason: str | None, stop: int, first: int,
-                                nxt: float | None, head: Request | None, result: RoundResult) -> list[float]:
+                                nxt: float | None, head: Request | None, result: RoundResult,
+                                busy: float) -> float:
+        """The quiet steps one at a time; returns ``busy`` with their durations added in step order."""
         st = self.state
         ctx_step, pairs_step = growth
         itl = st.stats.itl
         itl_get = itl.get
         trace = st.trace if self.keep_trace else None
         shape, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
-        durations: list[float] = []
         now, step = st.now_s, self.step
         begin = step
         while step < stop and (step == first or nxt is None or now < nxt):
@@ -330,7 +344,7 @@ class FastEngine(Engine):
             if trace is not None:
                 trace.append(StepRecord(step, now, dt, shape, graph, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt
-            durations.append(dt)
+            busy += dt
             gap = now - start
             itl[gap] = itl_get(gap, 0) + T
             ctx += ctx_step
@@ -341,7 +355,7 @@ class FastEngine(Engine):
             self.scheduler.register_waits(head, waits, result)
         self.step = step
         st.now_s = now
-        return durations
+        return busy
 
     def _quiet_steps_vectorized(self, work: StepWork, stop: int, first: int, nxt: float | None,
                                 head: Request | None, result: RoundResult) -> list[float]:

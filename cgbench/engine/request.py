@@ -92,6 +92,7 @@ class Request:
 def make_request(id: int, prompt_tokens: int, output_tokens: int, max_sequence_length: int, *,
                  arrival_s: float = 0.0, arrival_step: int = 0) -> Request:
     """A new request; its output is clamped so that prompt + output fits ``max_sequence_length``."""
-    return Request(id=id, prompt_len=prompt_tokens,
-                   output_len=max(0, min(output_tokens, max_sequence_length - prompt_tokens)),
+    room = max_sequence_length - prompt_tokens
+    output_len = output_tokens if output_tokens < room else room  # comparisons, not builtin calls: hot
+    return Request(id=id, prompt_len=prompt_tokens, output_len=output_len if output_len > 0 else 0,
                    arrival_s=arrival_s, arrival_step=arrival_step)
