@@ -19,7 +19,6 @@ Two things differ from the oracle, and only these live here:
 from __future__ import annotations
 
 import heapq
-import sys
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -183,7 +182,8 @@ class FastEngine(Engine):
         self.pricer = pricer
         # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
         # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).
-        self._vector_min = sys.maxsize if loaded_from_extension(__name__) else FastEngine.vector_min_steps
+        # (1 << 60 rather than sys.maxsize: compiled, a comparison with it stays a machine-integer one)
+        self._vector_min = 1 << 60 if loaded_from_extension(__name__) else FastEngine.vector_min_steps
         # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
         self._shapes: dict[int, tuple] = {}
 
@@ -334,11 +334,13 @@ class FastEngine(Engine):
         st = self.state
         ctx_step, pairs_step = growth
         itl = st.stats.itl
-        itl_get = itl.get
         trace = st.trace if self.keep_trace else None
         shape, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
         now, step = st.now_s, self.step
         begin = step
+        # Consecutive steps mostly have the same gap (~3 in 4 on the chat preset): the histogram gets
+        # each run of equal gaps in one update (integer counts: the same histogram).
+        run_gap, run_tokens = 0.0, 0
         while step < stop and (step == first or nxt is None or now < nxt):
             dt = step_cost(ctx, pairs)
             if trace is not None:
@@ -346,10 +348,17 @@ class FastEngine(Engine):
             start, now = now, now + dt
             busy += dt
             gap = now - start
-            itl[gap] = itl_get(gap, 0) + T
+            if gap == run_gap and run_tokens:
+                run_tokens += T
+            else:
+                if run_tokens:
+                    itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+                run_gap, run_tokens = gap, T
             ctx += ctx_step
             pairs += pairs_step
             step += 1
+        if run_tokens:
+            itl[run_gap] = itl.get(run_gap, 0) + run_tokens
         waits = step - begin - (1 if begin == first and step > begin else 0)
         if head is not None and waits > 0:  # this round's deferral is already counted
             self.scheduler.register_waits(head, waits, result)

@@ -101,13 +101,17 @@ class EagerPadding:
 
 def estimate_attention_pairs(tokens: int, prefills: int, decodes: int, context_tokens: int) -> float:
     """Σ_i q_i·(cached_i + (q_i + 1)/2) from the step's totals (see the module docstring)."""
-    cached = max(context_tokens - tokens, 0)
+    cached = context_tokens - tokens
+    if cached < 0:  # comparisons, not builtin max calls: once per priced step
+        cached = 0
     if prefills == 0:
         if decodes <= 0:
             return 0.0
         q = tokens / decodes
         return tokens * cached / decodes + tokens * (q + 1) / 2
-    prefill_tokens = max(tokens - decodes, 0)
+    prefill_tokens = tokens - decodes
+    if prefill_tokens < 0:
+        prefill_tokens = 0
     causal = prefill_tokens * (prefill_tokens / prefills + 1) / 2
     if decodes == 0:
         return prefill_tokens * cached / prefills + causal
