@@ -16,6 +16,7 @@ reading in arrival order sorts them.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
@@ -102,7 +103,7 @@ class Ledger:
 
     def pack(self) -> None:
         """Pack the retired requests not packed yet, column by column (in INT_COLUMNS order); a column
-        whose values outgrow it is widened first (``fromlist`` appends nothing when a value fails)."""
+        whose values outgrow it is widened first (nothing is appended when a value does not fit)."""
         rs = self._pending
         if not rs:
             return
@@ -114,16 +115,20 @@ class Ledger:
                 [r.max_cg_wait for r in rs], [r.first_admit_step for r in rs], [r.first_token_step for r in rs],
                 [r.finish_step for r in rs], [r.chunks for r in rs], [r.evictions for r in rs],
                 [r.pauses for r in rs])
+        # struct packs a batch in one C loop (array.fromlist parses every value as a separate argument)
+        n = len(rs)
         for k, values in enumerate(ints):
+            col = self._ints[k]
             try:
-                self._ints[k].fromlist(values)
-            except OverflowError:
-                self._ints[k] = _widened(self._ints[k], min(values), max(values), INT_COLUMNS[k])
-                self._ints[k].fromlist(values)
+                packed = struct.pack(f"{n}{col.typecode}", *values)
+            except struct.error:  # a value outgrew the column
+                col = self._ints[k] = _widened(col, min(values), max(values), INT_COLUMNS[k])
+                packed = struct.pack(f"{n}{col.typecode}", *values)
+            col.frombytes(packed)
         floats = ([r.arrival_s for r in rs], [r.first_admit_s for r in rs], [r.first_token_s for r in rs],
                   [r.last_token_s for r in rs], [r.finish_s for r in rs])
         for k, fvalues in enumerate(floats):
-            self._floats[k].fromlist(fvalues)
+            self._floats[k].frombytes(struct.pack(f"{n}d", *fvalues))
         self._retired += len(rs)
         self._pending, self._pending_slots, self._pending_fates = [], [], []
 
