@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -37,15 +38,22 @@ from cgbench.native import PURE_ENV, stale_modules
 ROOT = Path(__file__).resolve().parents[1]
 
 
-_POINT_CODE = """
-import json, resource, sys, time
-import numpy  # a start-up cost (~80 ms), paid once per process as by a sweep worker: not timed
+# What every measured child process does first: read the overrides, compose the config and make an
+# 8-request run of it, so that numpy's import (~80 ms, paid once per process as by a sweep worker),
+# lazy imports and first calls are start-up, never measured. The measuring code follows it.
+_PRELUDE = """
+import json, sys, time
+import numpy
 from cgbench.config.compose import load_config
 from cgbench.native import simulator_build
 from cgbench.pipeline import run_point
 o = json.loads(sys.argv[1])
 cfg = load_config(o)
-run_point(load_config(o + ["workload.num_requests=8"]), o)  # first-call costs (lazy imports) are start-up
+run_point(load_config(o + ["workload.num_requests=8"]), o)
+"""
+
+_POINT_CODE = _PRELUDE + """
+import resource
 t0 = time.process_time()
 doc = run_point(cfg, o)
 cpu = time.process_time() - t0
@@ -53,17 +61,8 @@ print(json.dumps({"cpu_s": cpu, "tokens": doc["metrics"]["output_tokens"], "buil
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}))
 """
 
-
-_CEILING_CODE = """
-import json, sys, time
-import numpy
-from cgbench.config.compose import load_config
+_CEILING_CODE = _PRELUDE + """
 from cgbench.engine.fast import FastEngine
-from cgbench.native import simulator_build
-from cgbench.pipeline import run_point
-o = json.loads(sys.argv[1])
-cfg = load_config(o)
-run_point(load_config(o + ["workload.num_requests=8"]), o)
 inside = [0.0]
 stretch = FastEngine._decode_stretch
 def timed(self, result):
@@ -79,6 +78,37 @@ cpu = time.process_time() - t0
 print(json.dumps({"cpu_s": cpu, "stretch_s": inside[0], "build": simulator_build()}))
 """
 
+_INSTRUCTIONS_CODE = _PRELUDE + """
+import itertools
+list(itertools.starmap(run_point, [(cfg, o)]))  # the counted call: valgrind toggles on starmap_next
+print(json.dumps({"build": simulator_build()}))
+"""
+
+
+def _build_env(build: str, **extra: str) -> dict[str, str]:
+    """This environment with the simulator ``build`` (``python`` or ``mypyc``) forced, and ``extra``."""
+    env = dict(os.environ, **extra)
+    if build == "python":
+        env[PURE_ENV] = "1"
+    else:
+        env.pop(PURE_ENV, None)
+    return env
+
+
+def _child(code: str, overrides: list[str], build: str, prefix: Sequence[str] = (),
+           **env: str) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    """Run a measuring program (``_PRELUDE`` + its code) on ``overrides`` in a fresh process with the
+    simulator ``build``, optionally under a ``prefix`` command (valgrind): the JSON record it prints
+    last, checked to come from the build asked for, and the finished process."""
+    out = subprocess.run([*prefix, sys.executable, "-c", code, json.dumps(overrides)], capture_output=True,
+                         text=True, cwd=ROOT, env=_build_env(build, **env))
+    if out.returncode != 0:
+        raise SystemExit(f"bench: a measured run failed:\n{out.stderr[-2000:]}")
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    if rec["build"] != build:
+        raise SystemExit(f"bench: asked for the {build} simulator, the run used {rec['build']}")
+    return rec, out
+
 
 def stretch_share(overrides: list[str]) -> dict:
     """One plain-Python fast run of ``overrides`` in a fresh process, with the CPU time spent inside decode
@@ -86,15 +116,9 @@ def stretch_share(overrides: list[str]) -> dict:
     boundaries it meets) counted apart. The rest (arrivals, the rounds that can admit and the steps they
     schedule, the stream, the metrics) runs the arrival, scheduler and accounting code the oracle runs for
     the same steps, so the fast engine's time is at least that rest: the oracle's time over it is the
-    most the ratio could reach if stretches cost nothing."""
-    env = dict(os.environ)
-    env[PURE_ENV] = "1"  # a compiled class's method cannot be wrapped
-    out = subprocess.run([sys.executable, "-c", _CEILING_CODE, json.dumps(overrides)], check=True,
-                         capture_output=True, text=True, cwd=ROOT, env=env)
-    rec = json.loads(out.stdout.strip().splitlines()[-1])
-    if rec["build"] != "python":
-        raise SystemExit(f"bench: the ceiling run used the {rec['build']} simulator, not plain Python")
-    return rec
+    most the ratio could reach if stretches cost nothing. Plain Python: a compiled class's method cannot
+    be wrapped."""
+    return _child(_CEILING_CODE, overrides, "python")[0]
 
 
 def ceiling(overrides: list[str], repeat: int, oracle_s: float) -> dict:
@@ -111,17 +135,7 @@ def ceiling(overrides: list[str], repeat: int, oracle_s: float) -> dict:
 def point_run(overrides: list[str], build: str) -> dict:
     """One ``run_point`` in a fresh process with the simulator ``build`` (``python`` or ``mypyc``): its CPU
     seconds, output tokens and peak RSS (MB). The process reports the build it actually ran."""
-    env = dict(os.environ)
-    if build == "python":
-        env[PURE_ENV] = "1"
-    else:
-        env.pop(PURE_ENV, None)
-    out = subprocess.run([sys.executable, "-c", _POINT_CODE, json.dumps(overrides)], check=True,
-                         capture_output=True, text=True, cwd=ROOT, env=env)
-    rec = json.loads(out.stdout.strip().splitlines()[-1])
-    if rec["build"] != build:
-        raise SystemExit(f"bench: asked for the {build} simulator, the run used {rec['build']}")
-    return rec
+    return _child(_POINT_CODE, overrides, build)[0]
 
 
 def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
@@ -144,20 +158,6 @@ def scale_run(n_requests: int, build: str) -> dict:
     return point_run(["workload=chat", f"workload.num_requests={n_requests}"], build)
 
 
-_INSTRUCTIONS_CODE = """
-import itertools, sys, json
-import numpy
-from cgbench.config.compose import load_config
-from cgbench.native import simulator_build
-from cgbench.pipeline import run_point
-o = json.loads(sys.argv[1])
-cfg = load_config(o)
-run_point(load_config(o + ["workload.num_requests=8"]), o)
-list(itertools.starmap(run_point, [(cfg, o)]))  # the counted call: valgrind toggles on starmap_next
-print(simulator_build())
-"""
-
-
 def instructions(overrides: list[str], build: str) -> int:
     """Instructions executed by one ``run_point`` of ``overrides`` (valgrind's callgrind, counting only
     inside the measured call): a figure that does not move with machine load, for comparing two
@@ -167,19 +167,10 @@ def instructions(overrides: list[str], build: str) -> int:
 
     if shutil.which("valgrind") is None:
         raise SystemExit("bench --instructions needs valgrind (Debian: apt-get install valgrind)")
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    if build == "python":
-        env[PURE_ENV] = "1"
-    else:
-        env.pop(PURE_ENV, None)
     with tempfile.TemporaryDirectory() as d:
-        out = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next",
-                              f"--callgrind-out-file={d}/callgrind.out", sys.executable, "-c", _INSTRUCTIONS_CODE,
-                              json.dumps(overrides)], capture_output=True, text=True, cwd=ROOT, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"bench: valgrind failed:\n{out.stderr[-2000:]}")
-    if out.stdout.strip().splitlines()[-1] != build:
-        raise SystemExit(f"bench: asked for the {build} simulator, the run used another")
+        _, out = _child(_INSTRUCTIONS_CODE, overrides, build,
+                        prefix=("valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=starmap_next",
+                                f"--callgrind-out-file={d}/callgrind.out"), PYTHONHASHSEED="0")
     counted = [line for line in out.stderr.splitlines() if "Collected :" in line]
     return int(counted[-1].split(":")[-1].replace(",", "").strip())
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cgbench.cli import errors as cli_errors
+from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.config.schema import ConfigError
 
 if TYPE_CHECKING:
@@ -307,7 +307,6 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
     """
-    ui = cli_errors
     with ui.user_errors():
         from cgbench.analysis.advise import AdviseRequest, run_advise
 
@@ -363,7 +362,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
 def _run_with_progress(req, run_advise) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    err = cli_errors.err
+    err = ui.err
     with Progress(TextColumn("advise {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("", total=None)

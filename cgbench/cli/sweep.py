@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cgbench.cli import errors as cli_errors
+from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.config.overrides import split_override
 from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import percent as _pct
@@ -164,7 +164,6 @@ def summary_json(outcome: SweepOutcome) -> str:
 
 
 def print_summary(outcome: SweepOutcome, fmt: str) -> None:
-    ui = cli_errors
     if fmt == "table":
         ui.out.print(summary_table(outcome))
         return
@@ -187,7 +186,7 @@ def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
 
     from cgbench.analysis.sweep import run_sweep
 
-    err = cli_errors.err
+    err = ui.err
     interactive = err.is_terminal
     state = {"done": 0, "total": 0}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -216,7 +215,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
     """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed."""
     from cgbench.analysis.sweep import plan_sweep
 
-    err = cli_errors.err
+    err = ui.err
     if not err.is_terminal:
         return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, allow_hydra=allow_hydra)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -269,7 +268,6 @@ here replacing its axes of the same key. Every point is composed and checked bef
 a config error (also: another sweep is writing the same --out folder), 130 when interrupted (143 on \
 SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
     """
-    ui = cli_errors
     with ui.user_errors():
         from cgbench.config.schema import ConfigError
 
@@ -368,7 +366,6 @@ within tolerance, or changed (an exact metric differs); a point is missing (not 
 missing, failed, changed, so a missing or failed point fails the gate); 2: bad input (missing file, \
 unreadable JSON, schema mismatch, no common points, bad rules).
     """
-    ui = cli_errors
     with ui.user_errors():
         from cgbench.analysis import compare as cmp
 
@@ -399,7 +396,6 @@ unreadable JSON, schema mismatch, no common points, bad rules).
 def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: bool) -> None:
     from cgbench.analysis import compare as cmp
 
-    ui = cli_errors
     failing = comp.failing(classes)
     moved = [p for p in comp.sorted_points() if p.status not in (cmp.SAME, cmp.SKIPPED)]
     ui.out.print(f"compare: {comp.base} -> {comp.new}", markup=False, highlight=False, soft_wrap=True)
@@ -447,7 +443,6 @@ when the arrival rate is swept (sweep=rate), load curves with the SLO and each c
 sustainable rate. One run: a summary, a per-iteration timeline (needs [bold]run --trace[/bold]) and \
 queue-wait histograms (needs [bold]run --requests[/bold]).
     """
-    ui = cli_errors
     with ui.user_errors():
         from cgbench.analysis.plots import plot
         from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo

@@ -33,7 +33,8 @@ class Admission:
         self.final = final
 
 
-@dataclass(slots=True, init=False)  # not frozen: one is built per simulated step, and frozen init costs 4x
+# not frozen: one is built per simulated step, and frozen init costs 4x; the written __init__ holds the defaults
+@dataclass(slots=True, init=False)
 class StepWork:
     """What one engine step computes: its real shape ``(tokens, prefills, decodes)``, the KV tokens it
     attends (``context_tokens``: every row's stored KV plus its new tokens), the replayed graph
@@ -46,9 +47,9 @@ class StepWork:
     decodes: int
     context_tokens: int
     graph: tuple[int, int, int] | None
-    attention_pairs: int | None = None
-    eager_reason: str | None = None
-    admitted: Sequence[Admission] = ()
+    attention_pairs: int | None
+    eager_reason: str | None
+    admitted: Sequence[Admission]
 
     def __init__(self, tokens: int, prefills: int, decodes: int, context_tokens: int,
                  graph: tuple[int, int, int] | None, attention_pairs: int | None = None,

@@ -13,37 +13,38 @@ class Outcome(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(slots=True, eq=False, init=False)  # a written __init__: 5x faster compiled (make native)
+# a written __init__ (it holds the defaults): 5x faster compiled (make native) than a dataclass-made one
+@dataclass(slots=True, eq=False, init=False)
 class Request:
     id: int
     prompt_len: int  # the original prompt
     output_len: int  # tokens to emit in total (after the max_sequence_length clamp)
-    arrival_s: float = 0.0
-    arrival_step: int = 0  # index of the first scheduling round that could see it
+    arrival_s: float
+    arrival_step: int  # index of the first scheduling round that could see it
     # prefill progress of the current (re-)prefill pass
-    remaining_prompt: int = 0  # tokens still to prefill
-    finished_chunk: int = 0  # tokens prefilled so far in this pass
+    remaining_prompt: int  # tokens still to prefill
+    finished_chunk: int  # tokens prefilled so far in this pass
     # decode progress
-    generated: int = 0  # tokens emitted so far (all passes)
-    kv_tokens: int = 0  # tokens whose KV is stored (prompt prefilled + fed-back samples)
-    blocks: int = 0  # KV blocks held
+    generated: int  # tokens emitted so far (all passes)
+    kv_tokens: int  # tokens whose KV is stored (prompt prefilled + fed-back samples)
+    blocks: int  # KV blocks held
     # gating
-    cg_wait_iters: int = 0  # Megatron's counter: consecutive rounds held back by gating
-    deferrals: int = 0  # all gating deferrals of this request
-    max_cg_wait: int = 0
+    cg_wait_iters: int  # Megatron's counter: consecutive rounds held back by gating
+    deferrals: int  # all gating deferrals of this request
+    max_cg_wait: int
     # accounting
-    first_admit_step: int = -1
-    first_admit_s: float = -1.0
-    first_token_step: int = -1
-    first_token_s: float = -1.0
-    last_token_s: float = -1.0
-    finish_step: int = -1
-    finish_s: float = -1.0
-    chunks: int = 0
-    evictions: int = 0
-    pauses: int = 0
-    outcome: Outcome = Outcome.WAITING
-    fail_reason: str = ""
+    first_admit_step: int
+    first_admit_s: float
+    first_token_step: int
+    first_token_s: float
+    last_token_s: float
+    finish_step: int
+    finish_s: float
+    chunks: int
+    evictions: int
+    pauses: int
+    outcome: Outcome
+    fail_reason: str
 
     def __init__(self, id: int, prompt_len: int, output_len: int, *,
                  arrival_s: float = 0.0, arrival_step: int = 0, remaining_prompt: int = 0,

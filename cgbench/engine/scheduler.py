@@ -82,10 +82,11 @@ class GatingCounters:
     eager_admissions: int = 0  # admissions a gating policy let through knowing the step misses
 
 
-@dataclass(slots=True, init=False)  # a written __init__: a dataclass-made one stays slow when compiled
+# a written __init__ (it holds the defaults): a dataclass-made one stays slow when compiled
+@dataclass(slots=True, init=False)
 class RoundResult:
-    deferred: Request | None = None  # the head held back by gating this round, if any
-    stop_reason: str = ""  # why the round ended with a non-empty queue ("" if it emptied)
+    deferred: Request | None  # the head held back by gating this round, if any
+    stop_reason: str  # why the round ended with a non-empty queue ("" if it emptied)
 
     def __init__(self, deferred: Request | None = None, stop_reason: str = "") -> None:
         self.deferred = deferred
