@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import platform
 import subprocess
+import tomllib
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -21,18 +23,64 @@ SCHEMA_VERSION = 1
 HASHED_FILE_BYTES = 1 << 20  # an untracked file larger than this enters the diff hash by name and size
 
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the cgbench package that is running
+
+
 def _git(*args: str, cwd: Path | None = None) -> bytes | None:
     try:
-        out = subprocess.run(["git", *args], capture_output=True, timeout=5,
-                             cwd=cwd or Path(__file__).resolve().parent)
+        out = subprocess.run(["git", *args], capture_output=True, timeout=5, cwd=cwd or PACKAGE_DIR)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
 
 
+def _names_cgbench(pyproject: Path) -> bool:
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return isinstance(project, dict) and project.get("name") == "cgbench"
+
+
+@lru_cache(maxsize=4)
+def source_checkout(package_dir: Path = PACKAGE_DIR) -> Path | None:
+    """The git checkout of cgbench that ``package_dir`` is part of, or None for an installed copy.
+
+    A checkout is a work tree whose top level is the package's parent folder and holds this
+    project's pyproject.toml. An installed wheel whose venv happens to sit inside some other
+    repository is not one: asking git from the package folder alone would name that repository."""
+    top = _git("rev-parse", "--show-toplevel", cwd=package_dir)
+    if top is None:
+        return None
+    root = Path(top.decode().strip()).resolve()
+    if root != package_dir.resolve().parent or not _names_cgbench(root / "pyproject.toml"):
+        return None
+    return root
+
+
+def installed_version(package_dir: Path = PACKAGE_DIR) -> str:
+    """The version of the installed distribution that ``package_dir`` belongs to; the package's own
+    ``__version__`` when no installed distribution holds it (a copied folder, another cgbench
+    installed elsewhere on the path)."""
+    try:
+        dist = importlib.metadata.distribution("cgbench")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
+    owned = Path(str(dist.locate_file("cgbench/__init__.py")))
+    try:
+        same = owned.resolve() == (package_dir / "__init__.py").resolve()
+    except OSError:
+        same = False
+    return dist.version if same else __version__
+
+
 @lru_cache(maxsize=1)
 def git_sha() -> str | None:
-    out = _git("rev-parse", "HEAD")
+    """HEAD of the checkout cgbench runs from; None for an installed copy."""
+    checkout = source_checkout()
+    if checkout is None:
+        return None
+    out = _git("rev-parse", "HEAD", cwd=checkout)
     return (out.decode().strip() or None) if out is not None else None
 
 
@@ -44,6 +92,9 @@ def git_tree_state(checkout: Path | None = None) -> tuple[bool | None, str | Non
     Dirty means tracked files differ from HEAD or untracked files exist (ignored files do not
     count). The hash (sha256, 16 hex digits) covers ``git diff HEAD`` and the untracked files' names
     and contents, so two runs with the same uncommitted change get the same hash."""
+    checkout = checkout or source_checkout()
+    if checkout is None:
+        return None, None
     status = _git("status", "--porcelain", "--untracked-files=all", cwd=checkout)
     if status is None:
         return None, None
@@ -66,8 +117,12 @@ def git_tree_state(checkout: Path | None = None) -> tuple[bool | None, str | Non
 
 
 def provenance() -> dict[str, Any]:
+    """Which cgbench made a result: from a checkout its commit and uncommitted state, from an
+    installed copy the installed version and no git fields."""
+    from_checkout = source_checkout() is not None
     dirty, diff_hash = git_tree_state()
-    return {"schema_version": SCHEMA_VERSION, "cgbench_version": __version__, "git_sha": git_sha(),
+    version = __version__ if from_checkout else installed_version()
+    return {"schema_version": SCHEMA_VERSION, "cgbench_version": version, "git_sha": git_sha(),
             "git_dirty": dirty, "git_diff_hash": diff_hash,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds")}
 
