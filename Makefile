@@ -35,6 +35,9 @@ run: $(VENV)/.core ## Run the default job (cgbench run; pass overrides with ARGS
 lint: $(VENV)/.dev ## ruff
 	$(BIN)/ruff check cgbench tests scripts
 
+deps-check: $(VENV)/.dev ## Every module cgbench imports is declared in pyproject.toml (deptry; the test suite runs it too)
+	$(BIN)/deptry cgbench
+
 test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
 	$(BIN)/pytest -q -n 2
@@ -74,4 +77,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint test test-fast test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check test test-fast test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
