@@ -4,7 +4,9 @@ the optional features say how to install what they need (exit 2, one line, no tr
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,11 @@ pytestmark = pytest.mark.slow
 def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     """(the venv's cgbench, a work folder outside the checkout, the environment to run it in)."""
     base = tmp_path_factory.mktemp("wheel")
+    if shutil.which("git"):  # the venv sits inside somebody else's repository, as a user's often does
+        _git(base, "init", "-q")
+        (base / "theirs.txt").write_text("not cgbench\n")
+        _git(base, "add", "theirs.txt")
+        _git(base, "commit", "-qm", "theirs")
     wheels = base / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(wheels)],
                    check=True, capture_output=True, text=True)
@@ -34,6 +41,11 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k not in ("CGBENCH_CONFIG_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return venv / "bin" / "cgbench", work, env
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=repo, check=True,
+                   capture_output=True)
 
 
 def _run(installed, *args: str) -> subprocess.CompletedProcess:
@@ -76,3 +88,28 @@ def test_optional_features_give_the_install_command(installed):
         assert "Traceback" not in p.stderr + p.stdout
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and hint in lines[0], (args, p.stderr)
+
+
+def test_python_m_cgbench_and_py_typed(installed):
+    exe, work, env = installed
+    p = subprocess.run([str(exe.parent / "python"), "-m", "cgbench", "run", "--help"], capture_output=True,
+                       text=True, cwd=work, env=env, timeout=120)
+    assert p.returncode == 0 and "Usage: python -m cgbench run" in p.stdout, p.stdout + p.stderr
+    code = "import cgbench, pathlib; print((pathlib.Path(cgbench.__file__).parent / 'py.typed').is_file())"
+    p = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work, env=env,
+                       check=True)
+    assert p.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_an_installed_copy_records_its_version_and_no_commit(installed):
+    """The venv lies inside a git repository with a commit: that commit is not cgbench's."""
+    exe, work, env = installed
+    p = _run(installed, "run", "workload.num_requests=20", "--out", "prov.json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((work / "prov.json").read_text())
+    code = "import importlib.metadata as m; print(m.version('cgbench'))"
+    version = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work,
+                             env=env, check=True).stdout.strip()
+    assert (doc["git_sha"], doc["git_dirty"], doc["git_diff_hash"]) == (None, None, None)
+    assert doc["cgbench_version"] == version
