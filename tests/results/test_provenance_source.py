@@ -99,3 +99,21 @@ def test_a_copy_inside_an_unrelated_repository_records_no_commit(tmp_path):
     assert Path(where).is_relative_to(repo / "vendor")
     assert (doc["git_sha"], doc["git_dirty"], doc["git_diff_hash"]) == (None, None, None)
     assert doc["cgbench_version"] == __version__
+
+
+def _fake_install(site: Path, version: str) -> Path:
+    """A site folder holding a copy of the package and the dist-info that owns it."""
+    package = _copy_package(site)
+    info = site / f"cgbench-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: cgbench\nVersion: {version}\n")
+    (info / "RECORD").write_text("cgbench/__init__.py,,\n")
+    return package
+
+
+def test_the_installed_version_is_that_of_the_distribution_holding_the_package(tmp_path, monkeypatch):
+    package = _fake_install(tmp_path / "site", "9.9.9")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert installed_version(package) == "9.9.9"
+    # another folder is not what that distribution installed: its own version, not 9.9.9
+    assert installed_version(_copy_package(tmp_path / "elsewhere")) == __version__
