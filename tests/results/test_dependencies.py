@@ -48,3 +48,21 @@ def test_a_dropped_declaration_is_reported(tmp_path):
     issues = _issues(_deptry(tmp_path, config))
     assert ("DEP003", "yaml") in issues  # still there, but only through omegaconf
     assert ("DEP003", "submitit") in issues or ("DEP001", "submitit") in issues
+
+
+def _requirement_name(spec: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", spec, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_each_install_hint_names_an_extra_that_provides_the_module():
+    """`pip install 'cgbench[EXTRA]'`, the hint a missing optional module gets, installs it."""
+    import tomllib
+
+    from cgbench.cli.errors import OPTIONAL_DEPS
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    module_of = project["tool"]["deptry"]["package_module_name_map"]
+    for module, extra in OPTIONAL_DEPS.items():
+        provides = {module_of.get(name, name.replace("-", "_")) for name in map(_requirement_name, extras[extra])}
+        assert module in provides, (module, extra, extras[extra])
