@@ -155,7 +155,7 @@ def default_rules_path() -> Path:
     return config_dir() / "compare" / "default.yaml"
 
 
-def _number(value: Any, where: str) -> float:
+def _tolerance(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ConfigError(f"{where}: must be a number >= 0, got {value!r}")
     return float(value)
@@ -204,8 +204,8 @@ def load_rules(path: Path | None = None) -> list[Rule]:
             if not isinstance(spec.get(flag, False), bool):
                 raise ConfigError(f"{where}.{flag}: must be true or false")
         better = _direction(str(name), spec, where)
-        rules.append(Rule(str(name), better, _number(spec.get("abs_tol", 0.0), f"{where}.abs_tol"),
-                          _number(spec.get("rel_tol", 0.0), f"{where}.rel_tol"),
+        rules.append(Rule(str(name), better, _tolerance(spec.get("abs_tol", 0.0), f"{where}.abs_tol"),
+                          _tolerance(spec.get("rel_tol", 0.0), f"{where}.rel_tol"),
                           bool(spec.get("deterministic", False)), bool(spec.get("missing_as_zero", False)),
                           exact=bool(spec.get("exact", False))))
     return rules

@@ -27,7 +27,7 @@ GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> 
 
 
 
-def _number(text: str | None, option: str, kind: type) -> Any:
+def _parse_number(text: str | None, option: str, kind: type) -> Any:
     if text is None:
         return None
     try:
@@ -301,11 +301,11 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             _pyplot()
         ovr = list(overrides or [])
         req = AdviseRequest(
-            overrides=ovr, budget_graphs=_number(budget_graphs, "--budget-graphs", int),
-            budget_memory_gb=_number(budget_memory, "--budget-memory", float),
-            budget_capture_s=_number(budget_capture, "--budget-capture-s", float), objective=objective,
-            slos=list(slo or []), candidates=_number(candidates, "--candidates", int),
-            jobs=_number(jobs, "--jobs", int), check_seed=_number(check_seed, "--check-seed", int),
+            overrides=ovr, budget_graphs=_parse_number(budget_graphs, "--budget-graphs", int),
+            budget_memory_gb=_parse_number(budget_memory, "--budget-memory", float),
+            budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
+            slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
+            jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
             check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
         from cgbench.analysis.advise import check_request
 
