@@ -41,6 +41,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "cgbench.engine.policies",
     "cgbench.engine.rows",
     "cgbench.engine.scheduler",
+    "cgbench.engine.stats",
     "cgbench.engine.core",
     "cgbench.engine.fast",
     "cgbench.grids.lookup",

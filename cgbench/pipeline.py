@@ -1,16 +1,19 @@
 """The composition root: config -> grid, policy, workload stream, backend, engine -> one result document.
 
-Each part is built once, here, and handed only the settings it reads.
+Each part is built once, here, and handed only the settings it reads. ``run_point`` returns the
+complete document, every metric and every health flag included, whoever asks (``cgbench run``, a
+sweep point, advise): the commands only print and write it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.config.labels import run_labels
-from cgbench.config.schema import BenchConfig, SloConfig
+from cgbench.config.schema import BenchConfig, PolicyConfig, SloConfig
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine
@@ -20,7 +23,13 @@ from cgbench.engine.scheduler import gating_active, gating_without_prefill_graph
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.results.document import environment, provenance
-from cgbench.results.health import health_warnings
+from cgbench.results.health import (
+    explain_wait_limit,
+    gating_flag,
+    health_warnings,
+    link_state_file,
+    throughput_collapse,
+)
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.workload.stream import RequestStream, make_stream
 
@@ -84,7 +93,7 @@ def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> di
 
 def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bool = False,
               requests: bool = False) -> dict[str, Any]:
-    """Run one benchmark point and return its result document."""
+    """Run one benchmark point and return its complete result document."""
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, device, torch_version = make_backend(cfg, grid)
     engine = build_engine(cfg, trace=trace, backend=backend, grid=grid)
@@ -95,7 +104,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo)
-    doc["warnings"] = preflight_warnings(cfg, grid) + health_warnings(doc["metrics"], cfg)
+    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"])
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
     extra = backend.report()
@@ -106,6 +115,50 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     if requests:
         doc["requests"] = [_request_doc(r, backend) for r in state.requests]
     return doc
+
+
+def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every warning a result carries: the config's (known before it ran), the run's health flags
+    and, for a gating flag on the simulator, the throughput comparison with the no-gating ``budget``
+    policy (``throughput_collapse``: one more simulation, of that policy)."""
+    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg)
+    if gating_flag(flags) is not None and cfg.backend.name == "sim" and cfg.policy.name != "budget":
+        collapse = throughput_collapse(metrics, simulate(replace(cfg, policy=PolicyConfig(name="budget"))))
+        if collapse is not None:
+            flags.append(collapse)
+    return flags
+
+
+def simulate(cfg: BenchConfig) -> dict[str, Any]:
+    """The metrics of ``cfg``'s run, nothing else of its document."""
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    backend, _, _ = make_backend(cfg, grid)
+    engine = build_engine(cfg, backend=backend, grid=grid)
+    return metrics_of(engine, engine.run(), cfg.slo)
+
+
+def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:
+    """The ``cgbench schedule`` state of the first case of ``doc``'s gating flag, for the caller to
+    save at ``state_path`` (the flag then names that file). None without a gating flag, off the
+    simulator, under expert parallelism (no single engine state), or when no round shows it.
+
+    A second, step-by-step simulation up to that round: the run itself used the event-proportional
+    engine, which stretches repeated deferral rounds without watching each, and only its result
+    says which wait the flag is about, so the state cannot be taken during the run without making
+    every run watch every round."""
+    from cgbench.engine.long_wait import run_to_long_wait
+
+    flag = gating_flag(doc["warnings"])
+    if flag is None or cfg.backend.name != "sim":
+        return None
+    oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
+    engine = build_engine(oracle)
+    if not isinstance(engine, Engine):
+        return None
+    state = run_to_long_wait(engine, oracle, explain_wait_limit(doc["metrics"], cfg))
+    if state is not None:
+        link_state_file(flag, state_path)
+    return state
 
 
 def _request_doc(r, backend: StepBackend) -> dict[str, Any]:

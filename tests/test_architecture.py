@@ -1,10 +1,14 @@
-"""The package's shape, checked from its source: no import cycles, torch only under the torch
+"""The package's shape, checked from its source: the package order of ``docs/architecture.md``'s
+diagram (no import from a package to its right), no import cycles, torch only under the torch
 backend, no private names imported across modules outside the engine core."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "cgbench"
 
@@ -142,3 +146,128 @@ def test_no_private_names_imported_across_modules_outside_the_engine_core():
                                                             and mod.startswith("cgbench.engine.")):
                 offenders.append(f"{name}:{line} imports {mod}.{imported}")
     assert offenders == []
+
+
+# ---------------------------------------------------------------------------------------------- layering
+
+# The diagram of docs/architecture.md, as the order its packages may import in: a module imports
+# from its own layer and the layers above it in this list, never from one below, whether the
+# import runs at module level, inside a function, or only under TYPE_CHECKING. "cgbench" is the
+# package's own __init__ (its version).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("cgbench", "native"),  # the version and the compiled-build switch: import nothing of cgbench
+    ("config", "safeio"),  # what a user gives, and how user files are read (a ConfigError when bad)
+    ("grids",),
+    ("workload",),
+    ("engine",),
+    ("backends",),
+    ("results",),
+    ("pipeline",),  # the composition root: builds the parts, runs a point, computes every metric and flag
+    ("analysis",),
+    ("cli", "__main__"),  # __main__: ``python -m cgbench``, once it exists
+)
+LAYER_OF = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+
+# Upward imports allowed for now, by importing module: each says why and what removes it.
+ALLOWED_UPWARD: dict[str, set[str]] = {
+    # Hydra's @main entry for launcher sweeps: the one sweep executor of issue 26 (item 3) removes
+    # this module and with it these imports
+    "cgbench.config.launcher_app": {"analysis", "pipeline", "results"},
+}
+
+
+def package_of(module: str) -> str:
+    """``cgbench.engine.core`` -> ``engine``; ``cgbench.pipeline`` -> ``pipeline``; ``cgbench`` -> ``cgbench``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _imported_packages(module: str, source: str) -> list[tuple[str, int]]:
+    """(cgbench package imported, line) for every import anywhere in ``source``: module level,
+    inside functions and classes, under ``if TYPE_CHECKING:``; relative imports resolved (as from a
+    module file; cgbench's __init__ files import nothing relatively)."""
+    out: list[tuple[str, int]] = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            out.extend((package_of(a.name), n.lineno) for a in n.names if a.name.split(".")[0] == "cgbench")
+        elif isinstance(n, ast.ImportFrom):
+            target = n.module or ""
+            if n.level:
+                parts = module.split(".")
+                base = parts[:len(parts) - n.level]
+                target = ".".join(base + ([target] if target else []))
+            if target == "cgbench":  # from cgbench import safeio, __version__
+                out.extend((a.name if a.name in LAYER_OF else "cgbench", n.lineno) for a in n.names)
+            elif target.split(".")[0] == "cgbench":
+                out.append((package_of(target), n.lineno))
+    return out
+
+
+def upward_imports(sources: Mapping[str, str],
+                   allowed: Mapping[str, set[str]] | None = None) -> list[str]:
+    """Every import of ``sources`` (module name -> its text) from a package in a lower layer than
+    the importing module's (one message each), but those in ``allowed``; a package in no layer is
+    reported too (the order must name it)."""
+    allowed = ALLOWED_UPWARD if allowed is None else allowed
+    found = []
+    for module, source in sorted(sources.items()):
+        mine = package_of(module)
+        if mine not in LAYER_OF:
+            found.append(f"{module}: package {mine!r} is in no layer of LAYERS")
+            continue
+        for target, line in _imported_packages(module, source):
+            if target not in LAYER_OF:
+                found.append(f"{module}:{line} imports package {target!r}, which is in no layer of LAYERS")
+            elif LAYER_OF[target] > LAYER_OF[mine] and target not in allowed.get(module, set()):
+                found.append(f"{module}:{line} imports {target} (below {mine} in the layer order)")
+    return found
+
+
+SOURCES = {name: path.read_text() for name, path in MODULES.items()}
+
+
+def test_no_package_imports_from_a_package_below_it_in_the_diagram():
+    assert upward_imports(SOURCES) == []
+
+
+def test_the_layer_order_names_every_package_once():
+    named = [p for layer in LAYERS for p in layer]
+    assert len(named) == len(set(named))
+    assert {package_of(m) for m in MODULES} <= set(named)
+
+
+def test_the_allow_list_holds_only_imports_that_still_exist():
+    """An allowed upward import that is gone must leave the list too (else it would hide a new one)."""
+    for module, packages in ALLOWED_UPWARD.items():
+        if module in SOURCES:
+            imported = {p for p, _ in _imported_packages(module, SOURCES[module])}
+            assert packages <= imported, module
+
+
+@pytest.mark.parametrize("source", [
+    "from cgbench.cli import app\n",
+    "import cgbench.cli.app\n",
+    "def f():\n    from cgbench.cli.app import run\n    return run\n",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cgbench.cli.app import app\n",
+    "from ..cli import app\n",
+    "from cgbench import pipeline\n",
+], ids=["from", "import", "in-a-function", "type-checking", "relative", "from-cgbench"])
+def test_the_checker_fails_on_a_deliberately_added_upward_import(source):
+    planted = dict(SOURCES)
+    planted["cgbench.engine.planted"] = source
+    found = upward_imports(planted)
+    assert len(found) == 1 and found[0].startswith("cgbench.engine.planted:"), found
+
+
+def test_the_checker_accepts_downward_and_same_package_imports():
+    planted = dict(SOURCES)
+    planted["cgbench.analysis.planted"] = ("from cgbench.engine.core import Engine\n"
+                                           "from cgbench.analysis import sweep\n"
+                                           "from cgbench import safeio, __version__\n"
+                                           "import cgbench.pipeline\n")
+    assert upward_imports(planted) == []
+
+
+def test_the_allow_list_allows_only_what_it_names():
+    planted = {"cgbench.config.launcher_app": "from cgbench.cli import app\n"}
+    assert upward_imports(planted) == ["cgbench.config.launcher_app:1 imports cli (below config in the layer order)"]

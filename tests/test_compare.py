@@ -29,11 +29,11 @@ from cgbench.analysis.compare import (
     comparison_from_dict,
     judge,
     load_rules,
-    markdown,
     match_key,
     to_dict,
 )
 from cgbench.analysis.sweep import INDEX_NAME, plan_sweep, run_sweep
+from cgbench.cli.render_compare import markdown
 
 runner = CliRunner()
 AXES = ["model=transformer,hybrid", "policy=budget,megatron", "cg=sparse", "workload=small"]

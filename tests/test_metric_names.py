@@ -9,8 +9,8 @@ import pytest
 from cgbench.analysis.compare import load_rules
 from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
-from cgbench.results.formatting import metric_value, number, percent
-from cgbench.results.names import HIGHER, LOWER, METRICS, REGISTRY, flatten, label, lookup, metric
+from cgbench.results.formatting import compact, metric_value, number, percent
+from cgbench.results.names import HIGHER, LOWER, METRICS, REGISTRY, flatten, label, lookup, metric, number_at
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,15 @@ def test_formatting() -> None:
     assert metric_value("eager_step_fraction", 0.5) == "50.00%"
     assert metric_value("steps", 472) == "472"
     assert REGISTRY["max_cg_wait_iters"].unit == "iterations"
+    assert [compact(x) for x in (1234, 9999.25, 12_345, -4_600_000, None, True)] == \
+        ["1,234", "9,999.2", "12.3k", "-4.6M", "-", "-"]
+
+
+def test_number_at_reads_a_number_and_nothing_else() -> None:
+    record = {"ttft_ms": {"p99": 12}, "outcome": "completed", "gating_active": True}
+    assert number_at(record, "ttft_ms.p99") == 12.0 and isinstance(number_at(record, "ttft_ms.p99"), float)
+    assert [number_at(record, k) for k in ("outcome", "gating_active", "ttft_ms", "ttft_ms.p50", "x.y")] == \
+        [None] * 5
 
 
 def test_glossary_is_generated_from_the_registry() -> None:

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from cgbench.config.schema import SloConfig
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.request import Outcome, Request
+from cgbench.engine.stats import StepStats
 from cgbench.pipeline import build_engine
-from cgbench.results.metrics import StepStats, compute_metrics, summary
+from cgbench.results.metrics import compute_metrics, summary
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 from tests.helpers import make_cfg
 from tests.test_engine_properties import scenarios

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cgbench.config.schema import ConfigError
+from cgbench.results.names import number_at
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Slo:
         return cls(name, metric, bound, upper)
 
     def violated_by(self, metrics: dict[str, Any]) -> str | None:
-        v = metric_value(metrics, self.metric)
+        v = number_at(metrics, self.metric)
         if v is None:
             return f"{self.name}: no {self.metric}"
         if (v > self.bound) if self.upper else (v < self.bound):
@@ -68,10 +69,3 @@ class Slo:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "metric": self.metric, "bound": self.bound,
                 "kind": "at most" if self.upper else "at least"}
-
-
-def metric_value(metrics: dict[str, Any], dotted: str) -> float | None:
-    v: Any = metrics
-    for part in dotted.split("."):
-        v = v.get(part) if isinstance(v, dict) else None
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cgbench.analysis.advise_goals import metric_value
 from cgbench.analysis.advise_runs import Evaluated, Evaluator, explicit_overrides
+from cgbench.analysis.advise_search import Search
 from cgbench.analysis.advise_space import Demand, command_line
-
-if TYPE_CHECKING:
-    from cgbench.analysis.advise import Search
+from cgbench.results.names import number_at
 
 REPORT_KIND = "cgbench-advise"
 
@@ -25,8 +23,8 @@ def check_entry(s: Search, label: str, extra: list[str], rec: Evaluated, default
             return None
         return round(((b - a) if obj.maximize else (a - b)) / abs(a), 6)
 
-    p, d0 = (metric_value(e.metrics, obj.metric) for e in (rec, default))
-    r, d = (metric_value(m, obj.metric) for m in (rec_here, default_here))
+    p, d0 = (number_at(e.metrics, obj.metric) for e in (rec, default))
+    r, d = (number_at(m, obj.metric) for m in (rec_here, default_here))
     adv_here, adv_search = better_by(d, r), better_by(d0, p)
     same = rec_here == rec.metrics and default_here == default.metrics
     return {
@@ -61,7 +59,7 @@ def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
     return {
         "rank": e.rank, "name": c.name, "space": c.space, "origin": c.origin, "feasible": e.feasible,
         "violations": e.violations, "num_graphs": len(c.graphs),
-        "objective": metric_value(e.metrics, s.objective.metric), "estimate": c.estimate.to_dict(),
+        "objective": number_at(e.metrics, s.objective.metric), "estimate": c.estimate.to_dict(),
         "megatron_args": c.knobs.megatron_args() if c.knobs else None,
         "megatron_command": command_line(c.knobs.megatron_args()) if c.knobs else None,
         "overrides": list(c.overrides), "graphs": [list(g) for g in c.graphs], "reused": e.reused,
@@ -74,15 +72,15 @@ def pareto_names(s: Search, ranked: list[Evaluated]) -> list[str]:
     from cgbench.analysis.plots import pareto_front
 
     pts = [e for e in ranked if e.metrics.get("outcome") == "completed"
-           and metric_value(e.metrics, s.objective.metric) is not None]
-    xy = [(float(len(e.cand.graphs)), metric_value(e.metrics, s.objective.metric)) for e in pts]
+           and number_at(e.metrics, s.objective.metric) is not None]
+    xy = [(float(len(e.cand.graphs)), number_at(e.metrics, s.objective.metric)) for e in pts]
     front = [pts[i] for i in pareto_front(xy, s.objective.maximize)]
     return [e.cand.name for e in sorted(front, key=lambda e: (len(e.cand.graphs), e.rank))]
 
 
 def _improvement(s: Search, rec: Evaluated, default: Evaluated) -> dict[str, Any]:
     obj = s.objective
-    a, b = metric_value(default.metrics, obj.metric), metric_value(rec.metrics, obj.metric)
+    a, b = number_at(default.metrics, obj.metric), number_at(rec.metrics, obj.metric)
     better = None if a is None or b is None else ((b - a) if obj.maximize else (a - b))
     return {
         "objective": {"default": a, "recommended": b, "better_by": better,
@@ -183,8 +181,8 @@ def _eager_free_entry(s: Search, free: Evaluated | None, rec: Evaluated | None) 
     entry = _entry(s, free)
     entry["explicit_overrides"] = _explicit_line(s, free)
     entry["is_recommended"] = rec is not None and free is rec
-    a = metric_value(free.metrics, s.objective.metric)
-    b = None if rec is None else metric_value(rec.metrics, s.objective.metric)
+    a = number_at(free.metrics, s.objective.metric)
+    b = None if rec is None else number_at(rec.metrics, s.objective.metric)
     entry["objective_vs_recommended"] = None if a is None or b is None or b == 0 else round(
         ((a - b) if s.objective.maximize else (b - a)) / abs(b), 6)  # < 0: the eager-free grid is worse
     return entry
@@ -206,7 +204,7 @@ def eager_free_note(s: Search, free: dict[str, Any] | None, rec: Evaluated | Non
     def graphs(n: int) -> str:
         return f"{n} graph{'' if n == 1 else 's'}"
 
-    rec_value = val(metric_value(rec.metrics, s.objective.metric))
+    rec_value = val(number_at(rec.metrics, s.objective.metric))
     return (f"eager-free grid: {free['name']}, {graphs(free['num_graphs'])}, 0 eager steps, "
             f"{s.objective.name} {val(free['objective'])}; recommended: {rec.cand.name}, "
             f"{graphs(len(rec.cand.graphs))}, {s.objective.name} {rec_value} with {n_eager} eager steps: "

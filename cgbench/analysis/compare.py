@@ -29,7 +29,6 @@ from typing import Any
 
 from cgbench.config.overrides import split_override
 from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import significant
 from cgbench.results.names import HIGHER, LOWER, metric
 from cgbench.results.names import flatten as flatten_names
 from cgbench.safeio import describe_missing
@@ -156,7 +155,7 @@ def default_rules_path() -> Path:
     return config_dir() / "compare" / "default.yaml"
 
 
-def _number(value: Any, where: str) -> float:
+def _tolerance(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ConfigError(f"{where}: must be a number >= 0, got {value!r}")
     return float(value)
@@ -205,8 +204,8 @@ def load_rules(path: Path | None = None) -> list[Rule]:
             if not isinstance(spec.get(flag, False), bool):
                 raise ConfigError(f"{where}.{flag}: must be true or false")
         better = _direction(str(name), spec, where)
-        rules.append(Rule(str(name), better, _number(spec.get("abs_tol", 0.0), f"{where}.abs_tol"),
-                          _number(spec.get("rel_tol", 0.0), f"{where}.rel_tol"),
+        rules.append(Rule(str(name), better, _tolerance(spec.get("abs_tol", 0.0), f"{where}.abs_tol"),
+                          _tolerance(spec.get("rel_tol", 0.0), f"{where}.rel_tol"),
                           bool(spec.get("deterministic", False)), bool(spec.get("missing_as_zero", False)),
                           exact=bool(spec.get("exact", False))))
     return rules
@@ -220,14 +219,14 @@ def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return {k: v for k, v in flatten_names(metrics, prefix) if not isinstance(v, list)}
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def trend(name: str, base: Any, new: Any) -> str:
     """``better`` / ``worse`` by the registry's direction for a numeric change, else ""."""
     m = metric(name)
-    if m is None or m.better not in (LOWER, HIGHER) or not (_is_number(base) and _is_number(new)) or base == new:
+    if m is None or m.better not in (LOWER, HIGHER) or not (is_number(base) and is_number(new)) or base == new:
         return ""
     if math.isnan(base) or math.isnan(new):
         return ""
@@ -237,7 +236,7 @@ def trend(name: str, base: Any, new: Any) -> str:
 
 def judge(rule: Rule, base: Any, new: Any) -> str:
     """same / within / improved / regressed / changed for one metric under one rule."""
-    if not (_is_number(base) and _is_number(new)):
+    if not (is_number(base) and is_number(new)):
         return SAME if base == new else CHANGED
     if math.isnan(base) or math.isnan(new):
         if math.isnan(base) and math.isnan(new):
@@ -460,52 +459,20 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-# ---------------------------------------------------------------------------------------------- output
-
-
-def fmt(value: Any) -> str:
-    return significant(value)
+# ---------------------------------------------------------------------------------------------- summary
 
 
 def _size(d: Delta) -> float:
     """How large a change is, for ordering: relative where the base is non-zero."""
-    if not (_is_number(d.base) and _is_number(d.new)) or d.base == d.new:
+    if not (is_number(d.base) and is_number(d.new)) or d.base == d.new:
         return 0.0 if d.base == d.new else math.inf
     if math.isnan(d.base) or math.isnan(d.new):
         return math.inf
     return abs(d.new - d.base) / abs(d.base) if d.base else math.inf
 
 
-def fmt_delta(d: Delta) -> tuple[str, str]:
-    if not (_is_number(d.base) and _is_number(d.new)) or d.base == d.new:
-        return "", ""
-    diff = d.new - d.base
-    pct = f"{100.0 * diff / abs(d.base):+.2f}%" if d.base else ""
-    return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+.6g}"), pct
-
-
 def class_text(status: str) -> str:
     return CLASS_TEXT.get(status, status)
-
-
-def describe_delta(d: Delta) -> str:
-    """``eager_step_fraction 0.0171 -> 0.02 (+16.96%, regressed)``; a changed exact metric also says
-    which way the registry calls its move (``eager_steps 15 -> 12 (-20.00%, changed, better)``)."""
-    diff, pct = fmt_delta(d)
-    extra = ", ".join(x for x in (pct or diff, class_text(d.status), d.trend if d.status == CHANGED else "", d.note)
-                      if x)
-    return f"{d.metric} {fmt(d.base)} -> {fmt(d.new)}" + (f" ({extra})" if extra else "")
-
-
-def point_line(p: PointResult) -> str:
-    """One line per point: its class, its label and the few metrics that explain the class."""
-    head = f"{class_text(p.status).upper() if p.status in (FAILED, MISSING, REGRESSED) else class_text(p.status)}"
-    if p.status in (FAILED, MISSING):
-        return f"{head}: {p.label}: {p.error}"
-    worst = p.worst()
-    more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(worst)
-    detail = "; ".join(describe_delta(d) for d in worst) + (f"; +{more} more" if more > 0 else "")
-    return f"{head}: {p.label}" + (f": {detail}" if detail else "")
 
 
 def verdict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON) -> str:
@@ -519,87 +486,6 @@ def verdict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAI
     if failing:
         return f"FAIL: {len(failing)} of {n} points ({', '.join(counts)}; {tail})"
     return f"OK: {n} point{'s' if n != 1 else ''} ({', '.join(counts) or 'nothing compared'}; {tail})"
-
-
-def shown(comp: Comparison, show_all: bool = False) -> list[Delta]:
-    """Detail rows worth a look, worst first (every check with ``show_all``)."""
-    rows = [d for d in comp.deltas if show_all or d.status not in (SAME, SKIPPED)]
-    return sorted(rows, key=lambda d: severity(d.status))
-
-
-def comparison_table(comp: Comparison, show_all: bool = False):
-    """Details grouped by point (a bold label row, then its metrics), worst point first."""
-    from rich import box
-    from rich.table import Table
-
-    t = Table(title=f"compare: {comp.base} -> {comp.new}", box=box.SIMPLE_HEAVY, title_justify="left",
-              show_edge=False, padding=(0, 1, 0, 0))
-    rows = shown(comp, show_all)
-    t.add_column("metric", overflow="fold", min_width=max((len(d.metric) for d in rows), default=6))
-    for col in ("base", "new", "change"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("rule", no_wrap=True)
-    t.add_column("class")
-    style = {REGRESSED: "bold red", CHANGED: "red", IMPROVED: "green", WITHIN: "", SAME: "", SKIPPED: "dim"}
-    first = True
-    for p in comp.sorted_points():
-        mine = [d for d in rows if d.point == p.label]
-        if not mine and p.status not in (FAILED, MISSING):
-            continue
-        if not first:
-            t.add_section()
-        first = False
-        t.add_row(f"[bold]{p.label}[/bold]", "", "", "", "", p.status if p.status in (FAILED, MISSING) else "",
-                  style="bold red" if p.status in (FAILED, MISSING) else "")
-        for d in mine:
-            diff, pct = fmt_delta(d)
-            trend_text = d.trend if d.status == CHANGED else ""
-            status = class_text(d.status) + "".join(f" ({x})" for x in (trend_text, d.note) if x)
-            t.add_row(d.metric, fmt(d.base), fmt(d.new), pct or diff, d.rule, status, style=style[d.status])
-    return t
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-MARKDOWN_POINTS = 40  # point rows in the Markdown summary; the rest are counted
-MARKDOWN_CELL = 300  # characters of one row's metric text
-
-
-def markdown(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON,
-             limit: int = MARKDOWN_POINTS) -> str:
-    """A bounded Markdown summary for a CI job summary (``$GITHUB_STEP_SUMMARY``): the verdict, the
-    points by class, then one row per point that moved, worst first, with its few worst metrics.
-
-    Its size is bounded whatever the comparison: at most ``limit`` point rows of at most
-    ``MARKDOWN_CELL`` characters of metrics each (about 20 KB); ``--format json`` has everything."""
-    failing = comp.failing(fail_on)
-    head, _, rest = verdict(comp, fail_on).partition(": ")
-    lines = ["## cgbench compare", "", f"**{head}**: {rest}", "",
-             f"base `{comp.base}`, new `{comp.new}`", ""]
-    for w in comp.warnings:
-        lines += [f"> **warning:** {_md_cell(w)}", ""]
-    moved = [p for p in comp.sorted_points() if p.status not in (SAME, SKIPPED)]
-    if moved:
-        lines += ["| class | point | worst metrics |", "|---|---|---|"]
-        for p in moved[:limit]:
-            text = p.error if p.status in (FAILED, MISSING) else "; ".join(describe_delta(d) for d in p.worst())
-            more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(p.worst())
-            if more > 0:
-                text += f"; +{more} more"
-            if len(text) > MARKDOWN_CELL:
-                text = text[:MARKDOWN_CELL - 1] + "…"
-            cls = class_text(p.status)
-            lines.append(f"| {'**' + cls + '**' if p in failing else cls} | {_md_cell(p.label[:120])} | "
-                         f"{_md_cell(text)} |")
-        if len(moved) > limit:
-            lines.append(f"\n{len(moved) - limit} more points not shown (`cgbench compare --format json` lists all).")
-    else:
-        lines.append("No metric changed.")
-    for note in comp.notes[:5]:
-        lines.append(f"\n- {_md_cell(note[:400])}")
-    return "\n".join(lines) + "\n"
 
 
 def to_dict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAIL_ON) -> dict[str, Any]:
@@ -618,22 +504,3 @@ def comparison_from_dict(data: dict[str, Any]) -> Comparison:
         comp.points.append(PointResult(p["label"], list(p["overrides"]), p["status"],
                                        [Delta(**d) for d in p["deltas"]], p["error"]))
     return comp
-
-
-def to_csv(comp: Comparison) -> str:
-    """One row per metric check (and one per failed or missing point), worst first."""
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["point", "point_class", "metric", "base", "new", "change", "change_pct", "class", "trend",
-                "rule", "note"])
-    for p in comp.sorted_points():
-        if p.status in (FAILED, MISSING):
-            w.writerow([p.label, p.status, "", "", "", "", "", p.status, "", "", p.error])
-        for d in sorted(p.deltas, key=lambda d: severity(d.status)):
-            diff, pct = fmt_delta(d)
-            w.writerow([p.label, p.status, d.metric, "" if d.base is None else d.base,
-                        "" if d.new is None else d.new, diff, pct, d.status, d.trend, d.rule, d.note])
-    return buf.getvalue()

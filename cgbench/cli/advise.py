@@ -15,6 +15,7 @@ import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.config.schema import ConfigError
+from cgbench.results.formatting import compact, percent
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,7 +27,7 @@ GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> 
 
 
 
-def _number(text: str | None, option: str, kind: type) -> Any:
+def _parse_number(text: str | None, option: str, kind: type) -> Any:
     if text is None:
         return None
     try:
@@ -39,32 +40,14 @@ def _number(text: str | None, option: str, kind: type) -> Any:
     return v
 
 
-def _pct(x: Any) -> str:
-    return f"{100.0 * x:.1f}%" if isinstance(x, (int, float)) else "-"
-
-
-def _fmt(x: Any, digits: int = 1) -> str:
-    """Compact: 1,234 / 12.3k / 4.6M (tables must fit 80 columns)."""
-    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "-"
-    a = abs(x)
-    if a >= 1e6:
-        return f"{x / 1e6:.1f}M"
-    if a >= 1e4:
-        return f"{x / 1e3:.1f}k"
-    if isinstance(x, int):
-        return f"{x:,}"
-    return f"{x:,.{digits}f}"
-
-
 def _short(x: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{x:,.0f}"
 
 
 def _objective_text(doc: dict[str, Any], v: Any) -> str:
     if doc["objective"]["name"] == "eager_fraction":
-        return _pct(v)
-    return _fmt(v, 1)
+        return percent(v, 1)
+    return compact(v, 1)
 
 
 def ranked_table(doc: dict[str, Any]) -> Table:
@@ -90,8 +73,8 @@ def ranked_table(doc: dict[str, Any]) -> Table:
         m = c["metrics"]
         mark = "x" if c["violations"] else ("*" if c["name"] in front else " ")
         t.add_row(f"{mark}{c['name']}", str(c["num_graphs"]), _objective_text(doc, c["objective"]),
-                  _pct(m.get("eager_step_fraction")), _fmt(m.get("deferral_events")),
-                  _fmt(m.get("max_cg_wait_iters")), _pct(m.get("padded_token_fraction")),
+                  percent(m.get("eager_step_fraction"), 1), compact(m.get("deferral_events")),
+                  compact(m.get("max_cg_wait_iters")), percent(m.get("padded_token_fraction"), 1),
                   f"{c['estimate']['memory_gb']:.2f}", _short(c["estimate"]["capture_s"]),
                   style="dim" if c["violations"] else ("bold" if c["rank"] == 1 else ""))
     return t
@@ -121,7 +104,7 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
         t.add_row(c["check"], _objective_text(doc, c["recommended"]["objective"]),
                   _objective_text(doc, c["default"]["objective"]),
                   f"{pct(c['advantage_on_search'])} -> {pct(c['advantage_over_default'])}",
-                  _pct(c["recommended"]["metrics"].get("eager_step_fraction")))
+                  percent(c["recommended"]["metrics"].get("eager_step_fraction"), 1))
     return t
 
 
@@ -137,8 +120,8 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
     lines.append(f"recommended: {rec['name']} ({rec['space']}), {rec['num_graphs']} graphs "
                  f"(default {imp['num_graphs']['default']}); {doc['objective']['name']} "
                  f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
-                 f"{change}; eager steps {_pct(imp['eager_step_fraction']['recommended'])} vs "
-                 f"{_pct(imp['eager_step_fraction']['default'])}")
+                 f"{change}; eager steps {percent(imp['eager_step_fraction']['recommended'], 1)} vs "
+                 f"{percent(imp['eager_step_fraction']['default'], 1)}")
     trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
     if trade_off is not None:
         lines.append(trade_off)
@@ -180,9 +163,9 @@ def cg_yaml(doc: dict[str, Any]) -> str:
 
 
 def _objective_value(doc: dict[str, Any], rec: dict[str, Any]) -> Any:
-    from cgbench.analysis.advise import metric_value
+    from cgbench.results.names import number_at
 
-    return metric_value(rec["metrics"], doc["objective"]["metric"])
+    return number_at(rec["metrics"], doc["objective"]["metric"])
 
 
 def _write_text(path: Path, text: str) -> Path:
@@ -318,11 +301,11 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             _pyplot()
         ovr = list(overrides or [])
         req = AdviseRequest(
-            overrides=ovr, budget_graphs=_number(budget_graphs, "--budget-graphs", int),
-            budget_memory_gb=_number(budget_memory, "--budget-memory", float),
-            budget_capture_s=_number(budget_capture, "--budget-capture-s", float), objective=objective,
-            slos=list(slo or []), candidates=_number(candidates, "--candidates", int),
-            jobs=_number(jobs, "--jobs", int), check_seed=_number(check_seed, "--check-seed", int),
+            overrides=ovr, budget_graphs=_parse_number(budget_graphs, "--budget-graphs", int),
+            budget_memory_gb=_parse_number(budget_memory, "--budget-memory", float),
+            budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
+            slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
+            jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
             check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
         from cgbench.analysis.advise import check_request
 

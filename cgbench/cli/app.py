@@ -151,13 +151,14 @@ def run(
         labels = run_labels(cfg, ovr)
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
-        from cgbench.pipeline import run_point
+        from cgbench.pipeline import explain_gating_flag, run_point
 
+        state_path = path.with_name(path.stem + ".state.json")
         with progress(f"running {labels['name']}"):
             doc = run_point(cfg, ovr, trace=trace, requests=requests)
-        state = _explain_waits(doc, cfg, path)
+            state = explain_gating_flag(cfg, doc, state_path)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
-            write_json_atomic(*state)
+            write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
         shown = run_output(doc, fmt, str(written))
         if isinstance(shown, str):
@@ -171,34 +172,6 @@ def run(
         for w in doc["warnings"]:
             err.print(f"warning: {w['message']}" + (f"; explain: {w['explain']}" if w.get("explain") else ""),
                       highlight=False, markup=False, soft_wrap=True)
-
-
-def _explain_waits(doc: dict, cfg, path: Path) -> tuple[Path, dict] | None:
-    """For a gating flag, the ``cgbench schedule`` state of its first case (path next to the result,
-    document) and, on the simulator, a throughput comparison with the no-gating ``budget`` policy."""
-    from dataclasses import replace
-
-    from cgbench.analysis.explain import first_long_wait_state
-    from cgbench.config.schema import PolicyConfig
-    from cgbench.pipeline import run_point
-    from cgbench.results.health import GATING_FLAGS, explain_wait_limit, throughput_collapse
-
-    flag = next((w for w in doc["warnings"] if w["code"] in GATING_FLAGS), None)
-    if flag is None or cfg.backend.name != "sim":
-        return None
-    pending = None
-    state = first_long_wait_state(cfg, explain_wait_limit(doc["metrics"], cfg))
-    if state is not None:
-        state_path = Path(path).with_name(Path(path).stem + ".state.json")
-        pending = (state_path, state)
-        flag["explain"] = f"cgbench schedule {state_path}"
-        flag["state_file"] = str(state_path)
-    if cfg.policy.name != "budget":
-        budget = run_point(replace(cfg, policy=PolicyConfig(name="budget")), [])["metrics"]
-        collapse = throughput_collapse(doc["metrics"], budget)
-        if collapse is not None:
-            doc["warnings"].append(collapse)
-    return pending
 
 
 @contextmanager

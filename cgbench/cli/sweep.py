@@ -368,6 +368,7 @@ unreadable JSON, schema mismatch, no common points, bad rules).
     """
     with ui.user_errors():
         from cgbench.analysis import compare as cmp
+        from cgbench.cli import render_compare as view
 
         classes = cmp.parse_fail_on(fail_on)
         comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
@@ -378,15 +379,15 @@ unreadable JSON, schema mismatch, no common points, bad rules).
         if fmt == "table":
             _print_comparison(comp, classes, verbose or show_all, show_all)
         else:
-            text = {"markdown": lambda: cmp.markdown(comp, classes),
+            text = {"markdown": lambda: view.markdown(comp, classes),
                     "json": lambda: json.dumps(cmp.to_dict(comp, classes), indent=1) + "\n",
-                    "csv": lambda: cmp.to_csv(comp)}[fmt]()
+                    "csv": lambda: view.to_csv(comp)}[fmt]()
             ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         if markdown is not None:
             from cgbench.config.schema import ConfigError
 
             try:
-                markdown.write_text(cmp.markdown(comp, classes))
+                markdown.write_text(view.markdown(comp, classes))
             except OSError as e:
                 raise ConfigError(f"--markdown: cannot write {markdown}: {e.strerror or e}") from e
     if failing:
@@ -395,16 +396,17 @@ unreadable JSON, schema mismatch, no common points, bad rules).
 
 def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: bool) -> None:
     from cgbench.analysis import compare as cmp
+    from cgbench.cli import render_compare as view
 
     failing = comp.failing(classes)
     moved = [p for p in comp.sorted_points() if p.status not in (cmp.SAME, cmp.SKIPPED)]
     ui.out.print(f"compare: {comp.base} -> {comp.new}", markup=False, highlight=False, soft_wrap=True)
     for p in moved:
         colour = "red" if p in failing else "green" if p.status == cmp.IMPROVED else ""
-        line = cmp.point_line(p)
+        line = view.point_line(p)
         ui.out.print(line, markup=False, highlight=False, soft_wrap=True, style=colour or None)
-    if details and cmp.shown(comp, show_all):
-        ui.out.print(cmp.comparison_table(comp, show_all))
+    if details and view.detail_rows(comp, show_all):
+        ui.out.print(view.comparison_table(comp, show_all))
     for note in comp.notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     colour = "red" if failing else "green"

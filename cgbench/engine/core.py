@@ -26,8 +26,8 @@ from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GraphChoice, RoundResult, Scheduler
+from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
-from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 
@@ -49,69 +49,6 @@ class RunState:
     outcome: str = "completed"
     diagnosis: str = ""
     now_s: float = 0.0
-
-
-def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,
-                 reason: str | None, durations: Sequence[float], queue_len: int) -> None:
-    """Account ``len(durations)`` steps of real shape ``(T, P, D)``, all replaying ``graph`` (or all eager
-    for ``reason``). Their durations are added to the busy time one by one, in step order, so a
-    stretch recorded at once gives the same floats as its steps recorded one at a time."""
-    k = len(durations)
-    if k == 0:
-        return
-    busy = stats.graphed_time_s if graph is not None else stats.eager_time_s
-    busy = busy + durations[0] if k == 1 else add_in_order(busy, durations)
-    record_step_totals(stats, T, P, D, graph, reason, k, busy, queue_len)
-
-
-def record_step_totals(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,
-                       reason: str | None, k: int, busy_s: float, queue_len: int) -> None:
-    """``record_steps`` for a caller that added the ``k`` steps' durations to the graphed (or eager) busy
-    time itself, in step order: ``busy_s`` is that running sum's new value."""
-    if k == 0:
-        return
-    stats.steps += k
-    stats.tokens += k * T
-    if P == 0:
-        stats.decode_only_steps += k
-    elif D == 0:
-        stats.prefill_only_steps += k
-    else:
-        stats.mixed_steps += k
-    if graph is not None:
-        stats.graphed_time_s = busy_s
-        pad = graph[0] - T
-        stats.graphed_steps += k
-        stats.graphed_tokens += k * T
-        stats.padded_tokens += k * pad
-        usage = stats.graph_usage.get(graph)
-        if usage is None:
-            stats.graph_usage[graph] = [k, k * T, k * pad]
-        else:
-            usage[0] += k
-            usage[1] += k * T
-            usage[2] += k * pad
-    else:
-        stats.eager_time_s = busy_s
-        stats.eager_steps += k
-        stats.eager_tokens += k * T
-        stats.eager_reasons[reason] += k
-    if queue_len > stats.max_queue_len:
-        stats.max_queue_len = queue_len
-
-
-def add_in_order(total: float, durations: Sequence[float]) -> float:
-    """``total + d0 + d1 + ...`` left to right (a running sum, never reassociated)."""
-    if len(durations) > 512:
-        import numpy as np
-
-        acc = np.empty(len(durations) + 1)
-        acc[0] = total
-        acc[1:] = durations
-        return float(np.add.accumulate(acc)[-1])  # sequential: the same float as the loop below
-    for dt in durations:
-        total += dt
-    return total
 
 
 class EveryStepRows:

@@ -24,12 +24,12 @@ from typing import Any
 
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
-from cgbench.engine.core import Engine, RunState, record_steps
+from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.scheduler import GatingCounters, gating_active
+from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
-from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 EP_PREFILL = "ep_prefill"  # this rank has a prefill: under nccl/te every rank runs eager

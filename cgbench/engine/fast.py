@@ -25,15 +25,15 @@ from typing import ClassVar
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPricer, decode_growth
-from cgbench.engine.core import Engine, add_in_order, record_step_totals
+from cgbench.engine.core import Engine
 from cgbench.engine.invariants import InvariantError
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
 from cgbench.engine.scheduler import RoundResult
+from cgbench.engine.stats import StepStats, add_in_order, record_step_totals
 from cgbench.grids.lookup import Grid
 from cgbench.native import loaded_from_extension
-from cgbench.results.metrics import StepStats
 from cgbench.workload.stream import RequestStream
 
 

@@ -24,6 +24,21 @@ def number(x: Any, digits: int = 2) -> str:
     return f"{x:,.{digits}f}"
 
 
+def compact(x: Any, digits: int = 1) -> str:
+    """A number for a narrow table: 1,234 / 12.3k / 4.6M (a float under 10,000 to ``digits``
+    decimals); anything that is not a number -> '-'."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "-"
+    a = abs(x)
+    if a >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if a >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{x:,.{digits}f}"
+
+
 def significant(x: Any, digits: int = 6) -> str:
     """Compare-style: ints exactly, floats to ``digits`` significant digits, other values as text."""
     if x is None:

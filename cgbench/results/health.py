@@ -1,9 +1,11 @@
 """Run health flags: what a reader of a result must not miss, as ``warnings: [...]``.
 
 A run can "complete" and still be useless: requests starved by gating, requests rejected, a stall,
-throughput collapsed against the no-gating policy. Each flag is a record ``{code, message}``; a
-long graph wait also names the ``cgbench schedule`` state that shows its first case (the CLI
-writes that state next to the result).
+throughput collapsed against the no-gating policy. Each flag is a record ``{code, message}``.
+``cgbench.pipeline.run_point`` computes every flag, so a sweep point carries the same flags as a
+``cgbench run`` of its config. ``cgbench run`` alone also saves the ``cgbench schedule`` state that
+shows a gating flag's first case next to its result, and the flag names it (``explain``,
+``state_file``).
 
 Flags:
 
@@ -23,6 +25,7 @@ Flags:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
@@ -96,6 +99,17 @@ def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any]
     return {"code": "throughput_collapse", "ratio": base / mine if mine > 0 else None,
             "message": (f"output throughput {number(mine, 0)} tok/s is {base / mine:.1f}x below " if mine > 0
                         else "no output at all, ") + f"against the no-gating policy (budget: {number(base, 0)} tok/s)"}
+
+
+def gating_flag(warnings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first gating flag among ``warnings``: the one a saved ``cgbench schedule`` state explains."""
+    return next((w for w in warnings if w["code"] in GATING_FLAGS), None)
+
+
+def link_state_file(flag: dict[str, Any], state_path: Path) -> None:
+    """Name the ``cgbench schedule`` state saved for ``flag`` (and the command that replays it)."""
+    flag["explain"] = f"cgbench schedule {state_path}"
+    flag["state_file"] = str(state_path)
 
 
 def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig) -> int:

@@ -5,41 +5,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cgbench.config.schema import SloConfig
 from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, Ledger
 from cgbench.engine.request import Request
+from cgbench.engine.stats import StepStats
 
 PERCENTILES = (50, 90, 99)
-
-
-@dataclass(slots=True)
-class StepStats:
-    """Per-step accumulators the engine updates (no per-step allocation)."""
-
-    steps: int = 0
-    graphed_steps: int = 0
-    eager_steps: int = 0
-    eager_reasons: Counter = field(default_factory=Counter)
-    tokens: int = 0
-    eager_tokens: int = 0
-    graphed_tokens: int = 0  # real tokens in graphed steps
-    padded_tokens: int = 0  # padding in graphed steps
-    graphed_time_s: float = 0.0
-    eager_time_s: float = 0.0
-    mixed_steps: int = 0  # steps with P > 0 and D > 0
-    prefill_only_steps: int = 0
-    decode_only_steps: int = 0
-    # (T, P, D) -> [hits, real_tokens, padded_tokens]
-    graph_usage: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
-    itl: dict[float, int] = field(default_factory=dict)  # inter-token gap (s) -> tokens emitted after that gap
-    paused_events: int = 0
-    evicted_events: int = 0
-    max_queue_len: int = 0
 
 
 def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:

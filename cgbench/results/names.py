@@ -200,7 +200,7 @@ def lookup(record: Mapping[str, Any], dotted: str) -> Any:
     return value
 
 
-def number(record: Mapping[str, Any], dotted: str) -> float | None:
+def number_at(record: Mapping[str, Any], dotted: str) -> float | None:
     """The value at ``dotted`` if it is a number (not a bool), else None."""
     value = lookup(record, dotted)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

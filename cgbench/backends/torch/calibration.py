@@ -569,7 +569,7 @@ def default_table_path(cfg: BenchConfig, device: str) -> Path:
 
 def write_outputs(result: CalibrationResult, table_path: Path) -> tuple[Path, Path]:
     """Writes the table and its report (atomically); returns both paths."""
-    from cgbench.results.document import write_json_atomic
+    from cgbench.safeio import write_json_atomic
 
     sidecar = report_path(table_path)
     result.report["table"] = str(table_path)

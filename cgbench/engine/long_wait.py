@@ -1,10 +1,10 @@
-"""Explaining a health flag: the engine state at the first round a gating flag describes, saved
-for ``cgbench schedule`` (which replays that round and says why the request was deferred)."""
+"""The round a gating flag describes: the engine state at the start of the first round in which a
+request is deferred for the ``limit``-th consecutive time, saved in the ``cgbench schedule`` format
+(``cgbench schedule`` replays that round and says why the request was deferred)."""
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import replace
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
@@ -12,8 +12,6 @@ from cgbench.engine.core import Engine
 from cgbench.engine.replay import state_from_engine
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
-from cgbench.pipeline import build_engine
-from cgbench.results.health import wait_threshold
 
 
 class _Found(Exception):
@@ -39,18 +37,11 @@ class _LongWaitWatch:
             raise _Found(self.snap)
 
 
-def first_long_wait_state(cfg: BenchConfig, threshold: int | None = None) -> dict[str, Any] | None:
-    """The ``cgbench schedule`` state at the start of the first round in which a request is deferred
-    for the ``threshold``-th consecutive time (re-running the deterministic simulator up to that
-    round only). None when no request waits that long or the backend is not the simulator."""
-    if cfg.backend.name != "sim":
-        return None
-    limit = threshold if threshold is not None else wait_threshold(cfg)
-    oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
-    engine = build_engine(oracle)
-    if not isinstance(engine, Engine):  # lockstep EP ranks: no single engine state to save
-        return None
-    engine.round_observer = _LongWaitWatch(engine, oracle, limit)
+def run_to_long_wait(engine: Engine, cfg: BenchConfig, limit: int) -> dict[str, Any] | None:
+    """Run ``engine`` (a fresh step-by-step engine built for ``cfg``: it watches every round) up to
+    the first round that defers a request for the ``limit``-th consecutive time, and return the
+    state that round starts from; None when no request waits that long."""
+    engine.round_observer = _LongWaitWatch(engine, cfg, limit)
     try:
         engine.run()
     except _Found as found:
