@@ -34,7 +34,7 @@ from omegaconf.errors import OmegaConfBaseException
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
-from cgbench.config.plugin_schema import plugins_held, plugins_named, schema_types
+from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.policies import is_plugin, policy_spec
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
@@ -53,14 +53,17 @@ def _hydra() -> Iterator[None]:
 
 
 @contextmanager
-def plugin_schema(plugins: Sequence[str]) -> Iterator[type[BenchConfig]]:
+def plugin_schema(plugins: Sequence[str], grids: Sequence[str] = ()) -> Iterator[type[BenchConfig]]:
     """Compose against the schema holding ``plugins``' option sections (``cgbench.config.plugin_schema``),
-    with ``policy=NAME`` an option of the policy group for each; the plain schema again after."""
+    with ``policy=NAME`` an option of the policy group for each (and ``cg=NAME`` for each plug-in
+    grid kind of ``grids``); the plain schema again after."""
     _, schema = schema_types(plugins)
+    store = ConfigStore.instance()
+    for name in grids:
+        store.store(group="cg", name=name, node={"kind": name})
     if schema is BenchConfig and not plugins:
         yield schema
         return
-    store = ConfigStore.instance()
     for name in plugins:
         store.store(group="policy", name=name, node={"name": name})
     store.store(name=SCHEMA_NODE, node=schema)
@@ -222,12 +225,12 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
     check_override_keys(ovr, allow_hydra=allow_hydra)
     plugins = plugins_named(ovr)
     job = [o for o in ovr if not _is_hydra(override_key(o))]
-    with plugin_schema(plugins):
+    with plugin_schema(plugins, grid_plugins_named(ovr)):
         cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     name = cfg.policy.name
     if is_plugin(name) and policy_spec(name).options is not None and name not in plugins_held(cfg):
         # chosen by a config file, not an override: compose again with its section
-        with plugin_schema((*plugins, name)):
+        with plugin_schema((*plugins, name), grid_plugins_named(ovr)):
             cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     _check_read(cfg, ovr)
     return cfg
@@ -240,7 +243,7 @@ def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = F
         raise ConfigError(f"--cfg: {which!r} is not one of job, all")
     if which == "job":
         load_config(overrides, config_dirs=config_dirs)  # the same checks as a run
-    with plugin_schema(plugins_named(overrides)):
+    with plugin_schema(plugins_named(overrides), grid_plugins_named(overrides)):
         cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
     try:
         if which == "job":

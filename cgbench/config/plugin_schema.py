@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from cgbench.config.overrides import override_key, override_value
+from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
 from cgbench.config.registry.plugins import plugin_names
 from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
@@ -34,9 +35,10 @@ def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConf
     if not sections:
         return PolicyConfig, BenchConfig
     suffix = _SEP + _SEP.join(plugins)
-    policy = dataclasses.make_dataclass("PolicyConfig" + suffix, sections, bases=(PolicyConfig,), module=__name__)
+    policy = dataclasses.make_dataclass("PolicyConfig" + suffix, sections, bases=(PolicyConfig,))
     bench = dataclasses.make_dataclass("BenchConfig" + suffix, [("policy", policy, dataclasses.field(
-        default_factory=policy))], bases=(BenchConfig,), module=__name__)
+        default_factory=policy))], bases=(BenchConfig,))
+    policy.__module__ = bench.__module__ = __name__  # where pickle looks them up (``__getattr__``)
     return policy, bench
 
 
@@ -62,6 +64,13 @@ def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(named & installed))
 
 
+def grid_plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
+    """The installed plug-in grid kinds that ``overrides`` choose as a ``cg`` group option (``cg=NAME``)."""
+    installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
+    named = {v.strip() for o in overrides if override_key(o) == "cg" for v in override_value(o).split(",")}
+    return tuple(sorted(named & installed))
+
+
 def plugins_held(cfg: Any) -> tuple[str, ...]:
     """The plug-in policies whose option sections ``cfg``'s policy record holds."""
     return tuple(f.name for f in dataclasses.fields(cfg.policy) if f.name != "name" and f.name not in BUILTIN_POLICIES)
@@ -72,3 +81,32 @@ def __getattr__(attr: str) -> type:
         if attr.startswith(prefix):
             return _types(tuple(attr[len(prefix):].split(_SEP)))[index]
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+def plugin_help() -> list[str]:
+    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, and the
+    plug-in grid kinds (loading them; one that fails to load is listed with why)."""
+    from cgbench.config.errors import ConfigError
+    from cgbench.config.registry.grids import grid_kind
+
+    lines = []
+    for name in sorted(set(plugin_names("policies")) - set(BUILTIN_POLICIES)):
+        try:
+            spec = policy_spec(name)
+        except ConfigError as e:
+            lines.append(f"policy={name} (plug-in, broken: {e})")
+            continue
+        options = spec.default_options()
+        keys = [f"policy.{name}.{f.name}={getattr(options, f.name)!r}" for f in dataclasses.fields(options)] \
+            if options is not None else []
+        lines.append(f"policy={name} (plug-in{': ' + spec.summary if spec.summary else ''})"
+                     + (f"; options: {', '.join(keys)}" if keys else ""))
+    for name in sorted(set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)):
+        try:
+            kind = grid_kind(name)
+        except ConfigError as e:
+            lines.append(f"cg={name} (plug-in grid kind, broken: {e})")
+            continue
+        summary = f": {kind.summary}" if kind.summary else ""
+        lines.append(f"cg={name} (plug-in grid kind, {kind.family} family{summary})")
+    return lines
