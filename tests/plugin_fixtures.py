@@ -16,7 +16,7 @@ ENTRY_POINTS = {
     "policies": {"defer_then_guard": "cgbench_defer_then_guard:POLICY", "broken": "cgbench_no_such_module:POLICY",
                  "not_a_spec": "cgbench_defer_then_guard:DeferThenGuardOptions"},
     "grids": {"pow2_decode": "cgbench_defer_then_guard:GRID"},
-    "workloads": {},
+    "workloads": {"ramp": "cgbench_defer_then_guard:ARRIVAL"},
 }
 
 

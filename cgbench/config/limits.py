@@ -22,7 +22,7 @@ import math
 import os
 
 from cgbench.config.registry.grids import grid_kind
-from cgbench.config.registry.workloads import OPEN_LOOP
+from cgbench.config.registry.workloads import workload_source
 from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, check_finite, validate
 from cgbench.safeio import safe_name
 
@@ -108,7 +108,8 @@ def check_ranges(cfg: BenchConfig) -> None:
         if getattr(h, key) * 1e-6 > MAX_SIM_SECONDS:
             raise ConfigError(f"hardware.{key}: {getattr(h, key):g} us is longer than {MAX_SIM_SECONDS:g} s")
     w = cfg.workload
-    if w.trace is None and w.arrival.process in OPEN_LOOP and w.arrival.rate > 0:
+    open_loop = "rate" in workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
+    if w.trace is None and open_loop and w.arrival.rate > 0:
         span = w.num_requests / w.arrival.rate
         if span > MAX_SIM_SECONDS:
             raise ConfigError(f"workload.arrival.rate: {w.num_requests:,} requests at {w.arrival.rate:g}/s arrive "

@@ -18,7 +18,7 @@ from typing import Any
 
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
-from cgbench.config.registry.plugins import plugin_names
+from cgbench.config.registry.plugins import load_plugin, plugin_names
 from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
 
@@ -84,8 +84,8 @@ def __getattr__(attr: str) -> type:
 
 
 def plugin_help() -> list[str]:
-    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, and the
-    plug-in grid kinds (loading them; one that fails to load is listed with why)."""
+    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, the
+    plug-in grid kinds and workload sources (loading them; one that fails to load is listed with why)."""
     from cgbench.config.errors import ConfigError
     from cgbench.config.registry.grids import grid_kind
 
@@ -109,4 +109,14 @@ def plugin_help() -> list[str]:
             continue
         summary = f": {kind.summary}" if kind.summary else ""
         lines.append(f"cg={name} (plug-in grid kind, {kind.family} family{summary})")
+    for name in plugin_names("workloads"):
+        try:
+            entry = load_plugin("workloads", name)
+        except ConfigError as e:
+            lines.append(f"{name} (plug-in workload source, broken: {e})")
+            continue
+        family = getattr(entry, "family", "?")
+        key = "workload.arrival.process" if family == "arrival" else "workload.*_len.dist"
+        summary = getattr(entry, "summary", "")
+        lines.append(f"{key}={name} (plug-in {family} source{': ' + summary if summary else ''})")
     return lines

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from cgbench.config.errors import ConfigError
+from cgbench.config.errors import ConfigError  # every package imports it from here
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind, grid_unread, kinds_of
 from cgbench.config.registry.policies import (
     BUILTIN_POLICIES,
@@ -23,9 +23,14 @@ from cgbench.config.registry.policies import (
 )
 from cgbench.config.registry.pricers import COST_MODELS as PRICERS
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES as ARRIVALS
-from cgbench.config.registry.workloads import LENGTH_DISTRIBUTIONS, read_keys, readers, reads_of
-
-__all__ = ["ConfigError", "PadGuardConfig", "WaitTimeoutConfig"]  # re-exported: their registries own them
+from cgbench.config.registry.workloads import (
+    LENGTH_DISTRIBUTIONS,
+    read_keys,
+    readers,
+    reads_of,
+    with_chosen,
+    workload_source,
+)
 
 MODEL_KINDS = ("transformer", "hybrid")
 # the built-in names of each registry (installed plug-ins add policies and grid kinds)
@@ -258,7 +263,7 @@ def _check_choice(value: Any, choices: tuple[str, ...], key: str) -> None:
 
 
 def check_dist(d: DistConfig, key: str) -> None:
-    _check_choice(d.dist, LENGTH_DISTS, f"{key}.dist")
+    workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
     _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
     _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
     if d.dist == "fixed":
@@ -360,8 +365,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_options(p)
 
     _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
-    _check_choice(w.arrival.process, ARRIVAL_PROCESSES, "workload.arrival.process")
-    reads = reads_of(ARRIVALS, w.arrival.process)
+    reads = workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
     if "rate" in reads and w.trace is None:
         _require(w.arrival.rate > 0, "workload.arrival.rate",
                  f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
@@ -397,8 +401,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
 
 
 def _dist_unread(d: DistConfig, key: str) -> dict[str, str]:
-    return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(readers(LENGTH_DISTRIBUTIONS, f))})"
-            for f in read_keys(LENGTH_DISTRIBUTIONS) if f not in reads_of(LENGTH_DISTRIBUTIONS, d.dist)}
+    table = with_chosen("length", workload_source("length", d.dist, f"{key}.dist"))
+    return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(readers(table, f))})"
+            for f in read_keys(table) if f not in reads_of(table, d.dist)}
 
 
 def unread_keys(cfg: BenchConfig) -> dict[str, str]:
@@ -421,10 +426,11 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         unread.update(_dist_unread(w.prompt_len, "workload.prompt_len"))
         unread.update(_dist_unread(w.output_len, "workload.output_len"))
     a = w.arrival
-    for k in read_keys(ARRIVALS):
-        if k not in reads_of(ARRIVALS, a.process):
+    arrivals = with_chosen("arrival", workload_source("arrival", a.process, "workload.arrival.process"))
+    for k in read_keys(arrivals):
+        if k not in reads_of(arrivals, a.process):
             unread[f"workload.arrival.{k}"] = (f"workload.arrival.process={a.process} "
-                                               f"(read with {', '.join(readers(ARRIVALS, k))})")
+                                               f"(read with {', '.join(readers(arrivals, k))})")
 
     if cfg.engine.ep_size == 1:
         for k in ("moe_dispatcher", "ep_routing"):

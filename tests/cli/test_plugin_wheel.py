@@ -1,7 +1,7 @@
 """The out-of-tree plug-in of ``examples/plugins/defer_then_guard``, end to end: cgbench's wheel and
 the plug-in's wheel installed into a fresh virtual environment, run outside the checkout, and
 ``run``, ``sweep`` (in worker processes too), ``schedule`` and ``advise`` all see the plug-in policy
-(and ``run`` its grid family) through its entry points."""
+(and ``run`` its grid family and arrival process) through its entry points."""
 
 from __future__ import annotations
 
@@ -68,6 +68,10 @@ def test_run_lists_and_runs_the_plugin_policy_and_grid(installed):
     doc = json.loads(out.read_text())
     assert doc["config"]["policy"]["defer_then_guard"]["max_defers"] == 2
     assert doc["config"]["cg"]["kind"] == "pow2_decode" and doc["metrics"]["num_graphs"] == 9  # 256 .. 1
+    p = _run(installed, "run", "workload.arrival.process=ramp", "workload.arrival.rate=100", "workload.num_requests=40",
+             "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["metrics"]["requests"]["completed"] == 40
 
 
 def test_a_sweep_over_the_plugin_in_worker_processes(installed):

@@ -6,6 +6,7 @@ only when named, and a broken plug-in refused in one line naming it. The install
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ from cgbench.config.compose import load_config
 from cgbench.config.plugin_schema import plugin_help
 from cgbench.config.registry import plugins
 from cgbench.config.registry.policies import options_of
-from cgbench.config.schema import BenchConfig
+from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.core import Engine
 from cgbench.engine.replay import parse_state, state_from_engine
 from cgbench.pipeline import build_engine, run_point
+from cgbench.workload.stream import generate_requests
 from tests import plugin_fixtures
 from tests.plugin_fixtures import example_plugin  # noqa: F401  (the fixture)
 
@@ -77,6 +79,18 @@ def test_a_plugin_grid_kind_builds_and_is_estimated():
     assert load_config(["cg.kind=pow2_decode"]).cg.kind == "pow2_decode"
 
 
+def test_a_plugin_arrival_process_draws_and_its_unread_keys_derive():
+    cfg = load_config(["workload.arrival.process=ramp", "workload.arrival.rate=50", "workload.num_requests=40"])
+    times = [r.arrival_s for r in generate_requests(cfg.workload, cfg.seed)]
+    assert times == [math.sqrt(2.0 * i / 50) for i in range(40)]
+    assert run_point(cfg)["metrics"]["requests"]["completed"] == 40
+    with pytest.raises(ConfigError, match=r"workload.arrival.burstiness: not read with workload.arrival.process=ramp "
+                                          r"\(read with gamma\)"):
+        load_config(["workload.arrival.process=ramp", "workload.arrival.rate=50", "workload.arrival.burstiness=2"])
+    with pytest.raises(ConfigError, match="workload.arrival.rate: must be > 0 for process=ramp"):
+        load_config(["workload.arrival.process=ramp"])  # it reads rate: an open-loop process
+
+
 def test_schedule_lists_and_uses_the_plugin_with_the_states_options(tmp_path, monkeypatch):
     for broken in ("broken", "not_a_spec"):  # --policy all loads every installed policy
         monkeypatch.delitem(plugin_fixtures.ENTRY_POINTS["policies"], broken)
@@ -120,6 +134,7 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
                for line in lines), lines
     assert any(line.startswith("policy=broken (plug-in, broken:") for line in lines)
     assert any(line.startswith("cg=pow2_decode (plug-in grid kind, megatron family") for line in lines)
+    assert any(line.startswith("workload.arrival.process=ramp (plug-in arrival source") for line in lines)
 
 
 @pytest.mark.parametrize(("args", "needles"), [
@@ -131,6 +146,8 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
      ("did you mean policy.defer_then_guard.max_defers",)),
     (["run", "cg.kind=pow2_decod"], ("did you mean pow2_decode",)),
     (["schedule", str(STATE), "--policy", "broken"], ("plug-in 'broken'",)),
+    (["run", "workload.prompt_len.dist=ramp"], ("plug-in 'ramp'", "not a length source (workload.prompt_len.dist)")),
+    (["run", "workload.arrival.process=rmp"], ("did you mean ramp",)),
 ])
 def test_a_broken_plugin_or_a_bad_option_is_one_line_exit_2(tmp_path, args, needles):
     line = _one_error_line(runner.invoke(app, [*args, "--out", str(tmp_path / "x.json")] if args[0] == "run"

@@ -8,6 +8,9 @@ do one or the other (``wait_timeout``, ``pad_guard``); this does both. Options:
 
 ``pow2_decode``: decode-only graphs for 1, 2, 4, ... requests up to ``engine.max_requests``
 (``cg.kind=pow2_decode``).
+
+``ramp``: an arrival process whose rate grows linearly, by ``rate`` requests/s every second
+(request ``i`` arrives at ``sqrt(2 i / rate)`` s): a load ramp (``workload.arrival.process=ramp``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from cgbench.config.errors import ConfigError
 from cgbench.config.registry.grids import GridKind
 from cgbench.config.registry.policies import PolicySpec
+from cgbench.config.registry.workloads import WorkloadSource
 from cgbench.engine.policies import DEFER, EAGER
 from cgbench.grids.shapes import BatchShape
 
@@ -81,3 +85,19 @@ GRID = GridKind(
     build=pow2_decode_graphs,
     summary="decode graphs for 1, 2, 4, ... requests",
 )
+
+
+def ramp_drawer(arrival, rng):
+    """``draw(n)``: the next ``n`` arrival times (the ramp draws nothing at random)."""
+    drawn = [0]
+
+    def draw(n: int) -> list[float]:
+        first = drawn[0]
+        drawn[0] += n
+        return [math.sqrt(2.0 * i / arrival.rate) for i in range(first, first + n)]
+
+    return draw
+
+
+ARRIVAL = WorkloadSource("ramp", ("rate",), "a rate growing by rate requests/s every second",
+                         family="arrival", build=ramp_drawer)
