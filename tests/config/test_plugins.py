@@ -72,6 +72,13 @@ def test_run_and_sweep_see_the_plugin(tmp_path):
     assert [p["status"] for p in index["points"]] == ["done", "done"], index["points"]
 
 
+def test_the_composed_config_shows_the_plugins_section():
+    r = runner.invoke(app, ["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defers=4", "--cfg", "job"])
+    assert r.exit_code == 0, r.output
+    assert "name: defer_then_guard\n  pad_guard:" in r.stdout
+    assert "  defer_then_guard:\n    max_defers: 4\n    max_ratio: 1.5\n" in r.stdout
+
+
 def test_a_plugin_grid_kind_builds_and_is_estimated():
     cfg = load_config(["cg=pow2_decode", "engine.max_requests=64", "engine.max_tokens=4096"])
     doc = run_point(cfg)

@@ -94,6 +94,8 @@ def policy_spec(name: str, key: str = "policy.name") -> PolicySpec:
 
 
 def _checked_plugin(name: str, plugin: object) -> PolicySpec:
+    if "__" in name:  # the schema's plug-in classes are named by joining names with "__"
+        raise plugin_error("policies", name, "a policy name must not contain '__'")
     if not isinstance(plugin, PolicySpec):
         raise plugin_error("policies", name, f"is a {type(plugin).__name__}, not a "
                            "cgbench.config.registry.policies.PolicySpec")
