@@ -12,6 +12,7 @@ where a fresh process (a sweep worker unpickling a config) finds them again (``_
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
@@ -48,6 +49,11 @@ def schema_types(plugins: Iterable[str] = ()) -> tuple[type[PolicyConfig], type[
     return _types(tuple(sorted(set(plugins))))
 
 
+def _names_in(value: str) -> set[str]:
+    """The names in an override's value: one, a sweep's list, or ``choice(a,b)``."""
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", value))
+
+
 def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     """The installed plug-in policies that ``overrides`` name: as the policy (a sweep's values
     included) or as the section of a key."""
@@ -58,7 +64,7 @@ def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     for o in overrides:
         key = override_key(o).lstrip("+")
         if key in ("policy", "policy.name"):
-            named.update(v.strip() for v in override_value(o).split(","))
+            named.update(_names_in(override_value(o)))
         elif key.startswith("policy."):
             named.add(key.split(".")[1])
     return tuple(sorted(named & installed))
@@ -67,7 +73,7 @@ def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
 def grid_plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     """The installed plug-in grid kinds that ``overrides`` choose as a ``cg`` group option (``cg=NAME``)."""
     installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
-    named = {v.strip() for o in overrides if override_key(o) == "cg" for v in override_value(o).split(",")}
+    named = {v for o in overrides if override_key(o) == "cg" for v in _names_in(override_value(o))}
     return tuple(sorted(named & installed))
 
 

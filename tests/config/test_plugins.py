@@ -72,6 +72,16 @@ def test_run_and_sweep_see_the_plugin(tmp_path):
     assert [p["status"] for p in index["points"]] == ["done", "done"], index["points"]
 
 
+def test_the_plugins_a_sweep_names_are_found_in_every_spelling():
+    from cgbench.config.plugin_schema import grid_plugins_named, plugins_named
+
+    for spelling in ("defer_then_guard", "megatron,defer_then_guard", "choice(budget,defer_then_guard)"):
+        assert plugins_named([f"policy={spelling}"]) == ("defer_then_guard",)
+    assert plugins_named(["policy.defer_then_guard.max_defers=1,2"]) == ("defer_then_guard",)
+    assert plugins_named(["policy=megatron", "cg=vllm"]) == ()
+    assert grid_plugins_named(["cg=vllm,pow2_decode"]) == ("pow2_decode",)
+
+
 def test_the_composed_config_shows_the_plugins_section():
     r = runner.invoke(app, ["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defers=4", "--cfg", "job"])
     assert r.exit_code == 0, r.output
