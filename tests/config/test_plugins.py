@@ -109,7 +109,7 @@ def test_a_plugin_arrival_process_draws_and_its_unread_keys_derive():
 
 
 def test_schedule_lists_and_uses_the_plugin_with_the_states_options(tmp_path, monkeypatch):
-    for broken in ("broken", "not_a_spec"):  # --policy all loads every installed policy
+    for broken in ("broken", "not_a_spec", "raising", "not_a_policy"):  # --policy all builds every policy
         monkeypatch.delitem(plugin_fixtures.ENTRY_POINTS["policies"], broken)
     r = runner.invoke(app, ["schedule", str(STATE), "--format", "json"])
     assert r.exit_code == 0, r.output
@@ -157,6 +157,8 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
 @pytest.mark.parametrize(("args", "needles"), [
     (["run", "policy=broken"], ("plug-in 'broken'", "cgbench_no_such_module", "failed to load")),
     (["run", "policy=not_a_spec"], ("plug-in 'not_a_spec'",)),
+    (["run", "policy=raising"], ("plug-in 'raising'", "build failed: ZeroDivisionError")),
+    (["run", "policy=not_a_policy"], ("plug-in 'not_a_policy'", "without name, gates, gates_chunks")),
     (["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defers=-1"],
      ("policy.defer_then_guard.max_defers: must be >= 0",)),
     (["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defrs=1"],
