@@ -56,21 +56,21 @@ def _hydra() -> Iterator[None]:
 def plugin_schema(plugins: Sequence[str], grids: Sequence[str] = ()) -> Iterator[type[BenchConfig]]:
     """Compose against the schema holding ``plugins``' option sections (``cgbench.config.plugin_schema``),
     with ``policy=NAME`` an option of the policy group for each (and ``cg=NAME`` for each plug-in
-    grid kind of ``grids``); the plain schema again after."""
+    grid kind of ``grids``); after, the plain schema and the shipped options only (so ``glob(*)``
+    and Hydra's option lists never depend on what was composed before)."""
     _, schema = schema_types(plugins)
     store = ConfigStore.instance()
-    for name in grids:
-        store.store(group="cg", name=name, node={"kind": name})
-    if schema is BenchConfig and not plugins:
-        yield schema
-        return
-    for name in plugins:
-        store.store(group="policy", name=name, node={"name": name})
-    store.store(name=SCHEMA_NODE, node=schema)
+    options = [("policy", name, {"name": name}) for name in plugins] + [("cg", name, {"kind": name}) for name in grids]
+    for group, name, node in options:
+        store.store(group=group, name=name, node=node)
+    if schema is not BenchConfig:
+        store.store(name=SCHEMA_NODE, node=schema)
     try:
         yield schema
     finally:
         store.store(name=SCHEMA_NODE, node=BenchConfig)
+        for group, name, _ in options:
+            store.repo.get(group, {}).pop(f"{name}.yaml", None)
 
 
 def _searchpath_override(dirs: Sequence[Path]) -> list[str]:

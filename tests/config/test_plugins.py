@@ -82,6 +82,14 @@ def test_the_plugins_a_sweep_names_are_found_in_every_spelling():
     assert grid_plugins_named(["cg=vllm,pow2_decode"]) == ("pow2_decode",)
 
 
+def test_composing_a_plugin_config_leaves_no_option_behind():
+    from cgbench.config.compose import expand_sweep, group_options
+
+    load_config(["policy=defer_then_guard", "cg=pow2_decode"])
+    for group in ("policy", "cg"):  # glob(*) lists the shipped options only, whatever ran before
+        assert sorted(p[0].split("=")[1] for p in expand_sweep([f"{group}=glob(*)"])) == group_options(group)
+
+
 def test_the_composed_config_shows_the_plugins_section():
     r = runner.invoke(app, ["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defers=4", "--cfg", "job"])
     assert r.exit_code == 0, r.output
