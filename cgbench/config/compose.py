@@ -31,11 +31,12 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from cgbench.config.errors import did_you_mean
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
-from cgbench.config.registry.policies import is_plugin, policy_spec
+from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
 
@@ -217,6 +218,17 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         raise ConfigError(msg) from e
 
 
+def _check_policy_choice(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> None:
+    """``policy=NAME`` names a policy file or an installed plug-in; else one line with the closest."""
+    for o in overrides:
+        if override_key(o) != "policy" or o.lstrip().startswith(("~", "+")):
+            continue
+        value = override_value(o).strip()
+        names = sorted({*group_options("policy", config_dirs), *policy_names()})
+        if value and value not in names:
+            raise ConfigError(f"policy: {value!r} is not one of {', '.join(names)}{did_you_mean(value, names)}")
+
+
 def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = (),
                 allow_hydra: bool = False) -> BenchConfig:
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
@@ -224,6 +236,7 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
     ovr = list(overrides or [])
     check_override_keys(ovr, allow_hydra=allow_hydra)
     plugins = plugins_named(ovr)
+    _check_policy_choice(ovr, config_dirs)
     job = [o for o in ovr if not _is_hydra(override_key(o))]
     with plugin_schema(plugins, grid_plugins_named(ovr)):
         cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))

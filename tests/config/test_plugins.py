@@ -175,6 +175,7 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
     (["schedule", str(STATE), "--policy", "broken"], ("plug-in 'broken'",)),
     (["run", "workload.prompt_len.dist=ramp"], ("plug-in 'ramp'", "not a length source (workload.prompt_len.dist)")),
     (["run", "workload.arrival.process=rmp"], ("did you mean ramp",)),
+    (["run", "policy=defer_then_gurd"], ("policy: 'defer_then_gurd' is not one of", "did you mean defer_then_guard")),
 ])
 def test_a_broken_plugin_or_a_bad_option_is_one_line_exit_2(tmp_path, args, needles):
     line = _one_error_line(runner.invoke(app, [*args, "--out", str(tmp_path / "x.json")] if args[0] == "run"
