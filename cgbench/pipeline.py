@@ -18,7 +18,7 @@ from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
-from cgbench.engine.policies import make_policy
+from cgbench.engine.policy_registry import make_policy, needs_oracle
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
@@ -53,7 +53,7 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
                  grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
-    unless ``engine.oracle`` asks for the step-by-step one."""
+    unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object needs it)."""
     grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
     if backend is None:
         backend, _, _ = make_backend(cfg, grid)
@@ -63,7 +63,7 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
-    if cfg.engine.oracle or backend.pricer is None:
+    if cfg.engine.oracle or backend.pricer is None or needs_oracle(policy):
         return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace)
     return FastEngine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace,
                       pricer=backend.pricer)

@@ -6,7 +6,7 @@ from collections import deque
 
 from cgbench.config.schema import CGConfig, PolicyConfig
 from cgbench.engine.context import Context
-from cgbench.engine.policies import make_policy
+from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.request import Outcome, Request
 from cgbench.engine.scheduler import Scheduler, gating_active
 from cgbench.grids.build import build_grid

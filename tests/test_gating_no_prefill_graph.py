@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cgbench.config.compose import load_config
-from cgbench.engine.policies import make_policy
+from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.replay import parse_state, replay_all, state_from_engine
 from cgbench.engine.scheduler import gating_active
 from cgbench.grids.build import build_grid

@@ -64,7 +64,7 @@ __all__ = ["OBJECTIVES", "AdviseRequest", "Slo", "check_request", "explicit_over
 def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> tuple[Search, Candidate]:
     from cgbench.backends.sim.factory import make_cost_model
     from cgbench.config.compose import load_config
-    from cgbench.engine.policies import make_policy
+    from cgbench.engine.policy_registry import make_policy
     from cgbench.grids.build import build_grid
 
     objective, slos = check_request(req)

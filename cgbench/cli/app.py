@@ -57,11 +57,15 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 def _groups_epilog() -> str:
     """The config groups and their options, for ``run --help``."""
     from cgbench.config.paths import GROUPS, group_options
+    from cgbench.config.plugin_schema import plugin_help
 
     try:
         lines = [f"{g}: {', '.join(group_options(g))}" for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
+    plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
+    if plugins:
+        lines += ["Installed plug-ins:", *plugins]
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
                         "Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
                         "See the composed config with --cfg job."])

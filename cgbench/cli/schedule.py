@@ -48,7 +48,8 @@ def schedule_cmd(
         "(docs/schedule.md).")],
     policy: Annotated[str, typer.Option(
         "--policy", "-p",
-        help="budget, megatron, defer, pad_guard, wait_timeout, or all (every policy side by side).")] = "all",
+        help="budget, megatron, defer, pad_guard, wait_timeout (or an installed plug-in's), or all (every "
+        "policy side by side, installed plug-ins included).")] = "all",
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
         help="table, markdown, csv (one column per policy), or json (one object for one policy, a list for "
@@ -59,23 +60,24 @@ def schedule_cmd(
     Shows which requests are admitted (and in what chunks), which are deferred and why, the step's real
     (T, P, D) shape and the graph it replays (or why it runs eager), using the engine's own scheduler."""
     from cgbench.cli.errors import out, user_errors
-    from cgbench.config.schema import POLICIES, ConfigError
+    from cgbench.config.schema import ConfigError
 
     with user_errors():
         from cgbench.cli.console import print_warning
-        from cgbench.config.schema import PolicyConfig
-        from cgbench.engine.policies import make_policy
+        from cgbench.config.registry.policies import options_of, policy_names, policy_spec
+        from cgbench.engine.policy_registry import build_policy
         from cgbench.engine.replay import load_state, replay_all
         from cgbench.engine.scheduler import gating_without_prefill_graphs
 
         if fmt not in FORMATS:
             raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
-        if policy != "all" and policy not in POLICIES:
-            raise ConfigError(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}, all")
-        names = POLICIES if policy == "all" else (policy,)
+        if policy != "all":
+            policy_spec(policy, key="--policy")  # a built-in or an installed plug-in, else did-you-mean
+        names = policy_names() if policy == "all" else (policy,)
         state = load_state(state_file)
         for name in names:
-            warning = gating_without_prefill_graphs(make_policy(PolicyConfig(name=name)), state.cg, state.grid,
+            pol = build_policy(name, options_of(state.policy, name))
+            warning = gating_without_prefill_graphs(pol, state.cg, state.grid,
                                                     chunked_prefill=state.engine.chunked_prefill)
             if warning:
                 print_warning(warning)

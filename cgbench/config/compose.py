@@ -31,26 +31,47 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from cgbench.config.errors import did_you_mean
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
+from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
+from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
 
 __all__ = ["GROUPS", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
            "expand_sweep", "group_options", "known_keys", "load_config", "to_bench_config", "user_config_dirs"]
 
-ConfigStore.instance().store(name="cgbench_schema", node=BenchConfig)
-
-
-
-
+SCHEMA_NODE = "cgbench_schema"
+ConfigStore.instance().store(name=SCHEMA_NODE, node=BenchConfig)
 
 
 @contextmanager
 def _hydra() -> Iterator[None]:
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="cgbench"):
         yield
+
+
+@contextmanager
+def plugin_schema(plugins: Sequence[str], grids: Sequence[str] = ()) -> Iterator[type[BenchConfig]]:
+    """Compose against the schema holding ``plugins``' option sections (``cgbench.config.plugin_schema``),
+    with ``policy=NAME`` an option of the policy group for each (and ``cg=NAME`` for each plug-in
+    grid kind of ``grids``); after, the plain schema and the shipped options only (so ``glob(*)``
+    and Hydra's option lists never depend on what was composed before)."""
+    _, schema = schema_types(plugins)
+    store = ConfigStore.instance()
+    options = [("policy", name, {"name": name}) for name in plugins] + [("cg", name, {"kind": name}) for name in grids]
+    for group, name, node in options:
+        store.store(group=group, name=name, node=node)
+    if schema is not BenchConfig:
+        store.store(name=SCHEMA_NODE, node=schema)
+    try:
+        yield schema
+    finally:
+        store.store(name=SCHEMA_NODE, node=BenchConfig)
+        for group, name, _ in options:
+            store.repo.get(group, {}).pop(f"{name}.yaml", None)
 
 
 def _searchpath_override(dirs: Sequence[Path]) -> list[str]:
@@ -96,19 +117,19 @@ def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, bool]]:
             yield key, typing.get_origin(tp) is dict
 
 
-@lru_cache(maxsize=1)
-def known_keys() -> tuple[frozenset[str], frozenset[str]]:
+@lru_cache(maxsize=8)
+def known_keys(schema: type[BenchConfig] = BenchConfig) -> tuple[frozenset[str], frozenset[str]]:
     """(every dotted key of the schema, the keys that are open mappings such as ``sweep.params``)."""
     keys, open_maps = set(), set()
-    for key, is_map in _fields(BenchConfig):
+    for key, is_map in _fields(schema):
         keys.add(key)
         if is_map:
             open_maps.add(key)
     return frozenset(keys), frozenset(open_maps)
 
 
-def _closest(key: str) -> str:
-    keys, _ = known_keys()
+def _closest(key: str, schema: type[BenchConfig]) -> str:
+    keys, _ = known_keys(schema)
     match = difflib.get_close_matches(key, sorted(keys | set(GROUPS)), n=1, cutoff=0.6)
     if not match:  # a typo in the last part: compare within the same record
         head, _, tail = key.rpartition(".")
@@ -124,8 +145,9 @@ def _is_hydra(key: str) -> bool:
 
 def check_override_keys(overrides: Sequence[str], *, allow_hydra: bool = False) -> None:
     """Refuse unknown keys (with or without ``+``), ``~`` deletions and, unless ``allow_hydra``,
-    Hydra's own settings; each with one line naming the override."""
-    keys, open_maps = known_keys()
+    Hydra's own settings; each with one line naming the override. Keys of the plug-in policies the
+    overrides name are known keys."""
+    keys, open_maps = known_keys(schema_types(plugins_named(overrides))[1])
     for o in overrides:
         key = override_key(o)
         if _is_hydra(key):
@@ -140,7 +162,7 @@ def check_override_keys(overrides: Sequence[str], *, allow_hydra: bool = False) 
             raise ConfigError(f"{key}: not a config group (groups: {', '.join(GROUPS)})")
         if key in GROUPS or key in keys or any(key.startswith(m + ".") for m in open_maps):
             continue
-        raise ConfigError(f"{key}: unknown key{_closest(key)}")
+        raise ConfigError(f"{key}: unknown key{_closest(key, schema_types(plugins_named(overrides))[1])}")
 
 
 def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
@@ -196,14 +218,33 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         raise ConfigError(msg) from e
 
 
+def _check_policy_choice(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> None:
+    """``policy=NAME`` names a policy file or an installed plug-in; else one line with the closest."""
+    for o in overrides:
+        if override_key(o) != "policy" or o.lstrip().startswith(("~", "+")):
+            continue
+        value = override_value(o).strip()
+        names = sorted({*group_options("policy", config_dirs), *policy_names()})
+        if value and value not in names:
+            raise ConfigError(f"policy: {value!r} is not one of {', '.join(names)}{did_you_mean(value, names)}")
+
+
 def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = (),
                 allow_hydra: bool = False) -> BenchConfig:
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
     override of a key the chosen options never read."""
     ovr = list(overrides or [])
     check_override_keys(ovr, allow_hydra=allow_hydra)
-    cfg = to_bench_config(compose_dict([o for o in ovr if not _is_hydra(override_key(o))],
-                                       config_dirs=config_dirs))
+    plugins = plugins_named(ovr)
+    _check_policy_choice(ovr, config_dirs)
+    job = [o for o in ovr if not _is_hydra(override_key(o))]
+    with plugin_schema(plugins, grid_plugins_named(ovr)):
+        cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
+    name = cfg.policy.name
+    if is_plugin(name) and policy_spec(name).options is not None and name not in plugins_held(cfg):
+        # chosen by a config file, not an override: compose again with its section
+        with plugin_schema((*plugins, name), grid_plugins_named(ovr)):
+            cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     _check_read(cfg, ovr)
     return cfg
 
@@ -215,7 +256,8 @@ def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = F
         raise ConfigError(f"--cfg: {which!r} is not one of job, all")
     if which == "job":
         load_config(overrides, config_dirs=config_dirs)  # the same checks as a run
-    cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
+    with plugin_schema(plugins_named(overrides), grid_plugins_named(overrides)):
+        cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
     try:
         if which == "job":
             return OmegaConf.to_yaml(cfg, resolve=resolve)
@@ -235,7 +277,7 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
         obj = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
         raise ConfigError(_error_text(e)) from e
-    assert isinstance(obj, BenchConfig)
+    assert isinstance(obj, BenchConfig)  # or its subclass with plug-in sections (plugin_schema)
     _resolve_paths(obj)
     return validate_within_limits(obj)  # finiteness, names, sizes, validate(), resource estimates
 

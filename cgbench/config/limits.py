@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import os
 
+from cgbench.config.registry.grids import grid_kind
+from cgbench.config.registry.workloads import workload_source
 from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, check_finite, validate
 from cgbench.safeio import safe_name
 
@@ -73,69 +75,10 @@ def check_sizes(cfg: BenchConfig) -> None:
                           "limit; lower model.pattern_repeat")
 
 
-def _megatron_graphs(cg: CGConfig, e: EngineConfig, non_decode: bool) -> tuple[int, str]:
-    n = cg.num_cuda_graphs
-    if n is None or n == 0:
-        return 0, "cg.num_cuda_graphs"
-    cap = e.max_tokens
-    octaves = math.log2(max(2, cap)) + 2
-    if cg.distribution == "linear":
-        sizes = cap / 16 + 40 if n == -1 else min(n, cap)
-        key = "cg.num_cuda_graphs"
-        p_values = 1
-    else:
-        sizes = octaves * cg.sizes_per_octave
-        key = "cg.sizes_per_octave"
-        p_values = (math.log2(max(2, e.max_requests)) + 1) * cg.p_per_octave
-        if cg.p_per_octave > cg.sizes_per_octave:
-            key = "cg.p_per_octave"
-    if not non_decode or not cg.mixed_prefill_count:
-        p_values = 0
-    return int(sizes * (p_values + 2)), key
-
-
-def _peer_graphs(cg: CGConfig, e: EngineConfig) -> tuple[int, str]:
-    q = 1 + e.num_speculative_tokens
-    if cg.capture_sizes:
-        decode, key = len(cg.capture_sizes), "cg.capture_sizes"
-    elif cg.kind == "vllm":
-        top = min(e.max_tokens, cg.max_capture_size or min(e.max_requests * q * 2, 512))
-        decode, key = top // 8 + 40, "cg.max_capture_size"
-    elif cg.kind == "sglang":
-        top = cg.max_capture_size or 512
-        decode = top if not cg.padding else top // 16 + 60
-        key = "cg.max_capture_size"
-    else:  # trtllm
-        top = min(cg.max_capture_size or 128, e.max_requests)
-        decode = top // 64 + 40 if cg.padding else 80
-        key = "cg.max_capture_size"
-    piecewise = 0
-    if cg.piecewise:
-        top_tokens = cg.piecewise_max_tokens or e.max_tokens
-        if cg.piecewise_sizes:
-            piecewise = len(cg.piecewise_sizes)
-        elif cg.kind == "sglang":
-            piecewise = top_tokens // 512 + 60
-        elif cg.kind == "vllm":
-            piecewise = decode
-        else:
-            piecewise = 20
-        if piecewise > decode and not cg.piecewise_sizes:
-            key = "cg.piecewise_max_tokens" if cg.piecewise_max_tokens else "engine.max_tokens"
-    return decode + piecewise, key
-
-
 def estimate_graphs(cfg: BenchConfig) -> tuple[int, str]:
     """An upper estimate of how many graphs the ``cg`` config builds (the lists built on the way
-    included), and the key that drives it."""
-    cg, e = cfg.cg, cfg.engine
-    if cg.kind in ("megatron", "decode_only"):
-        return _megatron_graphs(cg, e, cg.kind == "megatron" and cg.non_decode)
-    if cg.kind == "explicit":
-        return len(cg.graphs), "cg.graphs"
-    if cg.kind in ("vllm", "sglang", "trtllm"):
-        return _peer_graphs(cg, e)
-    return 0, "cg.kind"
+    included), and the key that drives it: the estimate its grid family registers."""
+    return grid_kind(cfg.cg.kind).estimate(cfg.cg, cfg.engine)
 
 
 def estimate_request_bytes(cfg: BenchConfig) -> int:
@@ -165,7 +108,8 @@ def check_ranges(cfg: BenchConfig) -> None:
         if getattr(h, key) * 1e-6 > MAX_SIM_SECONDS:
             raise ConfigError(f"hardware.{key}: {getattr(h, key):g} us is longer than {MAX_SIM_SECONDS:g} s")
     w = cfg.workload
-    if w.trace is None and w.arrival.process in ("poisson", "gamma", "constant") and w.arrival.rate > 0:
+    open_loop = "rate" in workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
+    if w.trace is None and open_loop and w.arrival.rate > 0:
         span = w.num_requests / w.arrival.rate
         if span > MAX_SIM_SECONDS:
             raise ConfigError(f"workload.arrival.rate: {w.num_requests:,} requests at {w.arrival.rate:g}/s arrive "

@@ -11,35 +11,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from cgbench.config.errors import ConfigError  # every package imports it from here
+from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind, grid_unread, kinds_of
+from cgbench.config.registry.policies import (
+    BUILTIN_POLICIES,
+    PadGuardConfig,
+    WaitTimeoutConfig,
+    check_options,
+    option_sections,
+    policy_spec,
+)
+from cgbench.config.registry.pricers import COST_MODELS as PRICERS
+from cgbench.config.registry.workloads import ARRIVAL_PROCESSES as ARRIVALS
+from cgbench.config.registry.workloads import (
+    LENGTH_DISTRIBUTIONS,
+    read_keys,
+    readers,
+    reads_of,
+    with_chosen,
+    workload_source,
+)
+
 MODEL_KINDS = ("transformer", "hybrid")
-CG_KINDS = ("megatron", "decode_only", "none", "explicit", "vllm", "sglang", "trtllm")
+# the built-in names of each registry (installed plug-ins add policies and grid kinds)
+CG_KINDS = tuple(BUILTIN_GRID_KINDS)
+POLICIES = tuple(BUILTIN_POLICIES)
+COST_MODELS = tuple(PRICERS)
+ARRIVAL_PROCESSES = tuple(ARRIVALS)
+LENGTH_DISTS = tuple(LENGTH_DISTRIBUTIONS)
+PEER_KINDS = kinds_of("peer")
 DISTRIBUTIONS = ("exponential", "linear")
-POLICIES = ("budget", "megatron", "defer", "pad_guard", "wait_timeout")
 BACKENDS = ("sim", "torch")
-COST_MODELS = ("roofline", "calibrated")
-ARRIVAL_PROCESSES = ("all_at_once", "poisson", "gamma", "constant", "closed_loop")
-LENGTH_DISTS = ("fixed", "uniform", "normal", "lognormal", "histogram")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
-PEER_KINDS = ("vllm", "sglang", "trtllm")
 KV_CORNERS = ("megatron", "safe")
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 EP_ROUTINGS = ("least_loaded", "round_robin")
-MEGATRON_KINDS = ("megatron", "decode_only")
-OPEN_LOOP = ("poisson", "gamma", "constant")
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key.
-
-    The message is always one line: control characters and line separators that came in with user
-    text (a key or file name holding a newline) are shown escaped (``\\n``)."""
-
-    def __str__(self) -> str:
-        return super().__str__().translate(_ESCAPES)
-
-
-# every character str.splitlines() breaks on, and the other C0 controls, shown as escapes
-_ESCAPES = {c: repr(chr(c))[1:-1] for c in [*range(0x20), 0x7F, 0x85, 0x2028, 0x2029]}
 
 
 @dataclass
@@ -136,17 +142,10 @@ class WorkloadConfig:
 
 
 @dataclass
-class PadGuardConfig:
-    max_ratio: float = 2.0
-
-
-@dataclass
-class WaitTimeoutConfig:
-    iters: int = 50
-
-
-@dataclass
 class PolicyConfig:
+    """The policy's name and the option sections (``policy.<name>``) of the built-in policies that
+    have options (``cgbench.config.registry.policies``); a plug-in policy's configs add its own."""
+
     name: str = "megatron"
     pad_guard: PadGuardConfig = field(default_factory=PadGuardConfig)
     wait_timeout: WaitTimeoutConfig = field(default_factory=WaitTimeoutConfig)
@@ -264,7 +263,7 @@ def _check_choice(value: Any, choices: tuple[str, ...], key: str) -> None:
 
 
 def check_dist(d: DistConfig, key: str) -> None:
-    _check_choice(d.dist, LENGTH_DISTS, f"{key}.dist")
+    workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
     _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
     _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
     if d.dist == "fixed":
@@ -348,7 +347,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
              "rounders must be >= 1")
     _require(e.stall_steps >= 0, "engine.stall_steps", "must be >= 0 (0 = auto)")
 
-    _check_choice(cg.kind, CG_KINDS, "cg.kind")
+    grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean
     _check_choice(cg.distribution, DISTRIBUTIONS, "cg.distribution")
     _require(cg.num_cuda_graphs is None or cg.num_cuda_graphs >= -1, "cg.num_cuda_graphs",
              f"must be null, -1 (auto) or >= 0, got {cg.num_cuda_graphs}")
@@ -362,18 +361,17 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(cg.max_capture_size >= 0 and cg.piecewise_max_tokens >= 0, "cg.max_capture_size",
              "must be >= 0 (0 = engine default)")
 
-    _check_choice(p.name, POLICIES, "policy.name")
-    _require(p.pad_guard.max_ratio >= 1.0, "policy.pad_guard.max_ratio", "must be >= 1.0")
-    _require(p.wait_timeout.iters >= 0, "policy.wait_timeout.iters", "must be >= 0")
+    policy_spec(p.name)  # a built-in or an installed plug-in, else did-you-mean
+    check_options(p)
 
     _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
-    _check_choice(w.arrival.process, ARRIVAL_PROCESSES, "workload.arrival.process")
-    if w.arrival.process in ("poisson", "gamma", "constant") and w.trace is None:
+    reads = workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
+    if "rate" in reads and w.trace is None:
         _require(w.arrival.rate > 0, "workload.arrival.rate",
                  f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
-    if w.arrival.process == "gamma":
+    if "burstiness" in reads:
         _require(w.arrival.burstiness > 0, "workload.arrival.burstiness", "must be > 0")
-    if w.arrival.process == "closed_loop":
+    if "concurrency" in reads:
         _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
                  "must be >= 1 for process=closed_loop")
     _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
@@ -382,9 +380,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
 
     _check_choice(cfg.backend.name, BACKENDS, "backend.name")
     _check_choice(cfg.backend.cost_model, COST_MODELS, "backend.cost_model")
-    if cfg.backend.cost_model == "calibrated":
-        _require(bool(cfg.backend.calibration), "backend.calibration",
-                 "cost_model=calibrated needs a calibration table path")
+    for key in PRICERS[cfg.backend.cost_model].requires:
+        _require(bool(getattr(cfg.backend, key)), f"backend.{key}",
+                 f"cost_model={cfg.backend.cost_model} needs a calibration table path")
     _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
              f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
     _check_choice(cfg.backend.dtype, TORCH_DTYPES, "backend.dtype")
@@ -403,10 +401,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
 
 
 def _dist_unread(d: DistConfig, key: str) -> dict[str, str]:
-    reads = {"value": ("fixed",), "mean": ("normal", "lognormal"), "std": ("normal",), "sigma": ("lognormal",),
-             "bins": ("histogram",), "weights": ("histogram",)}
-    return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(kinds)})"
-            for f, kinds in reads.items() if d.dist not in kinds}
+    table = with_chosen("length", workload_source("length", d.dist, f"{key}.dist"))
+    return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(readers(table, f))})"
+            for f in read_keys(table) if f not in reads_of(table, d.dist)}
 
 
 def unread_keys(cfg: BenchConfig) -> dict[str, str]:
@@ -416,22 +413,7 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
     ``cgbench.config.compose``) instead of being silently ignored. Keys whose value a preset file
     sets stay allowed: only what the user typed is checked."""
     cg, w, p, b = cfg.cg, cfg.workload, cfg.policy, cfg.backend
-    unread: dict[str, str] = {}
-    if cg.kind != "explicit":
-        unread["cg.graphs"] = f"cg.kind={cg.kind} (read with cg=explicit)"
-    if cg.kind not in MEGATRON_KINDS:
-        for k in ("num_cuda_graphs", "distribution", "mixed_prefill_count", "sizes_per_octave", "p_per_octave",
-                  "cuda_graph_max_tokens"):
-            unread[f"cg.{k}"] = f"cg.kind={cg.kind} (read with cg.kind=megatron or decode_only)"
-    elif cg.all_prefills:
-        unread["cg.cuda_graph_max_tokens"] = "cg.all_prefills=true (the cap is engine.max_tokens)"
-    if cg.kind not in PEER_KINDS:
-        for k in ("capture_sizes", "max_capture_size", "piecewise", "piecewise_sizes", "piecewise_max_tokens"):
-            unread[f"cg.{k}"] = f"cg.kind={cg.kind} (read with cg=vllm, sglang or trtllm)"
-    if cg.kind not in ("sglang", "trtllm"):
-        unread["cg.padding"] = f"cg.kind={cg.kind} (read with cg=sglang or trtllm)"
-    if cg.kind != "sglang":
-        unread["cg.gpu_memory_gb"] = f"cg.kind={cg.kind} (read with cg=sglang)"
+    unread: dict[str, str] = grid_unread(cg)
 
     if w.trace:
         why = f"workload.trace={Path(w.trace).name} (the trace is the workload)"
@@ -444,29 +426,29 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         unread.update(_dist_unread(w.prompt_len, "workload.prompt_len"))
         unread.update(_dist_unread(w.output_len, "workload.output_len"))
     a = w.arrival
-    if a.process not in OPEN_LOOP:
-        unread["workload.arrival.rate"] = f"workload.arrival.process={a.process} (read with poisson, gamma, constant)"
-    if a.process != "gamma":
-        unread["workload.arrival.burstiness"] = f"workload.arrival.process={a.process} (read with gamma)"
-    if a.process != "closed_loop":
-        unread["workload.arrival.concurrency"] = f"workload.arrival.process={a.process} (read with closed_loop)"
+    arrivals = with_chosen("arrival", workload_source("arrival", a.process, "workload.arrival.process"))
+    for k in read_keys(arrivals):
+        if k not in reads_of(arrivals, a.process):
+            unread[f"workload.arrival.{k}"] = (f"workload.arrival.process={a.process} "
+                                               f"(read with {', '.join(readers(arrivals, k))})")
 
     if cfg.engine.ep_size == 1:
         for k in ("moe_dispatcher", "ep_routing"):
             unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"
 
-    if p.name != "pad_guard":
-        unread["policy.pad_guard"] = f"policy={p.name} (read with policy=pad_guard)"
-    if p.name != "wait_timeout":
-        unread["policy.wait_timeout"] = f"policy={p.name} (read with policy=wait_timeout)"
+    for section in option_sections(p):  # the built-ins' sections, and a plug-in's where the config holds it
+        if p.name != section:
+            unread[f"policy.{section}"] = f"policy={p.name} (read with policy={section})"
 
     if b.name == "sim":
         # backend.device / dtype / capture_* stay allowed: `cgbench calibrate` reads them with any backend
         unread["backend.host_memory_gb"] = "backend=sim (read with backend=torch)"
-        if b.cost_model != "calibrated":
-            unread["backend.calibration"] = f"backend.cost_model={b.cost_model} (read with cost_model=calibrated)"
+        for k in read_keys(PRICERS):
+            if k not in reads_of(PRICERS, b.cost_model):
+                unread[f"backend.{k}"] = (f"backend.cost_model={b.cost_model} "
+                                          f"(read with cost_model={'/'.join(readers(PRICERS, k))})")
     else:
-        for k in ("cost_model", "calibration"):
+        for k in ("cost_model", *read_keys(PRICERS)):
             unread[f"backend.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
         for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
                   "bandwidth_efficiency"):

@@ -34,6 +34,10 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.plugin_schema import schema_types
+from cgbench.config.registry.grids import grid_kind
+from cgbench.config.registry.plugins import plugin_names
+from cgbench.config.registry.policies import BUILTIN_POLICIES, option_sections, options_of, policy_spec
 from cgbench.config.schema import (
     POLICIES,
     BenchConfig,
@@ -45,13 +49,11 @@ from cgbench.config.schema import (
     validate,
 )
 from cgbench.engine.context import Context
-from cgbench.engine.policies import make_policy
+from cgbench.engine.policy_registry import build_policy
 from cgbench.engine.request import Request, make_request
 from cgbench.engine.scheduler import GraphChoice, Scheduler, gating_active
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
-
-PEER_GRID_KINDS = ("vllm", "sglang", "trtllm")  # regenerated from their keys, never written as a list
 
 _TOP_KEYS = ("description", "model", "engine", "cg", "policy", "batch", "chunked_request", "queue")
 _REQUIRED_TOP = ("model", "engine", "batch", "queue")
@@ -198,7 +200,7 @@ class RoundState:
     model: ModelConfig
     engine: EngineConfig
     cg: CGConfig
-    policy: PolicyConfig  # options only (pad_guard, wait_timeout); the name is chosen per replay
+    policy: PolicyConfig  # option sections only (the registry's); the name is chosen per replay
     free_blocks: int
     batch: Batch
     chunked_request_id: int  # -1 when there is none
@@ -295,10 +297,14 @@ def _cg(value: Any) -> CGConfig:
 
 
 def _policy(value: Any) -> PolicyConfig:
+    """The state's option sections: the built-in policies' and those of installed plug-ins it holds."""
     obj = _object(value, "policy")
     if "name" in obj:
         raise ConfigError("policy.name: the state holds policy options only; choose the policy with --policy")
-    return _fill(PolicyConfig, obj, "policy")
+    installed = set(plugin_names("policies")) - set(BUILTIN_POLICIES)
+    plugins = [k for k in obj if k in installed and policy_spec(k, key=f"policy.{k}").options is not None]
+    policy_type, _ = schema_types(plugins)
+    return _fill(policy_type, obj, "policy")
 
 
 def _batch(obj: dict[str, Any], e: EngineConfig) -> Batch:
@@ -428,10 +434,8 @@ class RoundDecision:
 
 def replay_round(state: RoundState, policy: str) -> RoundDecision:
     """Run one ``Scheduler.schedule`` from ``state`` under ``policy`` (fresh objects every call)."""
-    if policy not in POLICIES:
-        raise ConfigError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}")
-    pol = make_policy(PolicyConfig(name=policy, pad_guard=state.policy.pad_guard,
-                                   wait_timeout=state.policy.wait_timeout))
+    policy_spec(policy, key="policy")  # a built-in or an installed plug-in, else did-you-mean
+    pol = build_policy(policy, options_of(state.policy, policy))
     ctx = state.context()
     queue = state.requests()
     everyone = list(queue)
@@ -484,7 +488,7 @@ def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
     ctx = engine.ctx
     engine_doc: dict[str, Any] = asdict(cfg.engine)
     engine_doc["free_blocks"] = ctx.free_blocks
-    if engine.grid.name in PEER_GRID_KINDS:
+    if grid_kind(engine.grid.name).family == "peer":
         cg_doc: dict[str, Any] = asdict(cfg.cg)
     else:
         cg_doc = {"kind": "explicit", "all_prefills": cfg.cg.all_prefills, "non_decode": cfg.cg.non_decode,
@@ -497,8 +501,7 @@ def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
         "model": {"kind": cfg.model.kind},
         "engine": engine_doc,
         "cg": cg_doc,
-        "policy": {"pad_guard": asdict(cfg.policy.pad_guard),
-                   "wait_timeout": asdict(cfg.policy.wait_timeout)},
+        "policy": {s: asdict(getattr(cfg.policy, s)) for s in option_sections(cfg.policy)},
         "batch": {"active_tokens": ctx.active_tokens, "prefill": ctx.prefill_count,
                   "decode": ctx.decode_count, "paused": ctx.paused_count},
         "chunked_request": chunked,

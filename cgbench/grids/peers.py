@@ -55,8 +55,9 @@ TensorRT-LLM, PyTorch backend (``CudaGraphConfig._generate_cuda_graph_batch_size
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from cgbench.config.registry.grids import grid_kind
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape
@@ -199,12 +200,19 @@ def _decode_and_piecewise(cg: CGConfig, engine: EngineConfig, batch_sizes: list[
 _BUILDERS = {"vllm": vllm_graphs, "sglang": sglang_graphs, "trtllm": trtllm_graphs}
 
 
-def build_peer_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
-    """The peer engine's grid named by ``cg.kind``; always non-strict (peers pad tokens up)."""
-    if cg.kind not in _BUILDERS:
-        raise ConfigError(f"cg.kind: {cg.kind!r} is not a peer grid (vllm, sglang, trtllm)")
+def peer_grid(name: str, graphs: Iterable[BatchShape], engine: EngineConfig, exact_decode: bool = False) -> Grid:
+    """A peer grid of ``graphs`` (duplicates dropped), in the order a peer matches them: the most
+    prefill tokens first, then the most decode requests; never strict (peers pad tokens up)."""
     q = 1 + engine.num_speculative_tokens
-    graphs = sorted(set(_BUILDERS[cg.kind](cg, engine)),
-                    key=lambda g: (g.token_count - g.decode_req_count * q, g.decode_req_count), reverse=True)
-    exact = cg.kind in ("sglang", "trtllm") and not cg.padding
-    return Grid(cg.kind, tuple(graphs), strict=False, exact_decode=exact)
+    ordered = sorted(set(graphs), key=lambda g: (g.token_count - g.decode_req_count * q, g.decode_req_count),
+                     reverse=True)
+    return Grid(name, tuple(ordered), strict=False, exact_decode=exact_decode)
+
+
+def build_peer_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
+    """The peer engine's grid named by ``cg.kind``; exact decode sizes where the kind reads
+    ``cg.padding`` and it is off."""
+    if cg.kind not in _BUILDERS:
+        raise ConfigError(f"cg.kind: {cg.kind!r} is not a peer grid ({', '.join(_BUILDERS)})")
+    exact = "padding" in grid_kind(cg.kind).reads and not cg.padding
+    return peer_grid(cg.kind, _BUILDERS[cg.kind](cg, engine), engine, exact)

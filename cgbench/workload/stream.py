@@ -28,9 +28,9 @@ from cgbench.workload.arrivals import (
     OrderedStream,
     RequestSpec,
     RequestStream,
-    arrival_drawer,
 )
-from cgbench.workload.lengths import length_drawer, sample_lengths
+from cgbench.workload.lengths import sample_lengths
+from cgbench.workload.sources import lengths_drawer, times_drawer
 from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
 
 __all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "RequestStream", "generate_requests", "iter_requests",
@@ -55,9 +55,9 @@ def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> 
     """``generate_requests`` of a generated (not trace) workload, ``batch`` requests at a time: each of
     the three random streams draws its next ``batch`` values, so the requests are the same for any
     ``batch``."""
-    times = arrival_drawer(w.arrival, stream_rng(seed, "arrival"))
-    prompts = length_drawer(w.prompt_len, stream_rng(seed, "prompt_len"))
-    outputs = length_drawer(w.output_len, stream_rng(seed, "output_len"))
+    times = times_drawer(w.arrival, stream_rng(seed, "arrival"))
+    prompts = lengths_drawer(w.prompt_len, stream_rng(seed, "prompt_len"))
+    outputs = lengths_drawer(w.output_len, stream_rng(seed, "output_len"))
     n = w.num_requests
     for first in range(0, n, batch):
         k = min(batch, n - first)

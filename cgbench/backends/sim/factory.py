@@ -1,8 +1,12 @@
-"""Build the cost model that ``backend.cost_model`` names."""
+"""The step-pricer registry's builders half: the cost model that ``backend.cost_model`` names.
+
+The names and the keys each reads are ``cgbench.config.registry.pricers``; ``PRICERS`` holds one
+builder per name."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
@@ -24,24 +28,38 @@ def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineCo
                              eager_padding=EagerPadding.from_engine(engine))
 
 
+def make_calibrated(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
+                    engine: EngineConfig) -> CalibratedCostModel:
+    """The calibrated model of ``backend.calibration``, checked against this model and tp size."""
+    if hardware.host_calibration:
+        raise ConfigError("hardware.host_calibration: cost_model=calibrated prices steps from measured "
+                          "step times, which already include the host; drop the host calibration")
+    if not backend.calibration:
+        raise ConfigError("backend.calibration: cost_model=calibrated needs a calibration table path")
+    cost = CalibratedCostModel.from_file(backend.calibration)
+    measured = cost.table.model["name"]
+    if measured != model.name:
+        raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured for model "
+                          f"{measured!r}, but model.name is {model.name!r}")
+    if cost.table.tp_size != engine.tp_size:
+        raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured at tp_size="
+                          f"{cost.table.tp_size}, but engine.tp_size is {engine.tp_size}")
+    return cost
+
+
+PricerBuilder = Callable[[BackendConfig, ModelConfig, HardwareConfig, EngineConfig], StepPricer]
+
+# one builder per name of ``cgbench.config.registry.pricers.COST_MODELS`` (a test checks they agree)
+PRICERS: dict[str, PricerBuilder] = {
+    "roofline": lambda backend, model, hardware, engine: make_roofline(model, hardware, engine),
+    "calibrated": make_calibrated,
+}
+
+
 def make_cost_model(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
                     engine: EngineConfig) -> StepPricer:
     """The cost model ``backend.cost_model`` names, built for this model, device and engine."""
-    if backend.cost_model == "roofline":
-        return make_roofline(model, hardware, engine)
-    if backend.cost_model == "calibrated":
-        if hardware.host_calibration:
-            raise ConfigError("hardware.host_calibration: cost_model=calibrated prices steps from measured "
-                              "step times, which already include the host; drop the host calibration")
-        if not backend.calibration:
-            raise ConfigError("backend.calibration: cost_model=calibrated needs a calibration table path")
-        cost = CalibratedCostModel.from_file(backend.calibration)
-        measured = cost.table.model["name"]
-        if measured != model.name:
-            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured for model "
-                              f"{measured!r}, but model.name is {model.name!r}")
-        if cost.table.tp_size != engine.tp_size:
-            raise ConfigError(f"backend.calibration: '{backend.calibration}' was measured at tp_size="
-                              f"{cost.table.tp_size}, but engine.tp_size is {engine.tp_size}")
-        return cost
-    raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of roofline, calibrated")
+    build = PRICERS.get(backend.cost_model)
+    if build is None:
+        raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of {', '.join(PRICERS)}")
+    return build(backend, model, hardware, engine)

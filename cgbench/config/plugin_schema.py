@@ -1,0 +1,128 @@
+"""The config schema with plug-in policies' option sections.
+
+A built-in config is a plain ``BenchConfig``: installing a plug-in changes nothing in it (nor in
+its result document or fingerprint). A config that names a plug-in policy (``policy=NAME``,
+``policy.name=NAME`` or a key under ``policy.NAME.``) is composed against ``schema_types``' subclass
+of ``BenchConfig`` whose ``policy`` record adds the section ``policy.NAME`` (the plug-in's options
+dataclass), so Hydra checks its keys and types as it checks the built-ins'. The subclasses are made
+once per set of plug-ins and named ``BenchConfig__NAME`` / ``PolicyConfig__NAME`` in this module,
+where a fresh process (a sweep worker unpickling a config) finds them again (``__getattr__``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from cgbench.config.overrides import override_key, override_value
+from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
+from cgbench.config.registry.plugins import load_plugin, plugin_names
+from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
+from cgbench.config.schema import BenchConfig, PolicyConfig
+
+_SEP = "__"
+
+
+@cache
+def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConfig]]:
+    sections = []
+    for name in plugins:
+        spec = policy_spec(name)
+        if spec.options is not None:
+            sections.append((name, spec.options, dataclasses.field(default_factory=spec.options)))
+    if not sections:
+        return PolicyConfig, BenchConfig
+    suffix = _SEP + _SEP.join(plugins)
+    policy = dataclasses.make_dataclass("PolicyConfig" + suffix, sections, bases=(PolicyConfig,))
+    bench = dataclasses.make_dataclass("BenchConfig" + suffix, [("policy", policy, dataclasses.field(
+        default_factory=policy))], bases=(BenchConfig,))
+    policy.__module__ = bench.__module__ = __name__  # where pickle looks them up (``__getattr__``)
+    return policy, bench
+
+
+def schema_types(plugins: Iterable[str] = ()) -> tuple[type[PolicyConfig], type[BenchConfig]]:
+    """(the ``PolicyConfig``, the ``BenchConfig``) holding the option sections of ``plugins``
+    (plug-in policy names) besides the built-ins'; the plain classes for none."""
+    return _types(tuple(sorted(set(plugins))))
+
+
+def _names_in(value: str) -> set[str]:
+    """The names in an override's value: one, a sweep's list, or ``choice(a,b)``."""
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", value))
+
+
+def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
+    """The installed plug-in policies that ``overrides`` name: as the policy (a sweep's values
+    included) or as the section of a key."""
+    installed = set(plugin_names("policies")) - set(BUILTIN_POLICIES)
+    if not installed:
+        return ()
+    named: set[str] = set()
+    for o in overrides:
+        key = override_key(o).lstrip("+")
+        if key in ("policy", "policy.name"):
+            named.update(_names_in(override_value(o)))
+        elif key.startswith("policy."):
+            named.add(key.split(".")[1])
+    return tuple(sorted(named & installed))
+
+
+def grid_plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
+    """The installed plug-in grid kinds that ``overrides`` choose as a ``cg`` group option (``cg=NAME``)."""
+    installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
+    named = {v for o in overrides if override_key(o) == "cg" for v in _names_in(override_value(o))}
+    return tuple(sorted(named & installed))
+
+
+def plugins_held(cfg: Any) -> tuple[str, ...]:
+    """The plug-in policies whose option sections ``cfg``'s policy record holds."""
+    return tuple(f.name for f in dataclasses.fields(cfg.policy) if f.name != "name" and f.name not in BUILTIN_POLICIES)
+
+
+def __getattr__(attr: str) -> type:
+    for prefix, index in (("PolicyConfig" + _SEP, 0), ("BenchConfig" + _SEP, 1)):
+        if attr.startswith(prefix):
+            return _types(tuple(attr[len(prefix):].split(_SEP)))[index]
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+def plugin_help() -> list[str]:
+    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, the
+    plug-in grid kinds and workload sources (loading them; one that fails to load is listed with why)."""
+    from cgbench.config.errors import ConfigError
+    from cgbench.config.registry.grids import grid_kind
+
+    lines = []
+    for name in sorted(set(plugin_names("policies")) - set(BUILTIN_POLICIES)):
+        try:
+            spec = policy_spec(name)
+        except ConfigError as e:
+            lines.append(f"policy={name} (plug-in, broken: {e})")
+            continue
+        options = spec.default_options()
+        keys = [f"policy.{name}.{f.name}={getattr(options, f.name)!r}" for f in dataclasses.fields(options)] \
+            if options is not None else []
+        lines.append(f"policy={name} (plug-in{': ' + spec.summary if spec.summary else ''})"
+                     + (f"; options: {', '.join(keys)}" if keys else ""))
+    for name in sorted(set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)):
+        try:
+            kind = grid_kind(name)
+        except ConfigError as e:
+            lines.append(f"cg={name} (plug-in grid kind, broken: {e})")
+            continue
+        summary = f": {kind.summary}" if kind.summary else ""
+        lines.append(f"cg={name} (plug-in grid kind, {kind.family} family{summary})")
+    for name in plugin_names("workloads"):
+        try:
+            entry = load_plugin("workloads", name)
+        except ConfigError as e:
+            lines.append(f"{name} (plug-in workload source, broken: {e})")
+            continue
+        family = getattr(entry, "family", "?")
+        key = "workload.arrival.process" if family == "arrival" else "workload.*_len.dist"
+        summary = getattr(entry, "summary", "")
+        lines.append(f"{key}={name} (plug-in {family} source{': ' + summary if summary else ''})")
+    return lines

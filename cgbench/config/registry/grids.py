@@ -1,0 +1,168 @@
+"""The grid-family registry's config half: every ``cg.kind``, its family, the ``cg`` keys it reads
+and its graph-count estimate.
+
+``family`` says how the grid matches and how ``cgbench schedule`` saves it: ``megatron`` grids
+(strict on hybrid models, saved as their explicit list) or ``peer`` grids (vLLM / SGLang /
+TensorRT-LLM: never strict, exact decode sizes possible, saved as their ``cg`` keys and regenerated).
+``reads``: the ``cg`` keys the kind reads beyond ``kind``, ``all_prefills`` and ``non_decode``
+(which gating reads for every kind); every other key some kind reads is refused as unread
+(``schema.unread_keys``). ``estimate``: an upper estimate of the graphs the kind builds (the lists
+built on the way included) and the key that drives it, checked against ``limits.MAX_GRAPHS`` before
+anything is built. The builders live in ``cgbench.grids.registry``; a plug-in's ``GridKind`` carries
+its own ``build``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cgbench.config.errors import ConfigError, did_you_mean
+from cgbench.config.registry.plugins import load_plugin, plugin_error, plugin_names
+
+if TYPE_CHECKING:
+    from cgbench.config.schema import CGConfig, EngineConfig
+
+FAMILIES = ("megatron", "peer")
+MEGATRON_KEYS = ("num_cuda_graphs", "distribution", "mixed_prefill_count", "sizes_per_octave", "p_per_octave",
+                 "cuda_graph_max_tokens")
+PEER_KEYS = ("capture_sizes", "max_capture_size", "piecewise", "piecewise_sizes", "piecewise_max_tokens")
+
+
+@dataclass(frozen=True)
+class GridKind:
+    """One ``cg.kind``. ``build`` (plug-ins only; the grids package builds the built-ins):
+    ``(cg, engine, model) -> iterable of BatchShape`` (``cgbench.grids.shapes``), in stored order.
+    ``unread``: extra keys this kind leaves unread for some settings (key -> why)."""
+
+    name: str
+    family: str
+    reads: tuple[str, ...]
+    estimate: Callable[[CGConfig, EngineConfig], tuple[int, str]]
+    unread: Callable[[CGConfig], dict[str, str]] | None = None
+    build: Callable[..., Any] | None = None
+    summary: str = ""
+
+
+def _megatron_graphs(cg: CGConfig, e: EngineConfig, non_decode: bool) -> tuple[int, str]:
+    n = cg.num_cuda_graphs
+    if n is None or n == 0:
+        return 0, "cg.num_cuda_graphs"
+    cap = e.max_tokens
+    octaves = math.log2(max(2, cap)) + 2
+    if cg.distribution == "linear":
+        sizes = cap / 16 + 40 if n == -1 else min(n, cap)
+        key = "cg.num_cuda_graphs"
+        p_values = 1
+    else:
+        sizes = octaves * cg.sizes_per_octave
+        key = "cg.sizes_per_octave"
+        p_values = (math.log2(max(2, e.max_requests)) + 1) * cg.p_per_octave
+        if cg.p_per_octave > cg.sizes_per_octave:
+            key = "cg.p_per_octave"
+    if not non_decode or not cg.mixed_prefill_count:
+        p_values = 0
+    return int(sizes * (p_values + 2)), key
+
+
+def _peer_graphs(cg: CGConfig, e: EngineConfig) -> tuple[int, str]:
+    q = 1 + e.num_speculative_tokens
+    if cg.capture_sizes:
+        decode, key = len(cg.capture_sizes), "cg.capture_sizes"
+    elif cg.kind == "vllm":
+        top = min(e.max_tokens, cg.max_capture_size or min(e.max_requests * q * 2, 512))
+        decode, key = top // 8 + 40, "cg.max_capture_size"
+    elif cg.kind == "sglang":
+        top = cg.max_capture_size or 512
+        decode = top if not cg.padding else top // 16 + 60
+        key = "cg.max_capture_size"
+    else:  # trtllm
+        top = min(cg.max_capture_size or 128, e.max_requests)
+        decode = top // 64 + 40 if cg.padding else 80
+        key = "cg.max_capture_size"
+    piecewise = 0
+    if cg.piecewise:
+        top_tokens = cg.piecewise_max_tokens or e.max_tokens
+        if cg.piecewise_sizes:
+            piecewise = len(cg.piecewise_sizes)
+        elif cg.kind == "sglang":
+            piecewise = top_tokens // 512 + 60
+        elif cg.kind == "vllm":
+            piecewise = decode
+        else:
+            piecewise = 20
+        if piecewise > decode and not cg.piecewise_sizes:
+            key = "cg.piecewise_max_tokens" if cg.piecewise_max_tokens else "engine.max_tokens"
+    return decode + piecewise, key
+
+
+def _all_prefills_cap(cg: CGConfig) -> dict[str, str]:
+    if cg.all_prefills:
+        return {"cg.cuda_graph_max_tokens": "cg.all_prefills=true (the cap is engine.max_tokens)"}
+    return {}
+
+
+BUILTIN_GRID_KINDS: dict[str, GridKind] = {k.name: k for k in (
+    GridKind("megatron", "megatron", MEGATRON_KEYS,
+             lambda cg, e: _megatron_graphs(cg, e, cg.non_decode), _all_prefills_cap,
+             summary="Megatron's generator: decode, prefill and mixed graphs"),
+    GridKind("decode_only", "megatron", MEGATRON_KEYS, lambda cg, e: _megatron_graphs(cg, e, False),
+             _all_prefills_cap, summary="Megatron's generator, decode graphs only"),
+    GridKind("none", "megatron", (), lambda cg, e: (0, "cg.kind"), summary="no graphs: every step eager"),
+    GridKind("explicit", "megatron", ("graphs",), lambda cg, e: (len(cg.graphs), "cg.graphs"),
+             summary="the list in cg.graphs, in stored order"),
+    GridKind("vllm", "peer", PEER_KEYS, _peer_graphs, summary="vLLM's capture sizes (FULL + PIECEWISE)"),
+    GridKind("sglang", "peer", (*PEER_KEYS, "padding", "gpu_memory_gb"), _peer_graphs,
+             summary="SGLang's batch sizes (+ piecewise CUDA graphs)"),
+    GridKind("trtllm", "peer", (*PEER_KEYS, "padding"), _peer_graphs,
+             summary="TensorRT-LLM's batch sizes (+ piecewise)"),
+)}
+
+
+def kinds_of(family: str) -> tuple[str, ...]:
+    """The built-in kinds of one family, in registry order."""
+    return tuple(k.name for k in BUILTIN_GRID_KINDS.values() if k.family == family)
+
+
+def grid_kind_names(*, plugins: bool = True) -> tuple[str, ...]:
+    names = tuple(BUILTIN_GRID_KINDS)
+    if not plugins:
+        return names
+    return names + tuple(n for n in plugin_names("grids") if n not in BUILTIN_GRID_KINDS)
+
+
+def grid_kind(name: str, key: str = "cg.kind") -> GridKind:
+    """The entry of ``cg.kind`` ``name``: a built-in, else an installed plug-in (loaded now)."""
+    kind = BUILTIN_GRID_KINDS.get(name)
+    if kind is not None:
+        return kind
+    plugin = load_plugin("grids", name) if isinstance(name, str) and name.isidentifier() else None
+    if plugin is None:
+        names = grid_kind_names()
+        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(names)}{did_you_mean(str(name), names)}")
+    if not isinstance(plugin, GridKind):
+        raise plugin_error("grids", name, f"is a {type(plugin).__name__}, not a cgbench.config.registry.grids.GridKind")
+    if not callable(plugin.build) or not callable(plugin.estimate):
+        raise plugin_error("grids", name, "needs both build and estimate functions")
+    if plugin.family not in FAMILIES:
+        raise plugin_error("grids", name, f"family {plugin.family!r} is not one of {', '.join(FAMILIES)}")
+    return plugin
+
+
+def _readers(key: str, kinds: list[GridKind]) -> str:
+    names = [k.name for k in kinds if key in k.reads]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+
+def grid_unread(cg: CGConfig) -> dict[str, str]:
+    """The ``cg`` keys kind ``cg.kind`` does not read, each with why (``schema.unread_keys``)."""
+    chosen = grid_kind(cg.kind)
+    kinds = list(BUILTIN_GRID_KINDS.values()) + ([chosen] if chosen.name not in BUILTIN_GRID_KINDS else [])
+    keys = list(dict.fromkeys(k for kind in kinds for k in kind.reads))
+    unread = {f"cg.{k}": f"cg.kind={cg.kind} (read with cg={_readers(k, kinds)})"
+              for k in keys if k not in chosen.reads}
+    if chosen.unread is not None:
+        unread.update(chosen.unread(cg))
+    return unread

@@ -1,0 +1,133 @@
+"""The policy registry's config half: each policy's name and option schema.
+
+A policy's options are one dataclass, the config section ``policy.<name>`` (``policy.pad_guard.
+max_ratio``), present in every config of a built-in policy and in a plug-in policy's own configs.
+Everything that handles options reads them from here: validation, the keys a policy does not read
+(``schema.unread_keys``), ``cgbench schedule``'s state files (``option_sections``) and the
+``run --help`` listing. How a built-in policy is built lives with the engine
+(``cgbench.engine.policy_registry``); a plug-in's ``PolicySpec`` carries its own ``build``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cgbench.config.errors import ConfigError, did_you_mean
+from cgbench.config.registry.plugins import load_plugin, plugin_error, plugin_names
+
+
+@dataclass
+class PadGuardConfig:
+    max_ratio: float = 2.0
+
+
+@dataclass
+class WaitTimeoutConfig:
+    iters: int = 50
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One admission policy. ``options``: the dataclass of its section ``policy.<name>`` (None: no
+    options); ``check``: raises ``ConfigError`` naming ``policy.<name>.<field>`` for a bad value;
+    ``build``: options instance (or None) -> the policy the scheduler calls (a
+    ``cgbench.engine.policies.Policy``, or any object meeting ``AdmissionPolicy``); required of a
+    plug-in, None for a built-in (the engine's registry builds those)."""
+
+    name: str
+    options: type | None = None
+    check: Callable[[Any], None] | None = None
+    build: Callable[[Any], Any] | None = None
+    summary: str = ""
+
+    def default_options(self) -> Any:
+        return self.options() if self.options is not None else None
+
+
+def _check_pad_guard(o: PadGuardConfig) -> None:
+    if not o.max_ratio >= 1.0:
+        raise ConfigError("policy.pad_guard.max_ratio: must be >= 1.0")
+
+
+def _check_wait_timeout(o: WaitTimeoutConfig) -> None:
+    if not o.iters >= 0:
+        raise ConfigError("policy.wait_timeout.iters: must be >= 0")
+
+
+BUILTIN_POLICIES: dict[str, PolicySpec] = {s.name: s for s in (
+    PolicySpec("budget", summary="admit on token / request / KV budget only; a miss runs eager"),
+    PolicySpec("megatron", summary="PR #4870 as merged: a non-chunked miss defers, chunks snap"),
+    PolicySpec("defer", summary="PR #4870 as described: chunked prefill defers on a miss too"),
+    PolicySpec("pad_guard", PadGuardConfig, _check_pad_guard,
+               summary="budget, plus: a graph padding T beyond max_ratio x runs eager"),
+    PolicySpec("wait_timeout", WaitTimeoutConfig, _check_wait_timeout,
+               summary="defer on a miss for at most iters rounds, then run eager"),
+)}
+
+
+def builtin_sections() -> tuple[str, ...]:
+    """The option sections every config holds: the built-in policies that have options."""
+    return tuple(s.name for s in BUILTIN_POLICIES.values() if s.options is not None)
+
+
+def policy_names(*, plugins: bool = True) -> tuple[str, ...]:
+    """Built-in policy names, then the installed plug-ins' (names only: nothing is imported)."""
+    names = tuple(BUILTIN_POLICIES)
+    if not plugins:
+        return names
+    return names + tuple(n for n in plugin_names("policies") if n not in BUILTIN_POLICIES)
+
+
+def policy_spec(name: str, key: str = "policy.name") -> PolicySpec:
+    """The spec of policy ``name``: a built-in, else an installed plug-in (loaded now)."""
+    spec = BUILTIN_POLICIES.get(name)
+    if spec is not None:
+        return spec
+    plugin = load_plugin("policies", name) if isinstance(name, str) and name.isidentifier() else None
+    if plugin is None:
+        names = policy_names()
+        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(names)}{did_you_mean(str(name), names)}")
+    return _checked_plugin(name, plugin)
+
+
+def _checked_plugin(name: str, plugin: object) -> PolicySpec:
+    if "__" in name:  # the schema's plug-in classes are named by joining names with "__"
+        raise plugin_error("policies", name, "a policy name must not contain '__'")
+    if not isinstance(plugin, PolicySpec):
+        raise plugin_error("policies", name, f"is a {type(plugin).__name__}, not a "
+                           "cgbench.config.registry.policies.PolicySpec")
+    if not callable(plugin.build):
+        raise plugin_error("policies", name, "has no build function (PolicySpec.build)")
+    options = plugin.options
+    if options is not None and not (isinstance(options, type) and dataclasses.is_dataclass(options)):
+        raise plugin_error("policies", name, "options must be a dataclass (the section policy.<name>)")
+    return plugin
+
+
+def is_plugin(name: str) -> bool:
+    return name not in BUILTIN_POLICIES
+
+
+def options_of(policy_cfg: Any, name: str) -> Any:
+    """Policy ``name``'s options as ``policy_cfg`` (a ``PolicyConfig``) holds them, else its defaults."""
+    spec = policy_spec(name)
+    if spec.options is None:
+        return None
+    held = getattr(policy_cfg, name, None)
+    return held if isinstance(held, spec.options) else spec.default_options()
+
+
+def option_sections(policy_cfg: Any) -> tuple[str, ...]:
+    """The option sections ``policy_cfg`` holds (every field but ``name``), in schema order."""
+    return tuple(f.name for f in dataclasses.fields(policy_cfg) if f.name != "name")
+
+
+def check_options(policy_cfg: Any) -> None:
+    """Each option section's values, by its policy's ``check``."""
+    for section in option_sections(policy_cfg):
+        spec = policy_spec(section, key=f"policy.{section}")
+        if spec.check is not None:
+            spec.check(getattr(policy_cfg, section))
