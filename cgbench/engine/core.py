@@ -168,13 +168,16 @@ class EveryStepRows:
 
 class Engine:
     rows_class: ClassVar[type] = EveryStepRows
+    # the one way to watch rounds (an instance sets its own); a class default keeps it out of the
+    # instance attributes below
+    round_observer: RoundObserver | None = None
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, gating: bool, trace: bool = False, rank: int | None = None) -> None:
-        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run; ``rank``: the
-        expert-parallel rank this engine is (its trace records carry it), ``None`` alone."""
+                 stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
+        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
+        # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
+        # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (+2% instructions).
         self.grid = grid
-        self.rank = rank
         self.policy = policy
         self.backend = backend
         self.stream = stream
@@ -200,9 +203,9 @@ class Engine:
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
         self.step = 0
         self._step_start_s = 0.0
-        self.total_work = 0  # prompt + output tokens of every request that arrived (bounds the steps)
+        self.total_work = 0  # prompt + output tokens of every request that arrived
+        self.step_bound = 1000  # 4 * total_work + 1000: the most steps the workload so far can need
         self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
-        self.round_observer: RoundObserver | None = None
 
     # -- arrivals ---------------------------------------------------------------------------------
 
@@ -211,6 +214,7 @@ class Engine:
         run (a prompt past ``max_sequence_length``, or past ``max_tokens`` without chunked prefill, or
         more KV blocks than the pool). Its tokens count toward the step bound either way."""
         self.total_work += spec.prompt_tokens + spec.output_tokens
+        self.step_bound = 4 * self.total_work + 1000  # kept current here: it is read every round
         ctx, msl = self.ctx, self.max_sequence_length
         req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
                            arrival_s=spec.arrival_s, arrival_step=self.step)
@@ -253,7 +257,7 @@ class Engine:
         st = self.state
         while True:
             result = self.begin_round()
-            if self.idle:
+            if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -319,7 +323,7 @@ class Engine:
         ctx = self.ctx
         graph, reason = self.graphs.resolve(ctx.active_tokens, ctx.prefill_count, ctx.decode_count)
         work = self.step_work(graph, reason)
-        self.postprocess(work, self.price(work), result)
+        self.postprocess(work, self.backend.run_step(work, self.rows.running), result)  # ``price``, inlined
 
     def step_work(self, graph: tuple[int, int, int] | None, reason: str | None) -> StepWork:
         """The step this round scheduled, as a backend sees it: the context's real shape, the KV tokens
@@ -352,7 +356,7 @@ class Engine:
             st.trace.append(StepRecord(self.step, st.now_s, duration_s, (T, P, D), graph, reason,
                                        [(a.request.id, a.chunk, a.final) for a in work.admitted],
                                        deferred.id if deferred is not None else None, len(self.queue),
-                                       len(self.paused), self.rank))
+                                       len(self.paused)))
         self._step_start_s = st.now_s
         st.now_s += duration_s
         if self._update():
@@ -375,10 +379,6 @@ class Engine:
     def gating_active(self) -> bool:
         """Whether admission is gated on the grid in this run (``scheduler.gating_active``)."""
         return self.scheduler.gating_active
-
-    @property
-    def step_bound(self) -> int:
-        return 4 * self.total_work + 1000
 
     def _out_of_bounds(self) -> bool:
         st = self.state

@@ -49,6 +49,11 @@ class _RankStream:
     def __init__(self, shared: RequestStream) -> None:
         self.shared = shared
 
+    @property
+    def total(self) -> int:
+        """Requests of its own: none (every one is routed to it)."""
+        return 0
+
     def on_complete(self, now_s: float) -> None:
         self.shared.on_complete(now_s)
 
@@ -93,9 +98,9 @@ class EPEngine:
         self.gating_active = gating_active(policy, cg, self.grid)
         self.stream = stream
         self.keep_trace = trace
-        # every rank traces its own steps (tagged with its rank); the run's trace interleaves them
+        # every rank traces its own steps; the run's trace interleaves them, each tagged with its rank
         self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=self.gating_active,
-                             trace=trace, rank=i) for i in range(self.size)]
+                             trace=trace) for _ in range(self.size)]
         self.rank_stats = [RankStats() for _ in range(self.size)]
         self.q = self.ranks[0].q
         self.stall_steps = self.ranks[0].stall_steps
@@ -174,6 +179,8 @@ class EPEngine:
         any_prefill = any(P > 0 for P in (s[1] for s in shapes))
         t_max = max(T for T, _, _ in shapes)
         works = []
+        graph: tuple[int, int, int] | None
+        reason: str | None
         for rank, (T, P, D) in zip(self.ranks, shapes, strict=True):
             if self.match_ep and any_prefill:
                 graph, reason = None, (EP_PREFILL if P > 0 else EP_PREFILL_OTHER)
@@ -225,6 +232,9 @@ class EPEngine:
         st.stats = stats
         st.requests = Ledger.merged([rank.state.requests for rank in self.ranks])
         if self.keep_trace:  # every rank has one record per lockstep step: step-major, rank-minor
+            for i, rank in enumerate(self.ranks):
+                for record in rank.state.trace:
+                    record.rank = i
             st.trace = [record for step in zip(*(r.state.trace for r in self.ranks), strict=True) for record in step]
         return st
 
