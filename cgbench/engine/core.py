@@ -168,9 +168,6 @@ class EveryStepRows:
 
 class Engine:
     rows_class: ClassVar[type] = EveryStepRows
-    # the one way to watch rounds (an instance sets its own); a class default keeps it out of the
-    # instance attributes below
-    round_observer: RoundObserver | None = None
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
                  stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
@@ -182,7 +179,6 @@ class Engine:
         self.backend = backend
         self.stream = stream
         self.keep_trace = trace
-        self.max_sequence_length = engine.max_sequence_length
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine)
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
@@ -206,6 +202,7 @@ class Engine:
         self.total_work = 0  # prompt + output tokens of every request that arrived
         self.step_bound = 1000  # 4 * total_work + 1000: the most steps the workload so far can need
         self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
+        self.round_observer: RoundObserver | None = None
 
     # -- arrivals ---------------------------------------------------------------------------------
 
@@ -215,7 +212,8 @@ class Engine:
         more KV blocks than the pool). Its tokens count toward the step bound either way."""
         self.total_work += spec.prompt_tokens + spec.output_tokens
         self.step_bound = 4 * self.total_work + 1000  # kept current here: it is read every round
-        ctx, msl = self.ctx, self.max_sequence_length
+        ctx = self.ctx
+        msl = ctx.max_sequence_length
         req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
                            arrival_s=spec.arrival_s, arrival_step=self.step)
         self.state.requests.arrive(req)
