@@ -173,7 +173,7 @@ class Engine:
                  stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
         """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
         # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
-        # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (+2% instructions).
+        # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (~2% more instructions).
         self.grid = grid
         self.policy = policy
         self.backend = backend

@@ -61,7 +61,7 @@ def test_the_ep_engine_uses_no_private_name_of_another_object():
 
 def test_the_fast_engine_keeps_its_instance_attributes_under_the_shared_key_limit():
     """Plain Python: CPython 3.11 shares an instance dict's keys only up to 29 attributes, and past that
-    every ``self.x`` of the step loop is slower (+3% instructions on the chat preset). A new engine
+    every ``self.x`` of the step loop is slower (~2% more instructions on the chat preset). A new engine
     attribute must replace one or live elsewhere (compiled classes have no instance dict)."""
     eng = build_engine(make_cfg(kind="hybrid"), stream=ArrivalStream(REQS))
     attributes = getattr(eng, "__dict__", None)
