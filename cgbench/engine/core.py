@@ -3,12 +3,13 @@
 Reproduces Megatron's dynamic engine step lifecycle. The scheduler
 and the graph choice never know which backend runs the step; the backend only returns its duration.
 
-One step is three public moves, as in nano-vllm's ``step()`` (schedule, run, postprocess):
-``begin_round`` (arrivals, then the scheduler's round), then ``advance`` (the step's graph, its
-duration from the backend, then ``postprocess``: record, emit, finish, admit, pause/resume/evict).
-``Engine.run`` is a loop over them; the expert-parallel engine (``cgbench.engine.ep``) drives each
-rank through the same moves, with ``step_work`` / ``price`` / ``postprocess`` in place of
-``advance`` so that it chooses the graphs across ranks and prices the step by the slowest rank.
+One step is public moves, as in nano-vllm's ``step()`` (schedule, run, postprocess): ``arrive``
+for each request due, ``begin_round`` (the scheduler's round), then ``advance`` (the step's graph,
+its duration from the backend, then ``postprocess``: record, emit, finish, admit,
+pause/resume/evict). ``Engine.run`` is a loop over them; the expert-parallel engine
+(``cgbench.engine.ep``) drives each rank through the same moves, with ``step_work`` / ``price`` /
+``postprocess`` in place of ``advance`` so that it chooses the graphs across ranks and prices the
+step by the slowest rank.
 
 The running decodes live in a row set. ``EveryStepRows`` (this module) steps every row every step:
 with it, ``Engine`` is the oracle. The event-proportional engine (``cgbench.engine.fast``) swaps in
@@ -254,6 +255,8 @@ class Engine:
     def _loop(self) -> RunState:
         st = self.state
         while True:
+            for spec in self.stream.pop_due(st.now_s):
+                self.arrive(spec)
             result = self.begin_round()
             if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
                 nxt = self.stream.next_arrival_s()
@@ -273,13 +276,10 @@ class Engine:
     # -- the public round: begin_round, then advance (or step_work, price, postprocess) ------------
 
     def begin_round(self) -> RoundResult:
-        """One scheduling round at the current time: the requests due by now arrive, the context's
-        batch counters restart from the running rows, and the scheduler admits from the queue's head
-        (the ``round_observer`` watching). A round that admits a request for the first time, or takes
-        one off the queue, is progress for the stall watchdog. ``idle`` then says whether it left a
-        step to run."""
-        for spec in self.stream.pop_due(self.state.now_s):
-            self.arrive(spec)
+        """One scheduling round, after the arrivals due by now: the context's batch counters restart
+        from the running rows and the scheduler admits from the queue's head (the ``round_observer``
+        watching). A round that admits a request for the first time, or takes one off the queue, is
+        progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
         ctx.begin_round(len(self.rows), len(self.paused))
         queued_before = len(self.queue)

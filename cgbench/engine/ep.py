@@ -141,7 +141,8 @@ class EPEngine:
                 ranks[i].arrive(spec)
                 self.rank_stats[i].requests_routed += 1
             results = [rank.begin_round() for rank in ranks]
-            if all(rank.idle for rank in ranks):
+            idle = [rank.idle for rank in ranks]
+            if all(idle):
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     st.now_s = max(st.now_s, nxt)
@@ -152,36 +153,37 @@ class EPEngine:
                     break
                 self._stall_idle(results)
                 break
-            self._lockstep_step(results)
+            self._lockstep_step(results, idle)
             self.step += 1
             self.lockstep_steps += 1
             if self._stopped():
                 break
         return self._merged()
 
-    def _lockstep_step(self, results: list[RoundResult]) -> None:
-        """One collective step: every rank's work (a dummy decode where a rank has none) with the graph
-        the dispatcher's rules give it, priced by the slowest rank, then post-processed on each rank."""
-        works = self._rank_works()
+    def _lockstep_step(self, results: list[RoundResult], idle: list[bool]) -> None:
+        """One collective step: every rank's work (a dummy decode where a rank is ``idle``) with the
+        graph the dispatcher's rules give it, priced by the slowest rank, then post-processed on each
+        rank."""
+        works = self._rank_works(idle)
         dt = max(rank.price(work) for rank, work in zip(self.ranks, works, strict=True))  # the slowest rank
-        for rank, work, rs, result in zip(self.ranks, works, self.rank_stats, results, strict=True):
-            rs.dummy_steps += rank.idle
+        for rank, work, rs, result, dummy in zip(self.ranks, works, self.rank_stats, results, idle, strict=True):
+            rs.dummy_steps += dummy
             rs.forced_eager_steps += work.eager_reason == EP_PREFILL_OTHER
             rank.postprocess(work, dt, result)
         self.state.now_s += dt
 
-    def _rank_works(self) -> list[StepWork]:
+    def _rank_works(self, idle: list[bool]) -> list[StepWork]:
         """Each rank's step this round. Under nccl/te a prefill on any rank makes every rank eager, and
         otherwise every rank matches its decode graph on the most tokens any rank runs; under nvls
-        each rank matches its own shape. A rank with nothing to run steps a dummy decode ``(q, 0, 1)``."""
-        shapes = [(self.q, 0, 1) if r.idle else (r.ctx.active_tokens, r.ctx.prefill_count, r.ctx.decode_count)
-                  for r in self.ranks]
+        each rank matches its own shape. An ``idle`` rank steps a dummy decode ``(q, 0, 1)``."""
+        shapes = [(self.q, 0, 1) if dummy else (r.ctx.active_tokens, r.ctx.prefill_count, r.ctx.decode_count)
+                  for r, dummy in zip(self.ranks, idle, strict=True)]
         any_prefill = any(P > 0 for P in (s[1] for s in shapes))
         t_max = max(T for T, _, _ in shapes)
         works = []
         graph: tuple[int, int, int] | None
         reason: str | None
-        for rank, (T, P, D) in zip(self.ranks, shapes, strict=True):
+        for rank, (T, P, D), dummy in zip(self.ranks, shapes, idle, strict=True):
             if self.match_ep and any_prefill:
                 graph, reason = None, (EP_PREFILL if P > 0 else EP_PREFILL_OTHER)
             elif self.match_ep:
@@ -189,7 +191,7 @@ class EPEngine:
             else:
                 graph, reason = rank.graphs.resolve(T, P, D)
             # a dummy attends its own token only (an idle rank holds no running row)
-            works.append(StepWork(T, P, D, self.q, graph, None, reason) if rank.idle else rank.step_work(graph, reason))
+            works.append(StepWork(T, P, D, self.q, graph, None, reason) if dummy else rank.step_work(graph, reason))
         return works
 
     # -- ends ---------------------------------------------------------------------------------------

@@ -18,10 +18,12 @@ REQS = [RequestSpec(i, 0.003 * i, 20 + 17 * i % 90, 3 + 11 * i % 40) for i in ra
 
 
 def _by_hand(eng):
-    """The loop of ``Engine.run`` written by a caller: begin_round, then idle handling, else the
+    """The loop of ``Engine.run`` written by a caller: the arrivals, begin_round, then idle handling, else the
     step split into step_work / price / postprocess."""
     st = eng.state
     while True:
+        for spec in eng.stream.pop_due(st.now_s):
+            eng.arrive(spec)
         result = eng.begin_round()
         if eng.idle:
             nxt = eng.stream.next_arrival_s()
