@@ -133,6 +133,8 @@ class EPEngine:
     # -- the loop -----------------------------------------------------------------------------------
 
     def run(self) -> RunState:
+        """Run to the end: each arrival routed to a rank, every rank's round, then one lockstep step
+        (or, when every rank is idle, the wait for the next arrival); the system's merged state."""
         st = self.state
         ranks = self.ranks
         while True:
@@ -178,7 +180,7 @@ class EPEngine:
         each rank matches its own shape. An ``idle`` rank steps a dummy decode ``(q, 0, 1)``."""
         shapes = [(self.q, 0, 1) if dummy else (r.ctx.active_tokens, r.ctx.prefill_count, r.ctx.decode_count)
                   for r, dummy in zip(self.ranks, idle, strict=True)]
-        any_prefill = any(P > 0 for P in (s[1] for s in shapes))
+        any_prefill = any(P > 0 for _, P, _ in shapes)
         t_max = max(T for T, _, _ in shapes)
         works = []
         graph: tuple[int, int, int] | None
@@ -225,8 +227,8 @@ class EPEngine:
     # -- the whole system ---------------------------------------------------------------------------
 
     def _merged(self) -> RunState:
-        """Every rank's steps, requests and counters as one system's (each rank's forward pass counts as
-        a step; a lockstep step is ``ep_size`` rank-steps)."""
+        """Every rank's steps, requests and trace as one system's (each rank's forward pass counts as a
+        step; a lockstep step is ``ep_size`` rank-steps). ``counters`` sums the ranks' gating counters."""
         st = self.state
         stats = StepStats()
         for rank in self.ranks:
