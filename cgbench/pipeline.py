@@ -79,12 +79,12 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
 
 
 def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:
-    sched = engine.scheduler.counters
+    sched = engine.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
     m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
                         diagnosis=state.diagnosis, counters=counters)
-    m["gating_active"] = engine.scheduler.gating_active
+    m["gating_active"] = engine.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
         m["ep"] = engine.ep_metrics()

@@ -45,7 +45,7 @@ STAGGERED = [RequestSpec(0, 0.0, 40, 30), RequestSpec(1, 0.0, 50, 30), RequestSp
 def test_any_prefill_on_any_rank_makes_every_rank_eager(dispatcher):
     eng, state = _run(_ep_cfg(2, dispatcher), STAGGERED)
     assert state.outcome == "completed" and isinstance(eng, EPEngine)
-    assert not eng.scheduler.gating_active  # non-decode graphs off: gating inactive
+    assert not eng.gating_active  # non-decode graphs off: gating inactive
     forced = 0
     for ranks in _by_step(state):
         assert sorted(ranks) == [0, 1]
@@ -79,7 +79,7 @@ def test_decode_only_steps_match_on_the_max_token_count_across_ranks(dispatcher)
 
 def test_nvls_matches_and_gates_per_rank():
     eng, state = _run(_ep_cfg(2, "nvls"), STAGGERED)
-    assert eng.scheduler.gating_active  # non-decode graphs stay on: megatron gates on each rank
+    assert eng.gating_active  # non-decode graphs stay on: megatron gates on each rank
     grid = eng.grid
     assert grid.non_decode
     for ranks in _by_step(state):
@@ -116,7 +116,7 @@ def test_least_loaded_routing_ties_to_the_lowest_index():
     for i in range(7):
         r = eng.route(RequestSpec(i, 0.0, 10, 5))
         picks.append(r)
-        eng.ranks[r]._arrive(RequestSpec(i, 0.0, 10, 5))
+        eng.ranks[r].arrive(RequestSpec(i, 0.0, 10, 5))
     assert picks == [0, 1, 2, 0, 1, 2, 0]
     eng.ranks[1].queue.clear()  # rank 1 drains: it is the least loaded now
     assert eng.route(RequestSpec(9, 0.0, 10, 5)) == 1

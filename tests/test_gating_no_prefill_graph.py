@@ -82,7 +82,7 @@ def test_schedule_makes_megatrons_decision_for_such_a_state():
     cfg = load_config(CASE)
     eng = build_engine(cfg)
     for spec in eng.stream.pop_due(0.0):
-        eng._arrive(spec)
+        eng.arrive(spec)
     eng.ctx.begin_round(0, 0)
     state = parse_state(state_from_engine(eng, cfg), "state")
     by = {d.policy: d for d in replay_all(state)}

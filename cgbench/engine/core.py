@@ -3,6 +3,14 @@
 Reproduces Megatron's dynamic engine step lifecycle. The scheduler
 and the graph choice never know which backend runs the step; the backend only returns its duration.
 
+One step is public moves, as in nano-vllm's ``step()`` (schedule, run, postprocess): ``arrive``
+for each request due, ``begin_round`` (the scheduler's round), then ``advance`` (the step's graph,
+its duration from the backend, then ``postprocess``: record, emit, finish, admit,
+pause/resume/evict). ``Engine.run`` is a loop over them; the expert-parallel engine
+(``cgbench.engine.ep``) drives each rank through the same moves, with ``step_work`` / ``price`` /
+``postprocess`` in place of ``advance`` so that it chooses the graphs across ranks and prices the
+step by the slowest rank.
+
 The running decodes live in a row set. ``EveryStepRows`` (this module) steps every row every step:
 with it, ``Engine`` is the oracle. The event-proportional engine (``cgbench.engine.fast``) swaps in
 rows that advance in aggregate and adds decode stretches; everything else (emission, finishing,
@@ -25,7 +33,7 @@ from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
-from cgbench.engine.scheduler import GraphChoice, RoundResult, Scheduler
+from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, Scheduler
 from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
@@ -102,12 +110,13 @@ class Engine:
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
                  stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
         """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
+        # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
+        # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (~2% more instructions).
         self.grid = grid
         self.policy = policy
         self.backend = backend
         self.stream = stream
         self.keep_trace = trace
-        self.max_sequence_length = engine.max_sequence_length
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine)
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
@@ -128,14 +137,21 @@ class Engine:
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
         self.step = 0
         self._step_start_s = 0.0
-        self.total_work = 0  # prompt + output tokens of every request that arrived (bounds the steps)
+        self.total_work = 0  # prompt + output tokens of every request that arrived
+        self.step_bound = 1000  # 4 * total_work + 1000: the most steps the workload so far can need
         self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
         self.round_observer: RoundObserver | None = None
 
     # -- arrivals ---------------------------------------------------------------------------------
 
-    def _arrive(self, spec: RequestSpec) -> None:
-        ctx, msl = self.ctx, self.max_sequence_length
+    def arrive(self, spec: RequestSpec) -> None:
+        """``spec`` arrives now: a new request joins the queue's tail, or fails at once when it can never
+        run (a prompt past ``max_sequence_length``, or past ``max_tokens`` without chunked prefill, or
+        more KV blocks than the pool). Its tokens count toward the step bound either way."""
+        self.total_work += spec.prompt_tokens + spec.output_tokens
+        self.step_bound = 4 * self.total_work + 1000  # kept current here: it is read every round
+        ctx = self.ctx
+        msl = ctx.max_sequence_length
         req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
                            arrival_s=spec.arrival_s, arrival_step=self.step)
         self.state.requests.arrive(req)
@@ -177,83 +193,140 @@ class Engine:
         st = self.state
         while True:
             for spec in self.stream.pop_due(st.now_s):
-                self._arrive(spec)
-                self.total_work += spec.prompt_tokens + spec.output_tokens
-            ctx = self.ctx
-            ctx.begin_round(len(self.rows), len(self.paused))
-            queued_before = len(self.queue)
-            observer = self.round_observer
-            if observer is not None:
-                observer.before(self.queue)
-            result = self.scheduler.schedule(self.queue)
-            if observer is not None:
-                observer.after(result)
-            if ctx.active_tokens == 0:
+                self.arrive(spec)
+            result = self.begin_round()
+            if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
-                    st.now_s = max(st.now_s, nxt)
+                    self.wait_until(nxt)
                     continue
-                if not self.queue and not self.paused and self.chunked is None and self.stream.exhausted():
+                if self.drained and self.stream.exhausted():
                     break
                 st.outcome = "stalled"
-                st.diagnosis = self._diagnose(result.stop_reason)
-                if result.deferred is not None:
-                    st.diagnosis += self._idle_spin(result)
+                st.diagnosis = self.stall_diagnosis(result)
                 break
-            if ctx.admitted and (len(self.queue) < queued_before
-                                 or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
-                self.last_progress = self.step
-            self._advance(result)
+            self.advance(result)
             if self.halted or self._out_of_bounds():
                 break
-        self.rows.settle(self.step - 1)
-        st.requests.pack()  # every finished request in the columns, its object let go
-        return st
+        return self.finish()
 
-    def _advance(self, result: RoundResult) -> None:
-        """Run the step this round scheduled."""
-        self._run_step(result.deferred)
+    # -- the public round: begin_round, then advance (or step_work, price, postprocess) ------------
+
+    def begin_round(self) -> RoundResult:
+        """One scheduling round, after the arrivals due by now: the context's batch counters restart
+        from the running rows and the scheduler admits from the queue's head (the ``round_observer``
+        watching). A round that admits a request for the first time, or takes one off the queue, is
+        progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
+        ctx = self.ctx
+        ctx.begin_round(len(self.rows), len(self.paused))
+        queued_before = len(self.queue)
+        observer = self.round_observer
+        if observer is not None:
+            observer.before(self.queue)
+        result = self.scheduler.schedule(self.queue)
+        if observer is not None:
+            observer.after(result)
+        if ctx.admitted and (len(self.queue) < queued_before
+                             or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
+            self.last_progress = self.step
+        return result
+
+    @property
+    def idle(self) -> bool:
+        """The round left nothing to run: no running row and no admitted chunk."""
+        return self.ctx.active_tokens == 0
+
+    @property
+    def drained(self) -> bool:
+        """No request is queued, paused or half prefilled: everything that arrived has ended."""
+        return not self.queue and not self.paused and self.chunked is None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests this engine holds: queued, running or paused."""
+        return len(self.queue) + len(self.rows) + len(self.paused)
+
+    def wait_until(self, t_s: float) -> None:
+        """Nothing runs before ``t_s`` (the next arrival): the clock moves there, never back."""
+        st = self.state
+        st.now_s = max(st.now_s, t_s)
+
+    def advance(self, result: RoundResult) -> None:
+        """Run the step ``result``'s round scheduled: the graph its real shape replays (``graphs``), its
+        duration from the backend (``price``), then ``postprocess``. (The event-proportional engine
+        runs a whole decode stretch here when the round admitted nothing.)"""
+        ctx = self.ctx
+        graph, reason = self.graphs.resolve(ctx.active_tokens, ctx.prefill_count, ctx.decode_count)
+        work = self.step_work(graph, reason)
+        self.postprocess(work, self.backend.run_step(work, self.rows.running), result)  # ``price``, inlined
+
+    def step_work(self, graph: tuple[int, int, int] | None, reason: str | None) -> StepWork:
+        """The step this round scheduled, as a backend sees it: the context's real shape, the KV tokens
+        it attends, the admitted chunks, replaying ``graph`` (or eager for ``reason``), as the caller
+        chose. Checks the step's budgets under ``engine.check_invariants``."""
+        ctx = self.ctx
+        T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
+        if self.check:
+            self._check_budgets(T, P, D)
+        admitted = ctx.admitted
+        context_tokens = self.rows.stored_kv + D * self.q
+        for a in admitted:
+            context_tokens += a.request.finished_chunk  # already includes this chunk
+        return StepWork(T, P, D, context_tokens, graph, None, reason, admitted)
+
+    def price(self, work: StepWork) -> float:
+        """``work``'s duration in seconds: the backend runs (or prices) it over this engine's rows."""
+        return self.backend.run_step(work, self.rows.running)
+
+    def postprocess(self, work: StepWork, duration_s: float, result: RoundResult) -> None:
+        """The step ``work`` of ``result``'s round ran for ``duration_s`` from now: account it (and
+        trace it), move the clock to its end, then Megatron's update_requests (emit tokens, finish,
+        admit the chunks, pause/resume/evict); the step count moves on."""
+        st = self.state
+        T, P, D = work.tokens, work.prefills, work.decodes
+        graph, reason = work.graph, work.eager_reason
+        record_steps(st.stats, T, P, D, graph, reason, (duration_s,), len(self.queue))
+        if self.keep_trace:
+            deferred = result.deferred
+            st.trace.append(StepRecord(self.step, st.now_s, duration_s, (T, P, D), graph, reason,
+                                       [(a.request.id, a.chunk, a.final) for a in work.admitted],
+                                       deferred.id if deferred is not None else None, len(self.queue),
+                                       len(self.paused)))
+        self._step_start_s = st.now_s
+        st.now_s += duration_s
         if self._update():
             self.last_progress = self.step
         self.step += 1
 
+    def finish(self) -> RunState:
+        """The run is over: every row's counters brought up to the last step, every finished request
+        packed into the ledger's columns (its object let go). Returns the run's state."""
+        self.rows.settle(self.step - 1)
+        self.state.requests.pack()
+        return self.state
+
     @property
-    def step_bound(self) -> int:
-        return 4 * self.total_work + 1000
+    def counters(self) -> GatingCounters:
+        """The scheduler's gating counters: deferrals, starvation warnings, snap splits, eager admissions."""
+        return self.scheduler.counters
+
+    @property
+    def gating_active(self) -> bool:
+        """Whether admission is gated on the grid in this run (``scheduler.gating_active``)."""
+        return self.scheduler.gating_active
 
     def _out_of_bounds(self) -> bool:
         st = self.state
         if self.step - self.last_progress > self.stall_steps:
             st.outcome = "stalled"
             st.diagnosis = (f"no request admitted or finished for {self.stall_steps} steps; "
-                            + self._diagnose("no progress"))
+                            + self.diagnose("no progress"))
             return True
         if self.step > self.step_bound:
             st.outcome = "step_bound"
             st.diagnosis = f"exceeded the step bound {self.step_bound} derived from the workload"
             return True
         return False
-
-    def _run_step(self, deferred: Request | None) -> None:
-        ctx, st = self.ctx, self.state
-        T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
-        if self.check:
-            self._check_budgets(T, P, D)
-        graph, reason = self.graphs.resolve(T, P, D)
-        admitted = ctx.admitted
-        context_tokens = self.rows.stored_kv + D * self.q
-        for a in admitted:
-            context_tokens += a.request.finished_chunk  # already includes this chunk
-        dt = self.backend.run_step(StepWork(T, P, D, context_tokens, graph, None, reason, admitted),
-                                   self.rows.running)
-        self._step_start_s = st.now_s
-        record_steps(st.stats, T, P, D, graph, reason, (dt,), len(self.queue))
-        if self.keep_trace:
-            st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), graph, reason,
-                                       [(a.request.id, a.chunk, a.final) for a in admitted],
-                                       deferred.id if deferred is not None else None, len(self.queue),
-                                       len(self.paused)))
-        st.now_s += dt
 
     # -- update_requests --------------------------------------------------------------------------
 
@@ -452,6 +525,15 @@ class Engine:
 
     # -- diagnostics and invariants -----------------------------------------------------------------
 
+    def stall_diagnosis(self, result: RoundResult) -> str:
+        """Why the run stalls after ``result``'s round left nothing to run while requests wait and
+        nothing more will arrive: the head's ``diagnose``, and, when gating deferred it, Megatron's
+        idle spin (whose deferrals and starvation warnings this counts, see ``_idle_spin``)."""
+        why = self.diagnose(result.stop_reason)
+        if result.deferred is not None:
+            why += self._idle_spin(result)
+        return why
+
     def _idle_spin(self, result: RoundResult) -> str:
         """Gating defers the head while nothing runs and nothing else will arrive: Megatron's engine
         spins here without a forward step, forever. cgbench stops after the watchdog's worth of
@@ -468,7 +550,9 @@ class Engine:
                 f"{sched.warn_after} rounds ({sched.counters.starvation_warnings - before} more counted over "
                 f"the {self.stall_steps} idle rounds of the stall watchdog)")
 
-    def _diagnose(self, stop_reason: str) -> str:
+    def diagnose(self, stop_reason: str) -> str:
+        """Why nothing more is admitted (the round stopped for ``stop_reason``): paused requests that
+        cannot resume, or the head request, its candidate step and the graph it would miss."""
         if not self.queue:
             return f"{len(self.paused)} paused request(s) cannot resume: KV pool exhausted"
         head = self.queue[0]

@@ -15,26 +15,31 @@ takes as long as the slowest rank. Which graph each rank replays follows Megatro
 The ranks are oracle cores (``Engine`` with ``EveryStepRows``): the event-proportional engine's decode
 stretches price one engine's steps alone, while a lockstep step costs the slowest rank's time, so
 ``engine.oracle=false`` runs this same engine for ``ep_size`` > 1.
+
+Each rank is driven through ``Engine``'s public round: ``arrive`` (a routed request),
+``begin_round``, then, between the rounds and the steps, this engine's part (the graphs chosen across
+ranks, dummy steps, the slowest rank's duration), then ``postprocess`` on every rank.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
-from cgbench.engine.contract import StepBackend, StepRecord, StepWork
+from cgbench.engine.contract import StepBackend, StepWork
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
-from cgbench.engine.scheduler import GatingCounters, gating_active
-from cgbench.engine.stats import StepStats, record_steps
+from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
+from cgbench.engine.stats import StepStats
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 EP_PREFILL = "ep_prefill"  # this rank has a prefill: under nccl/te every rank runs eager
 EP_PREFILL_OTHER = "ep_prefill_other_rank"  # another rank's prefill forced this rank eager
 MATCHES_EP_TOKEN_COUNTS = ("nccl", "te")
+_COUNTERS = ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions")  # GatingCounters
 
 
 class _RankStream:
@@ -43,6 +48,11 @@ class _RankStream:
 
     def __init__(self, shared: RequestStream) -> None:
         self.shared = shared
+
+    @property
+    def total(self) -> int:
+        """Requests of its own: none (every one is routed to it)."""
+        return 0
 
     def on_complete(self, now_s: float) -> None:
         self.shared.on_complete(now_s)
@@ -65,15 +75,12 @@ def decode_only_grid(grid: Grid) -> Grid:
 
 @dataclass
 class RankStats:
+    """What only the EP engine knows of a rank: its dummy steps, its steps forced eager by another
+    rank's prefill, and the requests routed to it."""
+
     dummy_steps: int = 0
     forced_eager_steps: int = 0  # eager only because another rank had a prefill
     requests_routed: int = 0
-
-
-@dataclass
-class _Counters:
-    counters: GatingCounters = field(default_factory=GatingCounters)
-    gating_active: bool = False
 
 
 class EPEngine:
@@ -88,26 +95,30 @@ class EPEngine:
         self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
         cg = replace(cfg.cg, non_decode=False) if self.match_ep else cfg.cg
         self.grid = decode_only_grid(grid) if self.match_ep else grid
-        gating = gating_active(policy, cg, self.grid)
+        self.gating_active = gating_active(policy, cg, self.grid)
         self.stream = stream
-        self.backend = backend
         self.keep_trace = trace
-        self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=gating, trace=False)
-                      for _ in range(self.size)]
+        # every rank traces its own steps; the run's trace interleaves them, each tagged with its rank
+        self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=self.gating_active,
+                             trace=trace) for _ in range(self.size)]
         self.rank_stats = [RankStats() for _ in range(self.size)]
         self.q = self.ranks[0].q
         self.stall_steps = self.ranks[0].stall_steps
-        self.scheduler = _Counters(gating_active=gating)
         self.state = RunState()
         self.step = 0
         self.lockstep_steps = 0
         self._next_rank = 0
-        self._step_start_s = 0.0
+
+    @property
+    def counters(self) -> GatingCounters:
+        """Every rank's gating counters, summed: the whole system's."""
+        total = GatingCounters()
+        for rank in self.ranks:
+            for name in _COUNTERS:
+                setattr(total, name, getattr(total, name) + getattr(rank.counters, name))
+        return total
 
     # -- routing ------------------------------------------------------------------------------------
-
-    def _in_flight(self, rank: Engine) -> int:
-        return len(rank.queue) + len(rank.rows) + len(rank.paused)
 
     def route(self, spec: RequestSpec) -> int:
         """The rank a new request goes to: the fewest in-flight requests, ties to the lowest index
@@ -116,95 +127,74 @@ class EPEngine:
             i = self._next_rank
             self._next_rank = (i + 1) % self.size
             return i
-        loads = [self._in_flight(r) for r in self.ranks]
+        loads = [r.in_flight for r in self.ranks]
         return loads.index(min(loads))
 
     # -- the loop -----------------------------------------------------------------------------------
 
     def run(self) -> RunState:
+        """Run to the end: each arrival routed to a rank, every rank's round, then one lockstep step
+        (or, when every rank is idle, the wait for the next arrival); the system's merged state."""
         st = self.state
         ranks = self.ranks
         while True:
             for spec in self.stream.pop_due(st.now_s):
                 i = self.route(spec)
-                rank = ranks[i]
-                rank.state.now_s = st.now_s
-                rank._arrive(spec)
-                rank.total_work += spec.prompt_tokens + spec.output_tokens
+                ranks[i].arrive(spec)
                 self.rank_stats[i].requests_routed += 1
-            results, queued_before = [], []
-            for rank in ranks:
-                rank.ctx.begin_round(len(rank.rows), len(rank.paused))
-                queued_before.append(len(rank.queue))
-                results.append(rank.scheduler.schedule(rank.queue))
-            if all(rank.ctx.active_tokens == 0 for rank in ranks):
+            results = [rank.begin_round() for rank in ranks]
+            idle = [rank.idle for rank in ranks]
+            if all(idle):
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     st.now_s = max(st.now_s, nxt)
+                    for rank in ranks:  # every rank's clock is the system's
+                        rank.wait_until(nxt)
                     continue
-                if all(not r.queue and not r.paused and r.chunked is None for r in ranks) and self.stream.exhausted():
+                if all(rank.drained for rank in ranks) and self.stream.exhausted():
                     break
                 self._stall_idle(results)
                 break
-            for rank, before in zip(ranks, queued_before, strict=True):
-                if rank.ctx.admitted and (len(rank.queue) < before
-                                          or any(a.request.first_admit_step < 0 for a in rank.ctx.admitted)):
-                    rank.last_progress = self.step
-            self._lockstep_step(results)
-            for rank in ranks:
-                rank.state.now_s = st.now_s
-                rank._step_start_s = self._step_start_s
-                if rank._update():
-                    rank.last_progress = self.step
-                rank.step += 1
+            self._lockstep_step(results, idle)
             self.step += 1
             self.lockstep_steps += 1
             if self._stopped():
                 break
         return self._merged()
 
-    def _shape(self, rank: Engine) -> tuple[int, int, int, bool]:
-        ctx = rank.ctx
-        if ctx.active_tokens == 0:
-            return self.q, 0, 1, True
-        return ctx.active_tokens, ctx.prefill_count, ctx.decode_count, False
+    def _lockstep_step(self, results: list[RoundResult], idle: list[bool]) -> None:
+        """One collective step: every rank's work (a dummy decode where a rank is ``idle``) with the
+        graph the dispatcher's rules give it, priced by the slowest rank, then post-processed on each
+        rank."""
+        works = self._rank_works(idle)
+        dt = max(rank.price(work) for rank, work in zip(self.ranks, works, strict=True))  # the slowest rank
+        for rank, work, rs, result, dummy in zip(self.ranks, works, self.rank_stats, results, idle, strict=True):
+            rs.dummy_steps += dummy
+            rs.forced_eager_steps += work.eager_reason == EP_PREFILL_OTHER
+            rank.postprocess(work, dt, result)
+        self.state.now_s += dt
 
-    def _lockstep_step(self, results: list) -> None:
-        st = self.state
-        shapes = [self._shape(r) for r in self.ranks]
-        any_prefill = any(P > 0 for _, P, _, dummy in shapes if not dummy)
-        t_max = max(T for T, _, _, _ in shapes)
-        durations = []
-        plans = []
-        for rank, (T, P, D, dummy) in zip(self.ranks, shapes, strict=True):
+    def _rank_works(self, idle: list[bool]) -> list[StepWork]:
+        """Each rank's step this round. Under nccl/te a prefill on any rank makes every rank eager, and
+        otherwise every rank matches its decode graph on the most tokens any rank runs; under nvls
+        each rank matches its own shape. An ``idle`` rank steps a dummy decode ``(q, 0, 1)``."""
+        shapes = [(self.q, 0, 1) if dummy else (r.ctx.active_tokens, r.ctx.prefill_count, r.ctx.decode_count)
+                  for r, dummy in zip(self.ranks, idle, strict=True)]
+        any_prefill = any(P > 0 for _, P, _ in shapes)
+        t_max = max(T for T, _, _ in shapes)
+        works = []
+        graph: tuple[int, int, int] | None
+        reason: str | None
+        for rank, (T, P, D), dummy in zip(self.ranks, shapes, idle, strict=True):
             if self.match_ep and any_prefill:
                 graph, reason = None, (EP_PREFILL if P > 0 else EP_PREFILL_OTHER)
             elif self.match_ep:
                 graph, reason = rank.graphs.resolve(t_max, 0, D)  # matched on the max token count
             else:
                 graph, reason = rank.graphs.resolve(T, P, D)
-            admitted = [] if dummy else rank.ctx.admitted
-            context = rank.rows.stored_kv + (D * self.q if not dummy else self.q)
-            for a in admitted:
-                context += a.request.finished_chunk
-            work = StepWork(T, P, D, context, graph, None, reason, admitted)
-            durations.append(self.backend.run_step(work, [] if dummy else rank.rows.running))
-            plans.append((graph, reason))
-        dt = max(durations)
-        self._step_start_s = st.now_s
-        for i, (rank, (T, P, D, dummy), (graph, reason)) in enumerate(zip(self.ranks, shapes, plans, strict=True)):
-            rs = self.rank_stats[i]
-            rs.dummy_steps += dummy
-            rs.forced_eager_steps += reason == EP_PREFILL_OTHER
-            record_steps(rank.state.stats, T, P, D, graph, reason, (dt,), len(rank.queue))
-            if self.keep_trace:
-                deferred = results[i].deferred
-                st.trace.append(StepRecord(self.step, st.now_s, dt, (T, P, D), graph, reason,
-                                           [] if dummy else [(a.request.id, a.chunk, a.final)
-                                                             for a in rank.ctx.admitted],
-                                           deferred.id if deferred is not None else None, len(rank.queue),
-                                           len(rank.paused), rank=i))
-        st.now_s += dt
+            # a dummy attends its own token only (an idle rank holds no running row)
+            works.append(StepWork(T, P, D, self.q, graph, None, reason) if dummy else rank.step_work(graph, reason))
+        return works
 
     # -- ends ---------------------------------------------------------------------------------------
 
@@ -219,7 +209,7 @@ class EPEngine:
             st.outcome = "stalled"
             stuck = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused), 0)
             st.diagnosis = (f"no request admitted or finished on any rank for {self.stall_steps} steps; rank "
-                            f"{stuck}: " + self.ranks[stuck]._diagnose("no progress"))
+                            f"{stuck}: " + self.ranks[stuck].diagnose("no progress"))
             return True
         bound = 4 * sum(r.total_work for r in self.ranks) + 1000
         if self.step > bound:
@@ -228,30 +218,28 @@ class EPEngine:
             return True
         return False
 
-    def _stall_idle(self, results: list) -> None:
+    def _stall_idle(self, results: list[RoundResult]) -> None:
         st = self.state
         st.outcome = "stalled"
-        i = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused or r.chunked is not None), 0)
-        rank = self.ranks[i]
-        st.diagnosis = f"rank {i}: " + rank._diagnose(results[i].stop_reason)
-        if results[i].deferred is not None:
-            st.diagnosis += rank._idle_spin(results[i])
+        i = next((i for i, r in enumerate(self.ranks) if not r.drained), 0)
+        st.diagnosis = f"rank {i}: " + self.ranks[i].stall_diagnosis(results[i])
 
     # -- the whole system ---------------------------------------------------------------------------
 
     def _merged(self) -> RunState:
-        """Every rank's steps, requests and counters as one system's (each rank's forward pass counts as
-        a step; a lockstep step is ``ep_size`` rank-steps)."""
+        """Every rank's steps, requests and trace as one system's (each rank's forward pass counts as a
+        step; a lockstep step is ``ep_size`` rank-steps). ``counters`` sums the ranks' gating counters."""
         st = self.state
         stats = StepStats()
-        counters = self.scheduler.counters
         for rank in self.ranks:
-            rank.state.now_s = st.now_s
-            merge_stats(stats, rank.state.stats)
-            for name in ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions"):
-                setattr(counters, name, getattr(counters, name) + getattr(rank.scheduler.counters, name))
+            merge_stats(stats, rank.finish().stats)
         st.stats = stats
         st.requests = Ledger.merged([rank.state.requests for rank in self.ranks])
+        if self.keep_trace:  # every rank has one record per lockstep step: step-major, rank-minor
+            for i, rank in enumerate(self.ranks):
+                for record in rank.state.trace:
+                    record.rank = i
+            st.trace = [record for step in zip(*(r.state.trace for r in self.ranks), strict=True) for record in step]
         return st
 
     def ep_metrics(self) -> dict[str, Any]:

@@ -19,8 +19,8 @@ Two things differ from the oracle, and only these live here:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar, NamedTuple
 
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
@@ -60,6 +60,35 @@ class _Row:
 
 def _row_position(row: _Row) -> int:
     return row.pos
+
+
+class _DecodeStep(NamedTuple):
+    """A decode-only step of ``decodes`` rows (worked out once per row count): its ``tokens``, its
+    graph (or eager, and why), its ``cost`` in seconds of (context tokens, attention pairs), and what
+    one such step adds to the next one's context tokens and attention pairs. (A named tuple: the
+    quiet-step loop unpacks it in one move.)"""
+
+    tokens: int
+    decodes: int
+    graph: tuple[int, int, int] | None
+    eager_reason: str | None
+    cost: Callable[[int, int], float]
+    context_growth: int
+    pairs_growth: int
+
+
+class _Stretch:
+    """One decode stretch's bounds: it began at step ``first`` (its round's step) and its quiet steps
+    run up to ``stop`` (excluded), none starting at or after the next arrival (``next_arrival_s``)
+    but the first. Every round of it repeats ``result``'s, deferring ``head`` (if any) once more."""
+
+    __slots__ = ("first", "stop", "next_arrival_s", "head", "result")
+
+    def __init__(self, first: int, result: RoundResult) -> None:
+        self.first = self.stop = first
+        self.next_arrival_s: float | None = None
+        self.head = result.deferred
+        self.result = result
 
 
 class AnchoredRows:
@@ -184,8 +213,7 @@ class FastEngine(Engine):
         # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).
         # (1 << 60 rather than sys.maxsize: compiled, a comparison with it stays a machine-integer one)
         self._vector_min = 1 << 60 if loaded_from_extension(__name__) else FastEngine.vector_min_steps
-        # per decode count: (T, graph, eager reason, step cost of (context, pairs), per-step growth)
-        self._shapes: dict[int, tuple] = {}
+        self._decode_steps: dict[int, _DecodeStep] = {}  # per decode count
 
     def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
         if self.paused or not needing or not self._pause_and_resume_at_once(needing, ran_chunk):
@@ -215,9 +243,9 @@ class FastEngine(Engine):
         self.rows.reanchor(resumed, self.step + 1, self.state.now_s, granted)
         return True
 
-    def _advance(self, result: RoundResult) -> None:
+    def advance(self, result: RoundResult) -> None:
         if self.ctx.admitted or not self._decode_stretch(result):
-            Engine._advance(self, result)
+            Engine.advance(self, result)
 
     def _can_stretch(self) -> bool:
         return bool(self.rows) and not self.paused and not self.rows.irregular
@@ -232,8 +260,8 @@ class FastEngine(Engine):
         quiet steps before it, then the ordinary update runs. True if it ran any step."""
         if not self._can_stretch():
             return False
-        head = result.deferred
-        first = self.step
+        stretch = _Stretch(self.step, result)
+        first, head = stretch.first, stretch.head
         rows = self.rows
         events = rows.events
         # A head let through on a gating timeout and then stopped by the single-token guard had its
@@ -252,7 +280,8 @@ class FastEngine(Engine):
                     stop = timeout
             # the event at ``stop`` runs here too if no round could admit anything after it
             event = not self.queue and bool(events) and events[0][0] == stop < limit
-            if not self._quiet_steps(stop, result, head, first, event):
+            stretch.stop = stop
+            if not self._quiet_steps(stretch, event):
                 break
             self.ctx.begin_round(len(rows), 0)
             if self._update():
@@ -263,33 +292,33 @@ class FastEngine(Engine):
                 break
         return self.step > first
 
-    def _quiet_steps(self, stop: int, result: RoundResult, head: Request | None, first: int, event: bool) -> bool:
-        """Steps ``self.step .. stop-1`` with no event: the float clock step by step, counters in bulk.
-        With ``event``, also step ``stop`` (an event's step, same shape) if it comes before the next
-        arrival: priced and recorded here, its update left to the caller. True if it ran."""
+    def _quiet_steps(self, stretch: _Stretch, event: bool) -> bool:
+        """Steps ``self.step .. stretch.stop-1`` with no event: the float clock step by step, counters
+        in bulk. With ``event``, also step ``stop`` (an event's step, same shape) if it comes before the
+        next arrival: priced and recorded here, its update left to the caller. True if it ran."""
+        stop = stretch.stop
         if self.step >= stop and not event:
             return False
         st, rows, q = self.state, self.rows, self.q
         d = len(rows)
-        T, graph, reason, step_cost, growth = self._shape(d)
+        shape = self._decode_step(d)
+        T, graph, reason = shape.tokens, shape.graph, shape.eager_reason
         stored = rows.stored_kv
-        ctx = stored + T
+        context = stored + T
         pairs = q * stored + T * (q + 1) // 2  # attention_pairs of this decode-only step
-        nxt = self.stream.next_arrival_s()
+        nxt = stretch.next_arrival_s = self.stream.next_arrival_s()
         begin = self.step
         stats = st.stats
         # the steps' durations go into the graphed (or eager) busy time one by one, in step order
         busy = stats.graphed_time_s if graph is not None else stats.eager_time_s
         if not self.keep_trace and stop - begin >= self._vector_min:
-            work = StepWork(T, 0, d, ctx, graph, pairs, reason)
-            if self._long_stretch(stop, work, nxt):
-                busy = add_in_order(busy, self._quiet_steps_vectorized(work, stop, first, nxt, head, result))
+            work = StepWork(T, 0, d, context, graph, pairs, reason)
+            if self._long_stretch(stretch, work):
+                busy = add_in_order(busy, self._quiet_steps_vectorized(work, stretch))
             else:
-                busy = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
-                                                    stop, first, nxt, head, result, busy)
+                busy = self._quiet_steps_one_by_one(shape, stretch, context, pairs, busy)
         else:
-            busy = self._quiet_steps_one_by_one(step_cost, growth, ctx, pairs, T, d, graph, reason,
-                                                stop, first, nxt, head, result, busy)
+            busy = self._quiet_steps_one_by_one(shape, stretch, context, pairs, busy)
         k = self.step - begin
         rows.stored_kv += k * T
         ran = event and self.step == stop and (nxt is None or st.now_s < nxt)
@@ -297,7 +326,7 @@ class FastEngine(Engine):
             if self.check:
                 self._check_budgets(T, 0, d)
             stored = rows.stored_kv
-            dt = step_cost(stored + T, q * stored + T * (q + 1) // 2)
+            dt = shape.cost(stored + T, q * stored + T * (q + 1) // 2)
             self._step_start_s = now = st.now_s
             if self.keep_trace:
                 st.trace.append(StepRecord(self.step, now, dt, (T, 0, d), graph, reason, [], None,
@@ -308,43 +337,45 @@ class FastEngine(Engine):
         record_step_totals(stats, T, 0, d, graph, reason, k, busy, len(self.queue))
         return ran
 
-    def _shape(self, d: int) -> tuple:
-        """``(T, graph, eager reason, step cost of (context, pairs), per-step growth)`` of a decode-only
-        step of ``d`` rows, computed once per ``d``."""
-        shape = self._shapes.get(d)
+    def _decode_step(self, d: int) -> _DecodeStep:
+        """The decode-only step of ``d`` rows, worked out once per ``d``."""
+        shape = self._decode_steps.get(d)
         if shape is None:
             T = d * self.q
             graph, reason = self.graphs.resolve(T, 0, d)
             probe = StepWork(T, 0, d, T, graph, None, reason)
-            shape = self._shapes[d] = (T, graph, reason, self.pricer.stepper(probe), decode_growth(probe))
+            shape = self._decode_steps[d] = _DecodeStep(T, d, graph, reason, self.pricer.stepper(probe),
+                                                        *decode_growth(probe))
         return shape
 
-    def _long_stretch(self, stop: int, work: StepWork, nxt: float | None) -> bool:
-        if stop - self.step < self._vector_min:
+    def _long_stretch(self, stretch: _Stretch, work: StepWork) -> bool:
+        if stretch.stop - self.step < self._vector_min:
             return False
+        nxt = stretch.next_arrival_s
         if nxt is None:
             return True
         return (nxt - self.state.now_s) >= self._vector_min * self.pricer.step_time(work)
 
-    def _quiet_steps_one_by_one(self, step_cost, growth: tuple[int, int], ctx: int, pairs: int, T: int, d: int,
-                                graph: tuple[int, int, int] | None, reason: str | None, stop: int, first: int,
-                                nxt: float | None, head: Request | None, result: RoundResult,
+    def _quiet_steps_one_by_one(self, shape: _DecodeStep, stretch: _Stretch, context: int, pairs: int,
                                 busy: float) -> float:
-        """The quiet steps one at a time; returns ``busy`` with their durations added in step order."""
+        """The quiet steps one at a time, from ``context`` tokens and ``pairs`` attention pairs; returns
+        ``busy`` with their durations added in step order."""
         st = self.state
-        ctx_step, pairs_step = growth
+        T, d, graph, reason, step_cost, context_step, pairs_step = shape
+        stop, first, nxt = stretch.stop, stretch.first, stretch.next_arrival_s
+        head = stretch.head
         itl = st.stats.itl
         trace = st.trace if self.keep_trace else None
-        shape, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
+        real, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
         now, step = st.now_s, self.step
         begin = step
         # Consecutive steps mostly have the same gap (~3 in 4 on the chat preset): the histogram gets
         # each run of equal gaps in one update (integer counts: the same histogram).
         run_gap, run_tokens = 0.0, 0
         while step < stop and (step == first or nxt is None or now < nxt):
-            dt = step_cost(ctx, pairs)
+            dt = step_cost(context, pairs)
             if trace is not None:
-                trace.append(StepRecord(step, now, dt, shape, graph, reason, [], head_id, queue_len, 0))
+                trace.append(StepRecord(step, now, dt, real, graph, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt
             busy += dt
             gap = now - start
@@ -354,30 +385,31 @@ class FastEngine(Engine):
                 if run_tokens:
                     itl[run_gap] = itl.get(run_gap, 0) + run_tokens
                 run_gap, run_tokens = gap, T
-            ctx += ctx_step
+            context += context_step
             pairs += pairs_step
             step += 1
         if run_tokens:
             itl[run_gap] = itl.get(run_gap, 0) + run_tokens
         waits = step - begin - (1 if begin == first and step > begin else 0)
         if head is not None and waits > 0:  # this round's deferral is already counted
-            self.scheduler.register_waits(head, waits, result)
+            self.scheduler.register_waits(head, waits, stretch.result)
         self.step = step
         st.now_s = now
         return busy
 
-    def _quiet_steps_vectorized(self, work: StepWork, stop: int, first: int, nxt: float | None,
-                                head: Request | None, result: RoundResult) -> list[float]:
+    def _quiet_steps_vectorized(self, work: StepWork, stretch: _Stretch) -> list[float]:
         """The same steps with the pricer evaluated a chunk at a time (numpy); the clock is still a
         running sum in step order (``add.accumulate`` is sequential), so every float equals the
         one-by-one loop's."""
         import numpy as np
 
         st = self.state
+        stop, first, nxt = stretch.stop, stretch.first, stretch.next_arrival_s
+        head = stretch.head
         itl = st.stats.itl
         itl_get = itl.get
-        ctx_step, pairs_step = decode_growth(work)
-        ctx, T = work.context_tokens, work.tokens
+        context_step, pairs_step = decode_growth(work)
+        context, T = work.context_tokens, work.tokens
         pairs = work.attention_pairs
         assert pairs is not None
         series = self.pricer.decode_stretch_times
@@ -386,8 +418,8 @@ class FastEngine(Engine):
         chunk = 32
         while self.step < stop:
             n = min(chunk, stop - self.step)
-            dts = series(StepWork(T, 0, work.decodes, ctx, work.graph, pairs, work.eager_reason), n,
-                         ctx_step, pairs_step)
+            dts = series(StepWork(T, 0, work.decodes, context, work.graph, pairs, work.eager_reason), n,
+                         context_step, pairs_step)
             clock = np.empty(n + 1)
             clock[0] = now
             clock[1:] = dts
@@ -402,12 +434,12 @@ class FastEngine(Engine):
                 break
             waits = n - (1 if self.step == first else 0)
             if head is not None and waits > 0:
-                self.scheduler.register_waits(head, waits, result)
+                self.scheduler.register_waits(head, waits, stretch.result)
             for gap in (clock[1:n + 1] - clock[:n]).tolist():
                 itl[gap] = itl_get(gap, 0) + T
             durations.extend(dts[:n].tolist())
             now = float(clock[n])
-            ctx += n * ctx_step
+            context += n * context_step
             pairs += n * pairs_step
             self.step += n
             if n < len(dts):

@@ -7,7 +7,8 @@ ledger gives ``Request`` objects back in arrival order (retired ones rebuilt fro
 and the metrics read whole columns at once.
 
 Integer columns start one byte wide and widen (to 2, 4, then 8 bytes) the first time a value does
-not fit, so a step count past 2**31 is stored exactly. The rare fail reasons are kept once each
+not fit, whoever writes it (a batch of retired requests, or the merge of several ledgers), so a step
+count past 2**31 is stored exactly. The rare fail reasons are kept once each
 and referred to by a small code.
 
 Columns hold the retired requests in the order they retired, each with its arrival ``slot``; only
@@ -115,16 +116,9 @@ class Ledger:
                 [r.max_cg_wait for r in rs], [r.first_admit_step for r in rs], [r.first_token_step for r in rs],
                 [r.finish_step for r in rs], [r.chunks for r in rs], [r.evictions for r in rs],
                 [r.pauses for r in rs])
-        # struct packs a batch in one C loop (array.fromlist parses every value as a separate argument)
-        n = len(rs)
         for k, values in enumerate(ints):
-            col = self._ints[k]
-            try:
-                packed = struct.pack(f"{n}{col.typecode}", *values)
-            except struct.error:  # a value outgrew the column
-                col = self._ints[k] = _widened(col, min(values), max(values), INT_COLUMNS[k])
-                packed = struct.pack(f"{n}{col.typecode}", *values)
-            col.frombytes(packed)
+            self._ints[k] = _appended(self._ints[k], values, INT_COLUMNS[k])
+        n = len(rs)
         floats = ([r.arrival_s for r in rs], [r.first_admit_s for r in rs], [r.first_token_s for r in rs],
                   [r.last_token_s for r in rs], [r.finish_s for r in rs])
         for k, fvalues in enumerate(floats):
@@ -232,19 +226,16 @@ class Ledger:
         out = cls(verify=any(p._kept is not None for p in parts))
         reasons: dict[str, int] = {}
         for k in range(len(INT_COLUMNS)):
-            code = _WIDTHS[max((_WIDTHS.index(p._ints[k].typecode) for p in parts), default=0)]
-            if k == _FATE:  # the parts' reason codes differ: map each onto the merged list
-                col = array("h")
-                for p in parts:
+            col: array[int] = array("b")
+            for p in parts:
+                if k == _FATE:  # the parts' reason codes differ: map each onto the merged list
                     remap = [COMPLETED]
                     for reason in p._reasons:
                         remap.append(reasons.setdefault(reason, len(reasons) + 1))
-                    col.extend([remap[v] for v in p._ints[_FATE]])
-                out._ints[k] = col
-                continue
-            col = array(code)
-            for p in parts:
-                col.extend(array(code, p._ints[2 if k == _SLOT else k]))  # the slot is the id
+                    values: Sequence[int] = [remap[v] for v in p._ints[_FATE]]
+                else:  # the slot is the id: its column is filled from the id column
+                    values = p._ints[2 if k == _SLOT else k]
+                col = _appended(col, values, INT_COLUMNS[k])
             out._ints[k] = col
         for k in range(len(FLOAT_COLUMNS)):
             for p in parts:
@@ -263,6 +254,20 @@ class Ledger:
 
 def _request_id(r: Request) -> int:
     return r.id
+
+
+def _appended(col: array[int], values: Sequence[int], name: str) -> array[int]:
+    """``col`` with ``values`` appended: the one way values enter an int column (packing a batch,
+    merging ledgers). A column that cannot hold one of them is widened first, to the narrowest width
+    that holds them all; nothing is appended when a value does not fit 64 bits."""
+    # struct packs a batch in one C loop (array.fromlist parses every value as a separate argument)
+    try:
+        packed = struct.pack(f"{len(values)}{col.typecode}", *values)
+    except struct.error:  # a value outgrew the column
+        col = _widened(col, min(values), max(values), name)
+        packed = struct.pack(f"{len(values)}{col.typecode}", *values)
+    col.frombytes(packed)
+    return col
 
 
 def _widened(col: array[int], lo: int, hi: int, name: str) -> array[int]:

@@ -5,7 +5,7 @@ captured grid (``cg``), the batch counters (``batch``), the hidden chunked-prefi
 waiting queue, head first. ``load_state`` / ``parse_state`` turn it into a ``RoundState``;
 ``replay_round`` builds the engine's own objects from it (``Context``, ``Request``, ``Grid``,
 ``Policy``, ``Scheduler``), runs ``Scheduler.schedule`` once and reports what the round decided and
-which graph the resulting step replays, exactly as ``Engine.run`` / ``Engine._run_step`` would.
+which graph the resulting step replays, exactly as ``Engine.run`` / ``Engine.advance`` would.
 ``state_from_engine`` writes the same format from a live engine, so a round inside a full run can
 be replayed decision by decision.
 
