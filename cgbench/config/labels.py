@@ -3,6 +3,8 @@
 A label is the chosen option of a config group (``cg=dense``), followed by ``+key`` for every key
 of that group an override changed (``workload=default+trace``, ``engine=default+max_requests``).
 The run header, the result file name and the result JSON's ``labels`` block all come from here.
+Under ``backend=torch`` the hardware label is the device the model ran on (``cpu``, ``cuda``): the
+``hardware`` presets describe simulated GPUs, which a torch run does not use.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
     for group in LABEL_GROUPS:
         option = chosen.get(group, "?")
         labels[group] = option + "".join(f"+{k}" for k in touched.get(group, []))
+    if cfg.backend.name == "torch":  # the model runs on a real device: no hardware preset is simulated
+        labels["hardware"] = torch_device(cfg.backend.device)
     labels["chunked"] = cfg.engine.chunked_prefill
     labels["trace"] = Path(cfg.workload.trace).name if cfg.workload.trace else None
     parts = [labels[g] for g in ("model", "cg", "policy", "workload")]
@@ -70,6 +74,16 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
         parts.append("chunked")
     labels["name"] = "_".join(_safe(str(p)) for p in parts)
     return labels
+
+
+def torch_device(device: str) -> str:
+    """The device ``backend.device`` runs on under ``backend=torch``: cpu or cuda (``auto``: cuda
+    when torch sees a GPU)."""
+    if device == "auto":
+        from cgbench.backends.torch.probe import cuda_available
+
+        return "cuda" if cuda_available() else "cpu"
+    return device.split(":")[0]
 
 
 def _safe(text: str) -> str:
