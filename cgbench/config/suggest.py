@@ -48,8 +48,10 @@ def _missing_option(m: re.Match[str]) -> str:
     option = m["path"][len(group) + 1:] if m["path"].startswith(group + "/") else m["path"]
     options = m["options"].split(", ")
     near = closest(option, options, cutoff=0.5)
-    hint = f"; did you mean {group.replace('/', '.')}={near}?" if near else ""
-    return f"{group.replace('/', '.')}={option}: no such option{hint} (options: {', '.join(options)})"
+    key = group.replace("/", ".")
+    hint = f"; did you mean {key}={near}?" if near else ""
+    return (f"{key}={option}: no such option (no {m['path']}.yaml in the config folders){hint} "
+            f"(options: {', '.join(options)})")
 
 
 def _unknown_key(m: re.Match[str], config_dirs: Sequence[str | Path]) -> str:
