@@ -38,8 +38,8 @@ def test_help_is_never_truncated_when_not_a_terminal(command, monkeypatch):
 
 
 def test_help_through_a_pipe_is_whole():
-    p = subprocess.run([sys.executable, "-m", "cgbench", "run", "--help"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
+    p = subprocess.run([sys.executable, "-m", "cgbench", "run", "--help"], capture_output=True,
+                       text=True, env=_env(), timeout=120)
     assert p.returncode == 0, p.stderr
     assert "…" not in p.stdout and RUN_OUT_DEFAULT in p.stdout
 
@@ -66,7 +66,7 @@ def test_calibrate_host_prints_its_hint_on_one_line_through_a_pipe(tmp_path):
     out.parent.mkdir()
     p = subprocess.run([sys.executable, "-m", "cgbench", "calibrate", "--host", "model=tiny_transformer",
                         "--repeat", "1", "--warmup", "0", "--out", str(out)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(COLUMNS="80"),
+                       capture_output=True, text=True, env=_env(COLUMNS="80"),
                        timeout=300)
     assert p.returncode == 0, p.stderr
     hint = [line for line in p.stdout.splitlines() if "hardware.host_calibration=" in line]
