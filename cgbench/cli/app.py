@@ -141,7 +141,9 @@ def run(
             check_host_memory(cfg)
         if not allow_oversize:
             check_device_memory(cfg)
-        labels = run_labels(cfg, ovr)
+        from cgbench.pipeline import run_device
+
+        labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
         from cgbench.pipeline import run_point

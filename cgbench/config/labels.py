@@ -43,10 +43,12 @@ def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
     return chosen
 
 
-def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict[str, object]:
+def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...],
+               device: str | None = None) -> dict[str, object]:
     """The ``labels`` block of a result: one entry per group, ``chunked``, the trace file and
     ``name`` (the file-name stem: model, grid, policy, workload, then the engine, backend and hardware
-    labels where they differ from the defaults, and ``chunked`` when on)."""
+    labels where they differ from the defaults, and ``chunked`` when on). ``device``: what a
+    ``backend=torch`` run runs on (``cgbench.pipeline.run_device``), its hardware label."""
     chosen = choices(overrides)
     touched: dict[str, list[str]] = {}
     for o in overrides:
@@ -59,7 +61,7 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
         option = chosen.get(group, "?")
         labels[group] = option + "".join(f"+{k}" for k in touched.get(group, []))
     if cfg.backend.name == "torch":  # the model runs on a real device: no hardware preset is simulated
-        labels["hardware"] = torch_device(cfg.backend.device)
+        labels["hardware"] = device or cfg.backend.device
     labels["chunked"] = cfg.engine.chunked_prefill
     labels["trace"] = Path(cfg.workload.trace).name if cfg.workload.trace else None
     parts = [labels[g] for g in ("model", "cg", "policy", "workload")]
@@ -74,16 +76,6 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
         parts.append("chunked")
     labels["name"] = "_".join(_safe(str(p)) for p in parts)
     return labels
-
-
-def torch_device(device: str) -> str:
-    """The device ``backend.device`` runs on under ``backend=torch``: cpu or cuda (``auto``: cuda
-    when torch sees a GPU)."""
-    if device == "auto":
-        from cgbench.backends.torch.probe import cuda_available
-
-        return "cuda" if cuda_available() else "cpu"
-    return device.split(":")[0]
 
 
 def _safe(text: str) -> str:

@@ -9,15 +9,19 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from cgbench.backends.torch.probe import device_kind
 from cgbench.cli.app import app
 from cgbench.config.compose import load_config
-from cgbench.config.labels import header, run_labels, torch_device
+from cgbench.config.labels import header, run_labels
+from cgbench.pipeline import run_device
 
 runner = CliRunner()
 
 
 def test_sim_runs_keep_the_hardware_preset():
-    labels = run_labels(load_config(["hardware=a100"]), ["hardware=a100"])
+    cfg = load_config(["hardware=a100"])
+    assert run_device(cfg) is None
+    labels = run_labels(cfg, ["hardware=a100"], device=run_device(cfg))
     assert labels["hardware"] == "a100" and labels["name"].endswith("_a100")
     assert run_labels(load_config([]), [])["hardware"] == "h100"
 
@@ -28,9 +32,11 @@ def test_a_torch_run_is_labelled_by_its_device(device, cuda, expected, monkeypat
     import cgbench.backends.torch.probe as probe
 
     monkeypatch.setattr(probe, "cuda_available", lambda: cuda)
-    assert torch_device(device) == expected
+    assert device_kind(device) == expected
     ovr = ["backend=torch", f"backend.device={device}", "model=tiny_hybrid", "hardware=a100"]
-    labels = run_labels(load_config(ovr), ovr)
+    cfg = load_config(ovr)
+    assert run_device(cfg) == expected
+    labels = run_labels(cfg, ovr, device=run_device(cfg))
     assert labels["hardware"] == expected and f"hardware={expected}" in header(labels)
     assert labels["name"].endswith(f"_torch+device_{expected}")
 
