@@ -358,8 +358,8 @@ def _run_with_progress(req, run_advise) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = ui.err
-    with Progress(TextColumn("advise {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
+    with Progress(TextColumn("advise {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("", total=None)
 
         def on_progress(text: str, total: int | None) -> None:
