@@ -33,9 +33,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ConfigError as e:
-        from cgbench.config.suggest import with_suggestion
-
-        print_error(with_suggestion(str(e), _command_config_dirs()))
+        print_error(_suggested(str(e)))
         raise typer.Exit(2) from None
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
@@ -46,6 +44,17 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted: nothing was written")
         raise typer.Exit(130) from None
+
+
+def _suggested(message: str) -> str:
+    """The message with the nearest option or key (``cgbench.config.suggest``); the message as it
+    is if finding one fails, so an error line is never lost to a second error."""
+    from cgbench.config.suggest import with_suggestion
+
+    try:
+        return with_suggestion(message, _command_config_dirs())
+    except Exception:
+        return message
 
 
 def _command_config_dirs() -> list[Any]:

@@ -101,3 +101,14 @@ def test_other_messages_pass_unchanged():
                            "defer") == "policy=zzzz: no such option (no policy/zzzz.yaml in the config folders) " \
                                        "(options: budget, defer)"
     assert closest("defr", ["budget", "defer"]) == "defer" and closest("q", ["budget"]) is None
+
+
+def test_a_failing_suggestion_never_loses_the_error_line(tmp_path, monkeypatch):
+    import cgbench.config.suggest as suggest
+
+    def broken(message, config_dirs=()):
+        raise RuntimeError("no suggestion today")
+
+    monkeypatch.setattr(suggest, "with_suggestion", broken)
+    line = _one_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
+    assert "Could not find 'policy/defr'" in line and "did you mean" not in line
