@@ -1,7 +1,7 @@
 """Suggestions for Hydra's two composition errors that name what the user typed.
 
 * A mistyped group option (``policy=defr``): Hydra says ``Could not find 'policy/defr'`` and lists
-  the options; the closest one is added: ``; did you mean defer?``.
+  the options; the closest one is added: ``; did you mean policy=defer?``.
 * A typo inside a config file (``hiden_size: 64`` in ``my/model/mine.yaml``): Hydra says
   ``In 'model/mine': ... Key 'hiden_size' not in 'ModelConfig' full_key: model.hiden_size``; the
   message becomes the file and line, the key and the closest key of that record.
@@ -44,14 +44,11 @@ def closest(word: str, candidates: Sequence[str], cutoff: float = 0.6) -> str | 
 
 
 def _missing_option(m: re.Match[str]) -> str:
+    """Hydra's words (which the README quotes), with the nearest option when there is one."""
     group = m["group"]
     option = m["path"][len(group) + 1:] if m["path"].startswith(group + "/") else m["path"]
-    options = m["options"].split(", ")
-    near = closest(option, options, cutoff=0.5)
-    key = group.replace("/", ".")
-    hint = f"; did you mean {key}={near}?" if near else ""
-    return (f"{key}={option}: no such option (no {m['path']}.yaml in the config folders){hint} "
-            f"(options: {', '.join(options)})")
+    near = closest(option, m["options"].split(", "), cutoff=0.5)
+    return m[0] + (f"; did you mean {group.replace('/', '.')}={near}?" if near else "")
 
 
 def _unknown_key(m: re.Match[str], config_dirs: Sequence[str | Path]) -> str:

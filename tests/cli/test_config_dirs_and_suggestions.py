@@ -71,8 +71,9 @@ def test_advise_reads_the_config_dir_in_its_candidate_runs(tree, tmp_path):
 
 def test_a_mistyped_group_option_gets_the_nearest(tmp_path):
     line = _one_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
-    assert "policy=defr: no such option" in line and "did you mean policy=defer?" in line
-    assert "budget, defer, megatron" in line
+    assert line.startswith("error: In 'config': Could not find 'policy/defr' Available options in 'policy': "
+                           "budget, defer, megatron")
+    assert line.endswith("; did you mean policy=defer?")
     line = _one_line(runner.invoke(app, ["sweep", "model=hybrd,transformer", "--dry-run"]))
     assert "did you mean model=hybrid?" in line
 
@@ -94,12 +95,8 @@ def test_a_typo_in_a_users_yaml_names_file_line_and_the_key_meant(tree, tmp_path
 def test_other_messages_pass_unchanged():
     for message in ("engine.max_requests: must be >= 1, got 0",
                     "workload.arrival.rte: unknown key; did you mean workload.arrival.rate?",
-                    "In 'config': Could not find 'policy/zzzz' Available options in 'policy': budget, defer"):
-        suggested = with_suggestion(message)
-        assert suggested == message or "no such option" in suggested
-    assert with_suggestion("In 'config': Could not find 'policy/zzzz' Available options in 'policy': budget, "
-                           "defer") == "policy=zzzz: no such option (no policy/zzzz.yaml in the config folders) " \
-                                       "(options: budget, defer)"
+                    "In 'config': Could not find 'model/gpt5' Available options in 'model': hybrid, transformer"):
+        assert with_suggestion(message) == message
     assert closest("defr", ["budget", "defer"]) == "defer" and closest("q", ["budget"]) is None
 
 
