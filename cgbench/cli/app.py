@@ -59,10 +59,12 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 
 def _groups_epilog() -> str:
     """The config groups and their options, for ``run --help``."""
+    from rich.markup import escape
+
     from cgbench.config.paths import GROUPS, group_options
 
-    try:
-        lines = [f"{g}: {', '.join(group_options(g))}" for g in GROUPS if g != "sweep"]
+    try:  # help is Rich markup: an option file of the user's named "[b].yaml" must print as it is
+        lines = [escape(f"{g}: {', '.join(group_options(g))}") for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,

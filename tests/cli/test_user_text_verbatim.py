@@ -102,3 +102,14 @@ def test_schedule_names_a_state_file_with_markup_in_its_summary_and_errors(tmp_p
     bad.write_text("{")
     r = runner.invoke(app, ["schedule", str(bad)])
     _one_error_line(r, str(bad), "not valid JSON")
+
+
+def test_run_help_lists_a_users_option_named_like_markup_as_it_is(monkeypatch):
+    from rich.text import Text
+
+    import cgbench.cli.app as app_module
+    import cgbench.config.paths as paths
+
+    monkeypatch.setattr(paths, "group_options", lambda group, config_dirs=(): ["[b]mine", "default"])
+    epilog = app_module._groups_epilog()  # Rich markup, as Typer renders the help
+    assert "model: [b]mine, default" in Text.from_markup(epilog).plain
