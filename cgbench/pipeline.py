@@ -49,6 +49,15 @@ def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | 
     return backend, backend.device, None
 
 
+def run_device(cfg: BenchConfig) -> str | None:
+    """The device a ``backend=torch`` run runs on (cpu, cuda), its label; None on the simulator."""
+    if cfg.backend.name != "torch":
+        return None
+    from cgbench.backends.torch.probe import device_kind
+
+    return device_kind(cfg.backend.device)
+
+
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
                  grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
@@ -100,7 +109,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     state = engine.run()
     doc: dict[str, Any] = provenance()
     doc["overrides"] = list(overrides or [])
-    doc["labels"] = run_labels(cfg, doc["overrides"])
+    doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo)

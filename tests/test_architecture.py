@@ -161,10 +161,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workload",),
     ("engine",),
     ("backends",),
-    ("results",),
+    ("results", "extras"),  # extras: install hints for optional dependencies (reads results/document)
     ("pipeline",),  # the composition root: builds the parts, runs a point, computes every metric and flag
     ("analysis",),
-    ("cli", "__main__"),  # __main__: ``python -m cgbench``, once it exists
+    ("cli", "__main__"),  # __main__: ``python -m cgbench``
 )
 LAYER_OF = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 

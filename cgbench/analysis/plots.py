@@ -34,11 +34,15 @@ BAR_METRICS = ("eager_step_fraction", "max_cg_wait_iters")
 PARETO_METRICS = ("ttft_ms.p99", "output_throughput_tok_s")
 
 
-def _pyplot():
+def load_pyplot(what: str = "cgbench plot"):
+    """matplotlib's pyplot on the file-only Agg backend; ConfigError with the install command
+    (``cgbench.extras``) when matplotlib is missing. Every figure cgbench draws starts here."""
     try:
         import matplotlib
     except ImportError as e:
-        raise ConfigError("cgbench plot needs matplotlib: pip install 'cgbench[plot]'") from e
+        from cgbench.extras import needs
+
+        raise ConfigError(needs(what, "matplotlib")) from e
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -83,7 +87,7 @@ def sweep_figures(sweep_dir: Path, spec: PlotSpec) -> tuple[list[tuple[str, Any]
     from cgbench.analysis.plots_load import DEFAULT_Y, load_figure
     from cgbench.analysis.plots_pareto import pareto_figure
 
-    plt = _pyplot()
+    plt = load_pyplot()
     records, keys, config = load_records(sweep_dir)
     records = apply_filters(records, spec.filters)
     vary = varying(records, keys)
@@ -137,7 +141,7 @@ def sweep_figures(sweep_dir: Path, spec: PlotSpec) -> tuple[list[tuple[str, Any]
 
 def plot_sweep(sweep_dir: Path, out_dir: Path, spec: PlotSpec | None = None) -> tuple[list[Path], list[str]]:
     figures, notes = sweep_figures(sweep_dir, spec or PlotSpec())
-    plt = _pyplot()
+    plt = load_pyplot()
     make_folder(out_dir, "--out")
     return [_save(plt, fig, out_dir / name) for name, fig in figures], notes
 
@@ -157,7 +161,7 @@ def plot_run(result: Path, out_dir: Path) -> tuple[list[Path], list[str]]:
     from cgbench.results.document import load_result
 
     doc = load_result(result)
-    plt = _pyplot()
+    plt = load_pyplot()
     make_folder(out_dir, "--out")
     stem = result.stem
     files = [_save(plt, summary_figure(plt, doc), out_dir / f"{stem}_summary.png")]

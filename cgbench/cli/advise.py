@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
+from cgbench.cli.options import ConfigDirs, config_dirs_for_children
 from cgbench.config.schema import ConfigError
 from cgbench.results.formatting import compact, percent
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-# no square brackets: the error line is printed as Rich markup, which would eat "[plot]"
-PLOT_HINT = "cgbench advise --plot needs matplotlib: pip install matplotlib"
 EAGER_FREE_NOTES = ("eager-free grid:", "no candidate within the budgets and SLOs ran without eager steps")
 GROUP_NAME = "advised"  # <out>/cg/advised.yaml: cgbench run --config-dir <out> cg=advised
 
@@ -185,14 +184,9 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise ConfigError(PLOT_HINT) from e
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from cgbench.analysis.plots import load_pyplot
 
-    return plt
+    return load_pyplot("cgbench advise --plot")
 
 
 def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
@@ -278,6 +272,7 @@ def advise_cmd(
     fmt: Annotated[str, typer.Option("--format", "-f", metavar="table|json", help="table or json.")] = "table",
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the Pareto front (objective vs graphs) "
                                        "to <out>/pareto.png (needs matplotlib).")] = False,
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
@@ -290,13 +285,13 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
     """
-    with ui.user_errors():
+    with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
         from cgbench.analysis.advise import AdviseRequest, run_advise
+        from cgbench.cli.formats import TABLE_OR_JSON, check_format
 
         if budget_graphs is None:
             raise ConfigError("--budget-graphs: required (the most graphs a candidate may capture)")
-        if fmt not in ("table", "json"):
-            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
+        check_format(fmt, TABLE_OR_JSON)
         if plot:
             _pyplot()
         ovr = list(overrides or [])
@@ -346,8 +341,8 @@ def _run_with_progress(req, run_advise) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = ui.err
-    with Progress(TextColumn("advise {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
+    with Progress(TextColumn("advise {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("", total=None)
 
         def on_progress(text: str, total: int | None) -> None:

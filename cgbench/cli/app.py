@@ -16,12 +16,15 @@ import typer
 
 from cgbench import __version__
 from cgbench.cli.console import err, out, print_error, print_warning
-from cgbench.cli.errors import user_errors
+from cgbench.cli.errors import OneLineUsageErrors, user_errors
+from cgbench.cli.formats import check_format
+from cgbench.cli.options import ConfigDirs
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "
     "scheduler. Configs are Hydra overrides: [bold]cgbench run model=hybrid cg=dense policy=budget[/bold].",
+    cls=OneLineUsageErrors,
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
@@ -56,11 +59,13 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 
 def _groups_epilog() -> str:
     """The config groups and their options, for ``run --help``."""
+    from rich.markup import escape
+
     from cgbench.config.paths import GROUPS, group_options
     from cgbench.config.plugin_schema import plugin_help
 
-    try:
-        lines = [f"{g}: {', '.join(group_options(g))}" for g in GROUPS if g != "sweep"]
+    try:  # help is Rich markup: an option file of the user's named "[b].yaml" must print as it is
+        lines = [escape(f"{g}: {', '.join(group_options(g))}") for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
     plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
@@ -81,9 +86,6 @@ def _default_run_path(labels: dict, out_dir: str) -> Path:
     return path
 
 
-ConfigDirs = Annotated[Optional[list[Path]], typer.Option(
-    "--config-dir", "-cd", help="Also search DIR for config options (DIR/model/my70b.yaml -> model=my70b); "
-    "repeatable. CGBENCH_CONFIG_DIR does the same.", show_default=False)]
 Fmt = Annotated[str, typer.Option("--format", "-f", help="table, markdown, json or csv.")]
 
 
@@ -96,13 +98,6 @@ def _refuse_sweep_keys(command: str, overrides: list[str]) -> None:
         if key == "sweep" or key.startswith("sweep."):
             raise ConfigError(f"{key}: only cgbench sweep reads the sweep group, not cgbench {command}: "
                               f"cgbench sweep {o}")
-
-
-def _check_format(fmt: str) -> None:
-    from cgbench.cli.render import FORMATS
-
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 @app.command(epilog=_groups_epilog())
@@ -140,7 +135,7 @@ def run(
             raise ConfigError("--multirun: run takes one point; for several use: cgbench sweep "
                               + " ".join(ovr))
         fmt = "json" if as_json else fmt
-        _check_format(fmt)
+        check_format(fmt)
         _refuse_sweep_keys("run", ovr)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
@@ -152,7 +147,9 @@ def run(
             check_host_memory(cfg)
         if not allow_oversize:
             check_device_memory(cfg)
-        labels = run_labels(cfg, ovr)
+        from cgbench.pipeline import run_device
+
+        labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
         from cgbench.pipeline import explain_gating_flag, run_point
@@ -203,7 +200,7 @@ def progress(label: str, after_s: float = 2.0) -> Iterator[None]:
 @app.command()
 def grid(
     overrides: Overrides = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown, json or csv.")] = "table",
+    fmt: Fmt = "table",
     config_dirs: ConfigDirs = None,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
@@ -215,7 +212,7 @@ def grid(
         from cgbench.grids.build import build_grid
         from cgbench.grids.coverage import coverage
 
-        _check_format(fmt)
+        check_format(fmt)
         _refuse_sweep_keys("grid", list(overrides or []))
         cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cgbench.cli.console import print_line
+from cgbench.cli.options import ConfigDirs
 from cgbench.results.formatting import percent
 
 if TYPE_CHECKING:
@@ -88,6 +90,7 @@ def calibrate_cmd(
         "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
         "names (default: <out_dir>/calibration/host_<hostname>.json).")] = False,
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Measure graphed and eager step times of the real model and write the sim's calibration table.
 
@@ -100,7 +103,7 @@ def calibrate_cmd(
     if host:
         with user_errors():
             _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,
-                            out, err)
+                            out, err, list(config_dirs or []))
         return
     if repeat is None:
         repeat = 7
@@ -112,7 +115,7 @@ def calibrate_cmd(
         from cgbench.results.document import ensure_writable
 
         ovr = list(overrides or [])
-        cfg = load_config(ovr)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
         # fail before measuring, not after, when the table could not be written
         ensure_writable(out_path or default_table_path(cfg, "probe"))
@@ -134,20 +137,17 @@ def calibrate_cmd(
         else:
             out.print(summary_table(report))
             out.print(error_table(report))
-        err.print(f"table: {table_path}\nreport: {sidecar}", highlight=False)
+        err.print(f"table: {table_path}\nreport: {sidecar}", soft_wrap=True)
 
 
 def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmup: int, as_json: bool,
-                    out: Any, err: Any) -> None:
+                    out: Any, err: Any, config_dirs: list[Path]) -> None:
     """``cgbench calibrate --host``: measure, write the host calibration file, print the per-case table."""
-    from rich import box
-    from rich.table import Table
-
     from cgbench.backends.torch.calibration import calibrate_host, check_host_request, default_host_path
     from cgbench.config.compose import load_config
     from cgbench.results.document import ensure_writable, write_json_atomic
 
-    cfg = load_config(ovr)
+    cfg = load_config(ovr, config_dirs=config_dirs)
     check_host_request(cfg, repeat=repeat, warmup=warmup)
     path = out_path or default_host_path(cfg)
     ensure_writable(path)
@@ -156,14 +156,27 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
     if as_json:
         out.print_json(json.dumps({**result.to_dict(), "cases": report["cases"], "file": str(path)}))
     else:
-        table = Table(title=f"Host dispatch: {result.host}", box=box.SIMPLE_HEAD)
-        for col in ("eager step", "aten ops", "step µs", "µs per op"):
-            table.add_column(col, justify="left" if col == "eager step" else "right")
-        for c in report["cases"]:
-            table.add_row(c["case"], str(c["ops"]), f"{c['step_us']:.1f}", f"{c['per_op_us']:.2f}")
-        table.caption = f"host_op_us = {result.host_op_us:.2f} (median); use hardware.host_calibration={path}"
-        out.print(table)
-    err.print(f"host calibration: {path}", highlight=False)
+        out.print(host_table(result, report))
+        # its own line, never wrapped: the path is copied from here
+        print_line(out, host_hint(result.host_op_us, path))
+    err.print(f"host calibration: {path}", soft_wrap=True)
+
+
+def host_table(result: Any, report: dict[str, Any]) -> Table:
+    """The per-case dispatch measurements of ``calibrate --host``."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"Host dispatch: {result.host}", box=box.SIMPLE_HEAD)
+    for col in ("eager step", "aten ops", "step µs", "µs per op"):
+        table.add_column(col, justify="left" if col == "eager step" else "right")
+    for c in report["cases"]:
+        table.add_row(c["case"], str(c["ops"]), f"{c['step_us']:.1f}", f"{c['per_op_us']:.2f}")
+    return table
+
+
+def host_hint(host_op_us: float, path: Path) -> str:
+    return f"host_op_us = {host_op_us:.2f} (median); use hardware.host_calibration={path}"
 
 
 def main() -> None:

@@ -2,45 +2,73 @@
 
 On a terminal Rich sizes tables to the window. When output is piped (CI logs, ``| tee``) Rich
 would assume 80 columns and truncate headers and values to ``e…``; there the console is wide
-instead, so every header and value is printed whole. User text is never read as Rich markup.
+instead, so every header and value is printed whole.
+
+User text (paths, override values, file contents quoted in an error) is never interpreted: the
+consoles are built with Rich markup, emoji codes and highlighting off, so a string printed or put
+in a table cell or title is printed as it is (``[b]`` stays ``[b]``, ``:100:`` stays ``:100:``).
+Colour is only ever ours: a ``Text`` (``styled``) or a ``style=`` argument, never markup inside a
+string that could also hold user text.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TextIO
 
 from rich.console import Console
+from rich.text import Text
 
 PIPED_WIDTH = 240  # wide enough for every table cgbench prints
 
 
-def _width(stream) -> int | None:
-    if stream.isatty():
-        return None  # Rich follows the terminal
-    return max(PIPED_WIDTH, int(os.environ.get("COLUMNS", "0") or 0))
+def piped_width(stream: TextIO) -> int | None:
+    """None on a terminal (Rich follows the window); otherwise a width no table or help text of
+    cgbench is truncated or wrapped at (``COLUMNS`` when it is wider)."""
+    try:
+        if stream.isatty():
+            return None
+        return max(PIPED_WIDTH, int(os.environ.get("COLUMNS", "0") or 0))
+    except (AttributeError, ValueError):
+        return PIPED_WIDTH
 
 
 def make_console(stderr: bool = False) -> Console:
+    """A console on which no string is read as markup or emoji codes."""
     stream = sys.stderr if stderr else sys.stdout
-    try:
-        width = _width(stream)
-    except (AttributeError, ValueError):
-        width = PIPED_WIDTH
-    return Console(stderr=stderr, width=width, highlight=False)
+    return Console(stderr=stderr, width=piped_width(stream), markup=False, emoji=False, highlight=False)
+
+
+def styled(text: str, style: str) -> Text:
+    """``text`` in ``style`` (``"bold red"``), as a Text: the text itself is never parsed."""
+    return Text(text, style=style)
 
 
 out = make_console()
 err = make_console(stderr=True)
 
 
+def print_line(console: Console, *parts: str | Text) -> None:
+    """One line made of plain strings and ``styled`` pieces, never wrapped (paths and commands stay
+    whole for copying)."""
+    console.print(Text.assemble(*parts), soft_wrap=True)
+
+
 def print_error(message: str) -> None:
-    """One line on stderr: ``error: <message>``, the message printed verbatim (no markup)."""
-    err.print("[bold red]error:[/bold red] ", end="", soft_wrap=True)
-    err.print(message, markup=False, soft_wrap=True)
+    """One line on stderr: ``error: <message>``, the message printed verbatim."""
+    print_line(err, styled("error:", "bold red"), " ", message)
 
 
 def print_warning(message: str) -> None:
     """One line on stderr: ``warning: <message>``, verbatim."""
-    err.print("[yellow]warning:[/yellow] ", end="", soft_wrap=True)
-    err.print(message, markup=False, soft_wrap=True)
+    print_line(err, styled("warning:", "yellow"), " ", message)
+
+
+def help_width() -> int | None:
+    """The width of ``--help``: ``TERMINAL_WIDTH`` when set (Typer's own setting), else the
+    terminal's, else (piped) ``piped_width``, so no option's help is cut to ``…``."""
+    explicit = os.environ.get("TERMINAL_WIDTH", "")
+    if explicit.isdigit():
+        return int(explicit)
+    return piped_width(sys.stdout)

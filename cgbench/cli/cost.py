@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cgbench.cli.options import ConfigDirs
+
 CostOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, hardware and engine to price on, e.g. model=transformer hardware=a100.",
     show_default=False)]
@@ -98,7 +100,7 @@ def cost_table(doc: dict[str, Any]) -> Any:
     table.add_column(f"eager [{es[0]}]: {es[1]} P + {es[2]} D (ms)", justify="right")
     for cls in doc["breakdown_classes"]:
         table.add_row(cls, f"{doc['breakdown']['graphed'][cls]:.4f}", f"{doc['breakdown']['eager'][cls]:.4f}")
-    table.add_row("[bold]total[/bold]", f"[bold]{doc['graphed_ms']:.4f}[/bold]", f"[bold]{doc['eager_ms']:.4f}[/bold]")
+    table.add_row("total", f"{doc['graphed_ms']:.4f}", f"{doc['eager_ms']:.4f}", style="bold")
     table.caption = (f"eager / graphed {doc['eager_over_graphed']:.2f}x; graph from {doc['graph_source']}; eager host "
                      f"dispatch {doc['host_dispatch_ms']:.3f} ms ({doc['host_ops']} ops, {doc['kernels']} kernels)")
     return table
@@ -110,6 +112,7 @@ def cost_cmd(
                                        "requests).", show_default=False)] = "",
     context: Annotated[int, typer.Option("--context", help="Cached tokens per request before the step.")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
@@ -117,15 +120,15 @@ def cost_cmd(
     from cgbench.cli.errors import out, user_errors
 
     with user_errors():
+        from cgbench.cli.formats import TABLE_OR_JSON, check_format
         from cgbench.config.compose import load_config
         from cgbench.config.schema import ConfigError
 
-        if fmt not in ("table", "json"):
-            raise ConfigError(f"--format: {fmt!r} is not one of table, json")
+        check_format(fmt, TABLE_OR_JSON)
         if not shape:
             raise ConfigError("--shape: required, as T,P,D (e.g. --shape 1,0,1)")
         parsed = parse_shape(shape)
-        cfg = load_config(list(overrides or []))
+        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
         doc = price_step(cfg, parsed, context)
         if fmt == "json":
             sys.stdout.write(json.dumps(doc) + "\n")

@@ -1,20 +1,29 @@
 """How every command ends on bad input: one line on stderr and exit code 2 (a missing optional
 dependency names its install command); Ctrl-C exits 130 with nothing written. Commands print
-through the consoles re-exported here."""
+through the consoles re-exported here.
+
+Two layers give the same line: ``user_errors`` around a command's body (ConfigError, a missing
+optional module), and ``OneLineUsageErrors``, the app's command group, for what Click refuses
+while parsing the command line (an unknown option, ``--jobs 0``, a missing argument), which
+Typer would otherwise print as a boxed usage message."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import typer
+from typer._click import exceptions as click_errors  # typer >= 0.26 vendors Click: its exceptions
+from typer._click.globals import get_current_context
+from typer.core import TyperGroup
 
 from cgbench.cli.console import err, out, print_error
 from cgbench.config.schema import ConfigError
+from cgbench.extras import OPTIONAL_DEPS, install_hint
 
-__all__ = ["OPTIONAL_DEPS", "err", "out", "print_error", "user_errors"]
-
-OPTIONAL_DEPS = {"torch": "torch", "matplotlib": "plot"}
+__all__ = ["OPTIONAL_DEPS", "OneLineUsageErrors", "err", "out", "print_error", "usage_line", "user_errors"]
 
 
 @contextmanager
@@ -24,14 +33,86 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ConfigError as e:
-        print_error(str(e))
+        print_error(_suggested(str(e)))
         raise typer.Exit(2) from None
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
         if top not in OPTIONAL_DEPS:
             raise
-        print_error(f"{top} is not installed (an optional dependency): pip install 'cgbench[{OPTIONAL_DEPS[top]}]'")
+        print_error(f"{top} is not installed (an optional dependency): {install_hint(OPTIONAL_DEPS[top])}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
-        err.print("interrupted: nothing was written", highlight=False)
+        err.print("interrupted: nothing was written")
         raise typer.Exit(130) from None
+
+
+def _suggested(message: str) -> str:
+    """The message with the nearest option or key (``cgbench.config.suggest``); the message as it
+    is if finding one fails, so an error line is never lost to a second error."""
+    from cgbench.config.suggest import with_suggestion
+
+    try:
+        return with_suggestion(message, _command_config_dirs())
+    except Exception:
+        return message
+
+
+def _command_config_dirs() -> list[Any]:
+    """The ``--config-dir`` folders of the running command (none outside a command)."""
+    ctx = get_current_context(silent=True)
+    return list((ctx.params.get("config_dirs") if ctx is not None else None) or [])
+
+
+def usage_line(e: click_errors.UsageError) -> str:
+    """A refused command line as one line: ``--jobs: 0 is not in the range x>=1 (see cgbench sweep
+    --help)``; Click's own words, with the option named first for a bad value."""
+    message = " ".join(e.format_message().split())
+    if isinstance(e, click_errors.BadParameter) and not isinstance(e, click_errors.MissingParameter):
+        name = _param_name(e)
+        if name:
+            message = f"{name}: {' '.join(str(e.message).split())}"
+    where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+    return f"{message}{where}"
+
+
+def _param_name(e: click_errors.BadParameter) -> str:
+    if e.param_hint is not None:
+        hint = e.param_hint
+        return hint if isinstance(hint, str) else " / ".join(hint)
+    param = e.param
+    if param is None:
+        return ""
+    longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    if param.param_type_name == "option" and (longs or param.opts):
+        return (longs or param.opts)[0]
+    return (param.human_readable_name or "").upper()
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The app's group: a usage error anywhere on the command line is ``error: <one line>`` on
+    stderr and exit code 2; everything else (help, completion, exit codes) is Typer's."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        from typer import rich_utils
+
+        from cgbench.cli.console import help_width
+
+        rich_utils.MAX_WIDTH = help_width()
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.NoArgsIsHelpError as e:  # bare `cgbench`: the help, as before
+            rich_utils.rich_format_error(e)
+            sys.exit(e.exit_code)
+        except click_errors.UsageError as e:
+            print_error(usage_line(e))
+            sys.exit(2)
+        except click_errors.ClickException as e:
+            print_error(e.format_message())
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            rich_utils.rich_abort_error()
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)

@@ -16,7 +16,6 @@ from cgbench.backends.sim.memory import GB, memory_need, parameters
 from cgbench.config.schema import BenchConfig, ConfigError
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
-TORCH_HINT = "pip install 'cgbench[torch]'"
 
 
 def check_device_memory(cfg: BenchConfig) -> None:
@@ -34,7 +33,9 @@ def check_device_memory(cfg: BenchConfig) -> None:
 
 def require_torch(what: str = "backend=torch") -> None:
     if importlib.util.find_spec("torch") is None:
-        raise ConfigError(f"{what} needs torch, which is not installed: {TORCH_HINT}")
+        from cgbench.extras import needs
+
+        raise ConfigError(needs(what, "torch"))
 
 
 def check_host_memory(cfg: BenchConfig) -> None:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from cgbench.config.labels import header
@@ -19,8 +18,6 @@ from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
 from cgbench.results.names import flatten
-
-FORMATS = ("table", "markdown", "json", "csv")
 
 
 def _lat(d: dict[str, float] | None, name: str) -> str:
@@ -102,11 +99,12 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _rich_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]],
                 right: Sequence[bool]) -> Table:
-    t = Table(title=escape(title) if title else None, box=box.SIMPLE_HEAVY, title_justify="left")
+    # cells are plain strings: the consoles (cgbench.cli.console) never read them as markup
+    t = Table(title=title or None, box=box.SIMPLE_HEAVY, title_justify="left")
     for col, r in zip(columns, right, strict=True):
-        t.add_column(escape(col), justify="right" if r else "left", overflow="fold")
+        t.add_column(col, justify="right" if r else "left", overflow="fold")
     for row in rows:
-        t.add_row(*(escape(str(c)) for c in row))
+        t.add_row(*(str(c) for c in row))
     return t
 
 

@@ -63,6 +63,7 @@ def comparison_table(comp: Comparison, show_all: bool = False):
     """Details grouped by point (a bold label row, then its metrics), worst point first."""
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=f"compare: {comp.base} -> {comp.new}", box=box.SIMPLE_HEAVY, title_justify="left",
               show_edge=False, padding=(0, 1, 0, 0))
@@ -81,7 +82,7 @@ def comparison_table(comp: Comparison, show_all: bool = False):
         if not first:
             t.add_section()
         first = False
-        t.add_row(f"[bold]{p.label}[/bold]", "", "", "", "", p.status if p.status in (FAILED, MISSING) else "",
+        t.add_row(Text(p.label, style="bold"), "", "", "", "", p.status if p.status in (FAILED, MISSING) else "",
                   style="bold red" if p.status in (FAILED, MISSING) else "")
         for d in mine:
             diff, pct = fmt_delta(d)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from cgbench.grids.coverage import Coverage
 from cgbench.grids.lookup import Grid
@@ -82,8 +83,8 @@ def holes_table(cov: Coverage) -> Table:
 def capture_table(capture: dict) -> Table:
     """Estimated capture time, graph pool and the device-memory check."""
     mem = capture["memory_gb"]
-    verdict = "fits" if capture["fits"] else "[bold red]does not fit[/bold red]"
-    t = Table(title=f"Capture cost (estimate, tp {capture['tp_size']}): {verdict}", show_header=False)
+    verdict = ("fits", "") if capture["fits"] else ("does not fit", "bold red")
+    t = Table(title=Text.assemble(f"Capture cost (estimate, tp {capture['tp_size']}): ", verdict), show_header=False)
     t.add_column("item")
     t.add_column("value", justify="right")
     t.add_row("capture time", f"{capture['capture_s']:.2f} s for {capture['graphs']} graphs")

@@ -14,10 +14,10 @@ import typer
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
     from cgbench.engine.replay import RoundDecision, RoundState
 
-FORMATS = ("table", "markdown", "json", "csv")
 MAX_LISTED = 8  # admitted requests / queued ids shown per table cell
 
 STOP_TEXT = {
@@ -64,13 +64,13 @@ def schedule_cmd(
 
     with user_errors():
         from cgbench.cli.console import print_warning
+        from cgbench.cli.formats import check_format
         from cgbench.config.registry.policies import options_of, policy_names, policy_spec
         from cgbench.engine.policy_registry import build_policy
         from cgbench.engine.replay import load_state, replay_all
         from cgbench.engine.scheduler import gating_without_prefill_graphs
 
-        if fmt not in FORMATS:
-            raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+        check_format(fmt)
         if policy != "all":
             policy_spec(policy, key="--policy")  # a built-in or an installed plug-in, else did-you-mean
         names = policy_names() if policy == "all" else (policy,)
@@ -130,14 +130,16 @@ def start_summary(state: RoundState) -> str:
             f"{len(state.grid.graphs)} graphs ({state.grid.name})")
 
 
-def _graph_cell(d: RoundDecision) -> str:
+def _graph_cell(d: RoundDecision) -> str | Text:
+    from rich.text import Text
+
     if not d.step_runs:
         return "no step (empty batch)"
     if d.graph is None:
         reason = d.eager_reason or ""
-        return f"[red]eager[/red] ({reason}):\n{EAGER_TEXT.get(reason, reason)}"
+        return Text.assemble(("eager", "red"), f" ({reason}):\n{EAGER_TEXT.get(reason, reason)}")
     pad = d.graph[0] - d.batch_after[0]
-    return f"[green]{_shape(d.graph)}[/green]\npads {pad} token{'s' if pad != 1 else ''}"
+    return Text.assemble((_shape(d.graph), "green"), f"\npads {pad} token{'s' if pad != 1 else ''}")
 
 
 def _deferral_cell(state: RoundState, d: RoundDecision) -> str:
@@ -149,7 +151,7 @@ def _deferral_cell(state: RoundState, d: RoundDecision) -> str:
     T, P, D = d.deferred_candidate
     if state.engine.chunked_prefill:
         A = d.batch_after[0]
-        return text + f"\nno graph T in \\[{A + 1}, {T}]\nserves P={P}, D={D}"
+        return text + f"\nno graph T in [{A + 1}, {T}]\nserves P={P}, D={D}"
     return text + f"\n{_shape(d.deferred_candidate)}\nhas no graph"
 
 
@@ -161,12 +163,14 @@ def _queue_cell(d: RoundDecision) -> str:
 
 
 def decision_rows(state: RoundState, decisions: list[RoundDecision],
-                  plain: bool = False) -> tuple[list[str], list[list[str]]]:
-    """(columns, rows) of the decisions table; ``plain`` drops Rich markup and joins lines with '; '."""
+                  plain: bool = False) -> tuple[list[str], list[list[str | Text]]]:
+    """(columns, rows) of the decisions table; ``plain`` drops the colours and joins lines with '; '."""
     from rich.text import Text
 
-    def clean(cell: str) -> str:
-        return "; ".join(Text.from_markup(cell).plain.splitlines()) if plain else cell
+    def clean(cell: str | Text) -> str | Text:
+        if not plain:
+            return cell
+        return "; ".join((cell.plain if isinstance(cell, Text) else cell).splitlines())
 
     cols = ["step" if plain else ""] + [d.policy + (" (gating)" if d.gating_active else "") for d in decisions]
     rows = [

@@ -3,6 +3,8 @@
 A label is the chosen option of a config group (``cg=dense``), followed by ``+key`` for every key
 of that group an override changed (``workload=default+trace``, ``engine=default+max_requests``).
 The run header, the result file name and the result JSON's ``labels`` block all come from here.
+Under ``backend=torch`` the hardware label is the device the model ran on (``cpu``, ``cuda``): the
+``hardware`` presets describe simulated GPUs, which a torch run does not use.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
     return chosen
 
 
-def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict[str, object]:
+def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...],
+               device: str | None = None) -> dict[str, object]:
     """The ``labels`` block of a result: one entry per group, ``chunked``, the trace file and
     ``name`` (the file-name stem: model, grid, policy, workload, then the engine, backend and hardware
-    labels where they differ from the defaults, and ``chunked`` when on)."""
+    labels where they differ from the defaults, and ``chunked`` when on). ``device``: what a
+    ``backend=torch`` run runs on (``cgbench.pipeline.run_device``), its hardware label."""
     chosen = choices(overrides)
     touched: dict[str, list[str]] = {}
     for o in overrides:
@@ -56,6 +60,8 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...]) -> dict
     for group in LABEL_GROUPS:
         option = chosen.get(group, "?")
         labels[group] = option + "".join(f"+{k}" for k in touched.get(group, []))
+    if cfg.backend.name == "torch":  # the model runs on a real device: no hardware preset is simulated
+        labels["hardware"] = device or cfg.backend.device
     labels["chunked"] = cfg.engine.chunked_prefill
     labels["trace"] = Path(cfg.workload.trace).name if cfg.workload.trace else None
     parts = [labels[g] for g in ("model", "cg", "policy", "workload")]

@@ -1,0 +1,37 @@
+"""Command-line options shared by several commands, defined once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+ConfigDirs = Annotated[Optional[list[Path]], typer.Option(
+    "--config-dir", "-cd", help="Also search DIR for config options (DIR/model/my70b.yaml -> model=my70b); "
+    "repeatable. CGBENCH_CONFIG_DIR does the same.", show_default=False)]
+
+
+@contextmanager
+def config_dirs_for_children(dirs: Sequence[Path]) -> Iterator[None]:
+    """``--config-dir`` for a command whose configs are composed further away, in worker processes
+    too (``advise``): the folders are checked (one ``--config-dir`` error line) and added to
+    ``CGBENCH_CONFIG_DIR`` for the command's duration, which every composition reads."""
+    from cgbench.config.paths import ENV_CONFIG_DIR, user_config_dirs
+
+    if not dirs:
+        yield
+        return
+    user_config_dirs(dirs)  # a missing folder is named as --config-dir, before anything runs
+    before = os.environ.get(ENV_CONFIG_DIR)
+    os.environ[ENV_CONFIG_DIR] = os.pathsep.join([*filter(None, [before]), *(str(Path(d).resolve()) for d in dirs)])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_CONFIG_DIR, None)
+        else:
+            os.environ[ENV_CONFIG_DIR] = before
