@@ -37,6 +37,8 @@ from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape, match, validity_error
 from cgbench.pipeline import run_point
 
+pytestmark = pytest.mark.slow  # the end-to-end grid search
+
 runner = CliRunner()
 HEADLINE = ["model=hybrid", "policy=budget"]  # the README's headline: hybrid, non-chunked, 512 requests at once
 CHAT = ["model=hybrid", "policy=megatron", "workload=chat", "workload.num_requests=300"]
@@ -113,7 +115,7 @@ real_shapes = st.one_of(
 
 
 @pytest.mark.parametrize("goal", ["time", "coverage"])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=10), st.booleans(),
        st.booleans(), st.booleans(), st.integers(1, 6))
 def test_greedy_order_equals_a_naive_greedy(goal, items, strict, gating, gated, limit):
@@ -130,7 +132,7 @@ def test_greedy_order_equals_a_naive_greedy(goal, items, strict, gating, gated, 
     assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required, gated, goal)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=8), st.booleans(),
        st.integers(1, 8))
 def test_the_coverage_greedy_serves_every_step_whenever_some_list_of_that_size_does(items, strict, limit):
@@ -470,7 +472,7 @@ def test_ctrl_c_keeps_finished_runs_and_resume_finishes_the_search(tmp_path):
     import subprocess
     import time
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = tmp_path / "adv"
     args = ["advise", "model=hybrid", "policy=megatron", "workload=chat", "workload.num_requests=600",
             "--budget-graphs", "60", "-n", "6", "--out", str(out)]

@@ -417,7 +417,7 @@ def test_rules_that_contradict_the_registry_are_refused(tmp_path, text, needle):
 
 # ---------------------------------------------------------------------------------------------- the CI gate
 
-BASELINE = Path(__file__).resolve().parents[1] / "results" / "baseline"
+BASELINE = Path(__file__).resolve().parents[2] / "results" / "baseline"
 
 
 def test_the_ci_gate_fails_when_a_point_of_the_baseline_is_missing(tmp_path):
@@ -440,7 +440,7 @@ def test_the_ci_gate_fails_when_a_point_of_the_baseline_is_missing(tmp_path):
 
 
 def test_the_ci_gate_runs_compare_on_the_baseline():
-    make = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    make = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     gate = make[make.index("ci-gate:"):].split("\n\n")[0]
     assert "cgbench compare results/baseline results/sweeps/ci-check" in gate
     assert "--fail-on" not in gate, "the gate fails on the default classes (regressed, missing, failed, changed)"

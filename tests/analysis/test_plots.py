@@ -29,10 +29,12 @@ from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
 from cgbench.results.document import write_json_atomic
 
+pytestmark = pytest.mark.slow  # end-to-end sweeps and figures
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "baseline"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 RATES = (8.0, 16.0, 32.0, 64.0)

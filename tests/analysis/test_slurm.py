@@ -24,7 +24,9 @@ import pytest
 
 from cgbench.analysis.sweep import DONE, FAILED, INDEX_NAME, PENDING
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # launchers and processes
+
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 # 12 points of about a second each
 AXES = ["workload=small", "model=transformer,hybrid", "policy=budget,megatron,defer", "cg=dense,sparse"]

@@ -27,8 +27,10 @@ from cgbench.analysis.sweep_lock import LOCK_NAME
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
 
+pytestmark = pytest.mark.slow  # sweeps that start and kill processes
+
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = "workload.num_requests=8"
 TIME_LIMIT_S = 60
 # points slow enough (seconds each) to be killed while the workers compute them

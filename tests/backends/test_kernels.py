@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the real torch engine's kernels
+
 torch = pytest.importorskip("torch")
 
 from cgbench.backends.torch.kernels import (  # noqa: E402

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the real torch engine
+
 torch = pytest.importorskip("torch")
 
 from cgbench.backends.torch.models import build_model  # noqa: E402

@@ -11,6 +11,8 @@ from dataclasses import replace
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the real torch engine
+
 torch = pytest.importorskip("torch")
 
 from cgbench.backends.torch.backend import TorchBackend  # noqa: E402

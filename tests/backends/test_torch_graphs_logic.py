@@ -4,7 +4,7 @@ A stand-in "graph" records the compute shape it was captured with and, on replay
 device-only ``compute`` on whatever the static buffers hold — which is what a CUDA graph does. So
 these tests check everything above the CUDA driver: capture order and sharing, budgets and the
 stated subset, staging into static buffers with padding neutralised, and that replaying gives the
-tokens of eager execution. Real capture is covered by tests/test_gpu.py on a GPU.
+tokens of eager execution. Real capture is covered by tests/backends/test_gpu.py on a GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import time
 from dataclasses import replace
 
 import pytest
+
+pytestmark = pytest.mark.slow  # the real torch engine
 
 torch = pytest.importorskip("torch")
 

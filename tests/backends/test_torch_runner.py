@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the real torch engine
+
 torch = pytest.importorskip("torch")
 
 from cgbench.backends.torch.runner import StepRow, TorchRunner  # noqa: E402

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 SMALL = "workload.num_requests=8"
 STATE = ROOT / "tests" / "states" / "11_2_round1.json"

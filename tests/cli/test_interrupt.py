@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
+pytestmark = pytest.mark.slow  # starts and signals a process
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sigint_during_run_leaves_nothing(tmp_path):

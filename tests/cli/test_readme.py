@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 runner = CliRunner()
 pytestmark = pytest.mark.slow

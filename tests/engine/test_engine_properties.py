@@ -2,55 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
-
+import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from cgbench.config.schema import POLICIES, CGConfig
 from cgbench.engine.request import Outcome
-from cgbench.workload.arrivals import RequestSpec
-from tests.helpers import make_cfg, run_engine
+from tests.helpers import examples, run_engine, scenarios
 
-EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "250"))  # raise locally for a deeper search
-
-
-@st.composite
-def scenarios(draw):
-    max_requests = draw(st.sampled_from([2, 4, 8, 16]))
-    max_tokens = draw(st.sampled_from([max_requests, 64, 128, 512]))
-    msl = draw(st.sampled_from([64, 128, 300]))
-    block = draw(st.sampled_from([16, 32, 64]))
-    per_req = -(-msl // block)
-    kv = draw(st.sampled_from([0, max(per_req, 2), per_req * 2, per_req * max_requests // 2 + 1]))
-    paused = draw(st.sampled_from([0, 0, 4]))
-    chunked = draw(st.booleans())
-    policy = draw(st.sampled_from(POLICIES))
-    kind = draw(st.sampled_from(["transformer", "hybrid"]))
-    n_graphs = draw(st.sampled_from([None, 1, 2, 4, 16, -1]))
-    cg = CGConfig(num_cuda_graphs=n_graphs, all_prefills=draw(st.booleans()),
-                  cuda_graph_max_tokens=draw(st.sampled_from([16, 512])),
-                  distribution=draw(st.sampled_from(["exponential", "linear"])),
-                  non_decode=draw(st.booleans()), sizes_per_octave=draw(st.sampled_from([1, 2])))
-    n = draw(st.integers(1, 24))
-    reqs = []
-    t = 0.0
-    for i in range(n):
-        t += draw(st.sampled_from([0.0, 0.0, 0.001, 0.05]))
-        prompt = draw(st.one_of(st.integers(1, msl), st.integers(1, msl + 20)))
-        reqs.append(RequestSpec(i, t, prompt, draw(st.integers(1, 80))))
-    spec = draw(st.sampled_from([0, 0, 0, 1, 3]))
-    max_tokens = max(max_tokens, max_requests * (spec + 1))
-    cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
-                   max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
-                   paused_blocks=paused, num_speculative_tokens=spec,
-                   kv_corners=draw(st.sampled_from(["megatron", "safe"])))
-    cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
-    return cfg, reqs
+EXAMPLES = examples(250)  # the deep profile raises it
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow  # a deep property search over random engine runs
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_engine_invariants(scenario):
     cfg, reqs = scenario

@@ -165,7 +165,7 @@ def one_rank_workloads(draw):
             draw(st.sampled_from(["transformer", "hybrid"])), reqs)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(one_rank_workloads())
 def test_a_lone_busy_rank_decides_like_a_single_rank_run(case):
     """A closed loop of one request at a time: least-loaded routing sends every request to rank 0 (all

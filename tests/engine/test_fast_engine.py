@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from cgbench.config.schema import SloConfig
@@ -13,10 +13,9 @@ from cgbench.engine.fast import FastEngine
 from cgbench.pipeline import build_engine, metrics_of
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream
-from tests.test_engine_properties import scenarios
-from tests.test_kv_pressure import tight_pools
+from tests.helpers import examples, scenarios, tight_pools
 
-EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
+EXAMPLES = examples(300)  # the deep profile raises it
 
 
 def _run(cfg, reqs, concurrency=0, trace=True):
@@ -30,7 +29,8 @@ def _everything(eng, state):
             [t.to_json() for t in state.trace], [request_record(r) for r in state.requests])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow  # an oracle comparison over random configs
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_engine_equals_oracle(scenario):
     cfg, reqs = scenario
@@ -70,7 +70,8 @@ def test_eviction_inside_a_stretch_hands_back_to_the_scheduler():
     assert fast[0]["requests"]["evicted_events"] == 2  # the fewest right-most rows (design §5)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow  # an oracle comparison over random configs
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_fast_engine_equals_oracle_on_tight_pools(scenario):
     """Tight KV pools with paused budgets > 0: pauses, resumes, multi-row evictions, re-queues behind a

@@ -7,7 +7,6 @@ and both runs must also equal the step-by-step oracle."""
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import replace
 from itertools import combinations
 
@@ -21,11 +20,12 @@ from cgbench.engine.rows import compact_finished, move_pausing_left, pause_swap
 from cgbench.pipeline import build_engine, metrics_of
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import make_cfg, needs_python_engine
-from tests.test_kv_pressure import tight_pools
+from tests.helpers import examples, make_cfg, needs_python_engine, tight_pools
+
+pytestmark = pytest.mark.slow  # oracle comparisons over random configs
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
-EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "300"))  # raise locally for a deeper check
+EXAMPLES = examples(300)  # the deep profile raises it
 
 
 @functools.cache
@@ -185,7 +185,7 @@ def test_a_tight_pool_mixes_both_paths():
 
 
 @needs_python_engine
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_one_move_equals_the_full_pass_on_tight_pools(scenario):
     cfg, reqs = scenario

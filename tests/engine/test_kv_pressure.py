@@ -7,15 +7,13 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from cgbench.config.schema import CGConfig
 from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Outcome, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
-from cgbench.workload.arrivals import RequestSpec
-from tests.helpers import make_cfg, needs_python_engine, run_engine, specs
+from tests.helpers import make_cfg, needs_python_engine, run_engine, specs, tight_pools
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
 
@@ -230,29 +228,8 @@ def _recorder_class() -> type:
     return Recorder
 
 
-@st.composite
-def tight_pools(draw):
-    block = draw(st.sampled_from([4, 8]))
-    msl = 64
-    kv = draw(st.integers(msl // block // 2 + 1, 2 * msl // block))
-    paused = draw(st.sampled_from([0, 1, 2, 4, 8]))
-    chunked = draw(st.booleans())
-    spec = draw(st.sampled_from([0, 0, 1]))
-    max_requests = draw(st.sampled_from([4, 8]))
-    n = draw(st.integers(2, 12))
-    reqs, t = [], 0.0
-    for i in range(n):
-        t += draw(st.sampled_from([0.0, 0.0, 0.0005]))
-        reqs.append(RequestSpec(i, t, draw(st.integers(1, 30)), draw(st.integers(1, 40))))
-    cfg = make_cfg(kind="transformer", policy=draw(st.sampled_from(["budget", "megatron"])), chunked=chunked,
-                   cg=NO_ALL_PREFILLS, max_requests=max_requests, max_tokens=max(16, max_requests * (spec + 1)),
-                   max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
-                   num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
-    return cfg, reqs
-
-
 @needs_python_engine
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_tight_pools_conserve_and_follow_the_order_rules(scenario):
     from cgbench.pipeline import build_engine

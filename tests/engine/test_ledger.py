@@ -61,7 +61,7 @@ def ledgers(draw, first_id: int = 0, step: int = 1):
     return ledger, reqs, snapshot, order
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(ledgers())
 def test_reading_gives_back_every_field_in_arrival_order(case):
     ledger, reqs, snapshot, _ = case
@@ -77,7 +77,7 @@ def test_reading_gives_back_every_field_in_arrival_order(case):
 
 
 @pytest.mark.slow  # a property over random ledgers: make test runs it
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(ledgers())
 def test_columns_list_the_retired_then_the_live_requests(case):
     ledger, reqs, snapshot, order = case
@@ -143,7 +143,7 @@ def test_retiring_twice_or_too_early_and_terminal_live_requests_are_errors():
 
 
 @pytest.mark.slow  # a property over random ledgers: make test runs it
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(ledgers(first_id=0, step=2), ledgers(first_id=1, step=2))
 def test_merged_ledgers_read_in_id_order(one, two):
     (l1, r1, s1, _), (l2, r2, s2, _) = one, two

@@ -15,7 +15,7 @@ import pytest
 from cgbench import native
 from cgbench.native import COMPILED_MODULES, build_record, source_path, stale_modules
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_compiled_module_has_a_source_and_none_defines_a_builtin_exception_subclass():

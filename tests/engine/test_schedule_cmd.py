@@ -28,7 +28,7 @@ from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 from tests.helpers import make_cfg
 
-STATES = Path(__file__).resolve().parent / "states"
+STATES = Path(__file__).resolve().parents[1] / "states"
 
 
 def state_doc(name: str) -> dict:
@@ -454,7 +454,7 @@ def random_states(draw):
             "chunked_request": chunked_req, "queue": queue}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(random_states())
 def test_megatron_and_budget_match_the_reference_pseudo_code(doc):
     try:
@@ -537,7 +537,7 @@ def run_and_snapshot(cfg, reqs):
     return rounds
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(engine_runs())
 def test_replayed_round_equals_the_engine_round(run):
     cfg, reqs, rnd = run

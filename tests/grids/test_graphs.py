@@ -380,7 +380,7 @@ def test_cap_below_decode_bound_is_an_error():
 # ---------------------------------------------------------------------------------------------
 # Invariants of the generator (random configurations)
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(tp=st.sampled_from([1, 2, 4, 8]), spec=st.sampled_from([0, 1, 3]),
        n=st.sampled_from([None, -1, 0, 1, 2, 4, 8, 16, 32]), R_mult=st.integers(1, 16),
        extra_tokens=st.integers(0, 4000), msl=st.integers(2, 5000),

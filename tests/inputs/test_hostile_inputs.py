@@ -25,8 +25,10 @@ from typer.testing import CliRunner
 from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA
 from cgbench.cli.app import app
 
+pytestmark = pytest.mark.slow  # the hostile-input corpus
+
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = "workload.num_requests=8"
 TIME_LIMIT_S = 60  # a generous bound: every case takes about a second; a hang takes forever
 RSS_GROWTH_LIMIT_KB = 300 * 1024

@@ -29,7 +29,9 @@ from cgbench.results.document import load_result
 from cgbench.safeio import read_json
 from cgbench.workload.trace import read_trace
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # a deep property search
+
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = ["schema_version", "metrics", "overrides", "config", "environment", "steps", "requests",
         "graph_usage", "schema", "model", "kind", "name", "device", "graphed", "eager", "T", "P", "D",
         "ctx", "ms", "tp_size", "rules", "better", "abs_tol", "rel_tol", "deterministic", "engine",
@@ -42,7 +44,7 @@ scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value
 trees = st.recursive(scalars, lambda c: st.lists(c, max_size=4)
                      | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), c, max_size=5),
                      max_leaves=25)
-PROFILE = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+PROFILE = settings(max_examples=60, suppress_health_check=list(HealthCheck))
 
 
 def _swap(base: Any, data: st.DataObject) -> Any:
@@ -178,7 +180,7 @@ def _one_line_or_success(r) -> None:
             (r.exit_code, r.exception)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cli_compare_on_mutated_results(bases, data):
     base = _write(_json(bases["result"]), "base.json")
@@ -186,7 +188,7 @@ def test_cli_compare_on_mutated_results(bases, data):
     _one_line_or_success(runner.invoke(app, ["compare", str(base), str(new)]))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cli_schedule_on_mutated_states(bases, data):
     _one_line_or_success(runner.invoke(app, ["schedule", str(_write(_json(_swap(bases["state"], data)),

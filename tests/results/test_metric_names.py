@@ -82,6 +82,6 @@ def test_glossary_is_generated_from_the_registry() -> None:
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "metric_glossary.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "metric_glossary.py"
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

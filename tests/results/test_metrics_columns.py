@@ -6,10 +6,10 @@ without SLOs. Equality is of the whole metrics dict, so every float must be the 
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,11 +19,11 @@ from cgbench.engine.request import Outcome, Request
 from cgbench.pipeline import build_engine
 from cgbench.results.metrics import StepStats, compute_metrics, summary
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import make_cfg
-from tests.test_engine_properties import scenarios
-from tests.test_kv_pressure import tight_pools
+from tests.helpers import examples, make_cfg, scenarios, tight_pools
 
-EXAMPLES = int(os.environ.get("CGBENCH_EXAMPLES", "200"))
+pytestmark = pytest.mark.slow  # oracle comparisons over random configs
+
+EXAMPLES = examples(200)  # the deep profile raises it
 
 # -- the oracle: the list-based metrics, as they were --------------------------------------------------
 
@@ -174,7 +174,7 @@ def random_requests(draw, rid):
                    if outcome == Outcome.FAILED else "")
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), slos)
 def test_random_ledgers(data, slo):
     n = data.draw(st.integers(0, 40))
@@ -192,7 +192,7 @@ def test_random_ledgers(data, slo):
     assert new == old
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES)
 @given(st.lists(st.one_of(st.floats(-1e6, 1e6, allow_nan=False), st.integers(-10**6, 10**6)), max_size=3000),
        st.sampled_from([1.0, 1000.0, 0.001, 3.0]))
 def test_summary_unrounded(values, scale):
@@ -216,7 +216,7 @@ def _run(cfg, reqs):
     return eng.run()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(scenarios(), tight_pools()), st.booleans(), slos)
 def test_engine_runs(scenario, oracle, slo):
     """Failed, evicted, unfinished (stalled or crashed runs) requests included."""
@@ -226,7 +226,7 @@ def test_engine_runs(scenario, oracle, slo):
     assert new == old
 
 
-@settings(max_examples=max(20, EXAMPLES // 5), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=max(20, EXAMPLES // 5), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([2, 4]), st.sampled_from(["nccl", "nvls"]), st.integers(1, 30), st.integers(0, 2**16), slos)
 def test_ep_runs(k, dispatcher, n, seed, slo):
     """The EP engine's merged ledger (every rank's requests by id)."""

@@ -41,7 +41,7 @@ from cgbench.workload.stream import (
     write_trace,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((ROOT / "conf" / "workload").glob("*.yaml"))
 N = 20_000
 
@@ -202,7 +202,7 @@ dists = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(d=dists, lo=st.integers(1, 300), span=st.integers(0, 3000), seed=st.integers(0, 2**32))
 def test_every_distribution_stays_in_bounds(d, lo, span, seed):
     d = dataclasses.replace(d, min=lo, max=lo + span)
@@ -268,7 +268,7 @@ oracle_dists = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(d=oracle_dists, lo=st.integers(1, 300), span=st.integers(0, 5000) | st.sampled_from([2**52, 2**60]),
        seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6), wseed=st.integers(0, 99))
 def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
@@ -290,7 +290,7 @@ def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
     assert mine.getstate() == theirs.getstate()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(process=st.sampled_from(["poisson", "gamma", "constant", "all_at_once"]),
        rate=st.floats(1e-3, 1e4) | st.integers(1, 100), burstiness=st.floats(0.05, 20),
        seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6))
@@ -391,7 +391,7 @@ def naive_due(specs: list[RequestSpec], returned: set[int], now: float) -> list[
     return sorted((s for s in specs if s.arrival_s <= now and s.id not in returned), key=lambda s: s.id)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(arrivals=st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 7.25]), min_size=0, max_size=25),
        queries=st.lists(st.floats(0, 10), max_size=10))
 def test_open_loop_stream_matches_naive_filter(arrivals, queries):
