@@ -39,8 +39,11 @@ test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
 	$(BIN)/pytest -q -n 2
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, hostile corpus, sweeps, plots, advise)
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (pytestmark / @pytest.mark.slow: torch engine, processes, bad-input corpus, sweeps, plots, advise, oracle searches)
 	$(BIN)/pytest -q -x -n 2 -m "not slow"
+
+test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
+	$(BIN)/pytest -q -n 2 --hypothesis-profile=deep
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
@@ -74,4 +77,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint test test-fast test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint test test-fast test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

@@ -1,8 +1,6 @@
-"""Every answer the CLI gives can be trusted: strict configs, honest labels, guards, formats.
-
-The first part is a corpus of command lines that must be refused: exit 2, one line on stderr that
-names the key (and the closest known key, or the numbers), no traceback, no file written. The rest
-checks what an accepted command says about itself."""
+"""Every answer the CLI gives can be trusted: honest labels, file names, formats, health flags, output
+at 80 columns. What an accepted command says about itself; the command lines that must be refused are
+the bad-input corpus (tests/inputs/)."""
 
 from __future__ import annotations
 
@@ -24,122 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 SMALL = "workload.num_requests=8"
 STATE = ROOT / "tests" / "states" / "11_2_round1.json"
-SEVENTY_B = ("model=transformer model.hidden_size=8192 model.pattern_repeat=80 model.ffn_hidden_size=28672 "
-             "model.num_attention_heads=64")
 
 
 def _files(d: Path) -> set[Path]:
     return {p for p in d.rglob("*") if p.is_file()} if d.exists() else set()
-
-
-# (command line, needles that must all appear in the one error line)
-REFUSED: list[tuple[str, tuple[str, ...]]] = [
-    # unknown keys, with and without '+', with the closest known key
-    ("run +engine.max_tokkens=5", ("engine.max_tokkens: unknown key", "did you mean engine.max_tokens")),
-    ("run engine.max_tokkens=5", ("engine.max_tokkens: unknown key", "did you mean engine.max_tokens")),
-    ("run +workload.num_request=5", ("workload.num_request", "did you mean workload.num_requests")),
-    ("run +brand_new=1", ("brand_new: unknown key",)),
-    ("run model/x=y", ("model/x", "not a config group")),
-    ("grid +cg.num_cuda_graph=4", ("cg.num_cuda_graph", "did you mean cg.num_cuda_graphs")),
-    ("sweep +engine.max_tokkens=1,2 --dry-run", ("engine.max_tokkens", "did you mean engine.max_tokens")),
-    # keys the chosen options never read
-    ("run cg=megatron cg.graphs=[[64,0,64]]", ("cg.graphs", "cg.kind=megatron", "cg=explicit")),
-    ("grid cg=dense cg.graphs=[[64,0,64]]", ("cg.graphs", "cg=explicit")),
-    ("run cg=vllm cg.num_cuda_graphs=8", ("cg.num_cuda_graphs", "cg.kind=vllm")),
-    ("run cg.capture_sizes=[1,2]", ("cg.capture_sizes", "vllm")),
-    ("run cg=vllm cg.padding=false", ("cg.padding", "sglang or trtllm")),
-    ("run cg.cuda_graph_max_tokens=256", ("cg.cuda_graph_max_tokens", "all_prefills=true")),
-    ("run workload=trace workload.num_requests=10", ("workload.num_requests", "trace is the workload")),
-    ("run workload=trace workload.prompt_len.dist=fixed", ("workload.prompt_len", "trace")),
-    ("run workload.time_scale=2", ("workload.time_scale", "no workload.trace")),
-    ("run workload.arrival.rate=5", ("workload.arrival.rate", "all_at_once")),
-    ("run workload=chat workload.arrival.burstiness=2", ("workload.arrival.burstiness", "gamma")),
-    ("run workload.arrival.concurrency=4", ("workload.arrival.concurrency", "closed_loop")),
-    ("run workload.prompt_len.sigma=1.5", ("workload.prompt_len.sigma", "dist=uniform")),
-    ("run policy=budget policy.pad_guard.max_ratio=3", ("policy.pad_guard", "policy=pad_guard")),
-    ("run policy.wait_timeout.iters=5", ("policy.wait_timeout", "policy=megatron")),
-    ("run backend.calibration=table.json", ("backend.calibration", "cost_model=calibrated")),
-    ("run backend=torch hardware.peak_flops=1e15", ("hardware.peak_flops", "backend=torch")),
-    ("run backend.host_memory_gb=64", ("backend.host_memory_gb", "backend=torch")),
-    # deletions, Hydra's settings and sweeps on run
-    ("run ~slo", ("~slo", "removing a key is not supported")),
-    ("run ~engine.max_tokens", ("~engine.max_tokens", "removing a key")),
-    ("run hydra/launcher=joblib", ("hydra/launcher=joblib", "cgbench sweep --launcher")),
-    ("run hydra.run.dir=/tmp/x", ("hydra.run.dir", "cgbench sweep --launcher")),
-    ("run model=transformer,hybrid", ("model=transformer,hybrid", "cgbench sweep model=transformer,hybrid")),
-    ("run sweep=ci", ("sweep: only cgbench sweep reads the sweep group", "cgbench sweep sweep=ci")),
-    ("grid sweep.jobs=2", ("sweep.jobs: only cgbench sweep reads the sweep group",)),
-    ("run -m model=hybrid", ("--multirun", "for several use: cgbench sweep", "model=hybrid")),
-    # rules that used to live only in the torch model: every backend now
-    ("run model.head_dim=127", ("model.head_dim", "even")),
-    ("run model.mamba_num_groups=3", ("model.mamba_num_groups", "must divide model.mamba_num_heads")),
-    ("run model.mamba_conv_kernel=1", ("model.mamba_conv_kernel", ">= 2")),
-    ("run backend.dtype=int8", ("backend.dtype", "float32")),
-    ("run backend=torch engine.num_speculative_tokens=1", ("engine.num_speculative_tokens", "draft model")),
-    # guards, with the numbers
-    (f"run {SEVENTY_B}", ("hardware.memory_gb", "139.0 GB of weights", "h100's 80 GB", "--allow-oversize")),
-    ("run model=transformer engine.kv_blocks=20000", ("hardware.memory_gb", "GB of KV cache", "80 GB")),
-    ("run backend=torch model=hybrid backend.device=cpu", ("backend.host_memory_gb", "7.56 B parameters",
-                                                           "8 GB limit")),
-    # options
-    ("run --format yaml", ("--format", "table, markdown, json, csv")),
-    ("run --cfg everything", ("--cfg", "job, all")),
-    ("run --config-dir /nonexistent/confdir", ("--config-dir", "/nonexistent/confdir", "no such folder")),
-    ("run model=my70b", ("model/my70b",)),
-    ("grid --format xml", ("--format",)),
-    (f"schedule {STATE} --format yaml", ("--format",)),
-]
-
-
-@pytest.mark.parametrize("line,needles", REFUSED, ids=[c[0][:60] for c in REFUSED])
-def test_refused_with_one_line_exit_2_nothing_written(line, needles, tmp_path):
-    argv = line.split()
-    if argv[0] in ("run", "sweep"):
-        argv.insert(1, f"out_dir={tmp_path / 'results'}")
-    before = _files(tmp_path)
-    r = runner.invoke(app, argv)
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    err = r.stderr.strip()
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("error: ")
-    for needle in needles:
-        assert needle in err, (needle, err)
-    assert _files(tmp_path) == before, "a file was written"
-
-
-def test_corpus_size():
-    assert len(REFUSED) >= 30
-
-
-def test_environment_config_dir_that_does_not_exist_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(tmp_path / "missing"))
-    r = runner.invoke(app, ["run", f"out_dir={tmp_path}", SMALL])
-    assert r.exit_code == 2 and r.stderr.strip() == f"error: CGBENCH_CONFIG_DIR: {tmp_path / 'missing'}: no such folder"
-
-
-def test_a_user_file_that_a_shipped_option_would_shadow_is_refused(tmp_path, monkeypatch):
-    own = tmp_path / "conf"
-    (own / "model").mkdir(parents=True)
-    (own / "model" / "hybrid.yaml").write_text((ROOT / "conf" / "model" / "hybrid.yaml").read_text())
-    (own / "model" / "tiny_hybrid.yaml").write_text("name: tiny_hybrid\nhidden_size: 32\n")
-    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(own))
-    r = runner.invoke(app, ["run", f"out_dir={tmp_path / 'r'}", SMALL])
-    assert r.exit_code == 2 and "Traceback" not in r.output
-    assert r.stderr.strip().startswith(f"error: CGBENCH_CONFIG_DIR: {own / 'model' / 'tiny_hybrid.yaml'} differs "
-                                       "from the shipped model=tiny_hybrid")
-    assert not (tmp_path / "r").exists()
-
-
-def test_missing_torch_gives_the_install_command(tmp_path, monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
-    r = runner.invoke(app, ["run", "backend=torch", "model=tiny_hybrid", f"out_dir={tmp_path}"])
-    assert r.exit_code == 2 and "Traceback" not in r.output
-    assert r.stderr.strip() == "error: backend=torch needs torch, which is not installed: pip install 'cgbench[torch]'"
-    assert _files(tmp_path) == set()
 
 
 # ---------------------------------------------------------------------------------------------
