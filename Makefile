@@ -35,15 +35,17 @@ run: $(VENV)/.core ## Run the default job (cgbench run; pass overrides with ARGS
 lint: $(VENV)/.dev ## ruff
 	$(BIN)/ruff check cgbench tests scripts
 
-test: $(VENV)/.dev ## Lint, then run the test suite
+# worksteal: an idle worker takes queued tests from a busy one, so one long test does not leave a core idle.
+# The cluster tests (marked slurm) run in `make test-slurm`, which CI runs after this.
+test: $(VENV)/.dev ## Lint, then run the test suite (all but the cluster tests of make test-slurm)
 	$(BIN)/ruff check cgbench tests scripts
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm"
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (pytestmark / @pytest.mark.slow: torch engine, processes, bad-input corpus, sweeps, plots, advise, oracle searches)
-	$(BIN)/pytest -q -x -n 2 -m "not slow"
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, processes, hostile inputs, sweeps, plots, advise, oracle searches)
+	$(BIN)/pytest -q -x -n 2 --dist worksteal -m "not slow"
 
 test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
-	$(BIN)/pytest -q -n 2 --hypothesis-profile=deep
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)

@@ -620,6 +620,7 @@ def _max_formula(cost: RooflineCostModel, work: StepWork) -> float:
     return max(gpu + attn, host) + sync
 
 
+@pytest.mark.slow  # an oracle comparison over 300 random steps
 @settings(max_examples=300)
 @given(name=st.sampled_from(MODELS + ("mamba_only",)), hw=st.sampled_from(HARDWARE), tp=st.sampled_from([1, 2]),
        padded=st.booleans(), d=st.integers(0, 300), p=st.integers(0, 8), extra=st.integers(0, 4000),

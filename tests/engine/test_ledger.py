@@ -61,6 +61,7 @@ def ledgers(draw, first_id: int = 0, step: int = 1):
     return ledger, reqs, snapshot, order
 
 
+@pytest.mark.slow  # a property over random ledgers: make test runs it
 @settings(max_examples=150)
 @given(ledgers())
 def test_reading_gives_back_every_field_in_arrival_order(case):

@@ -537,6 +537,7 @@ def run_and_snapshot(cfg, reqs):
     return rounds
 
 
+@pytest.mark.slow  # random engine runs, each replayed round by round
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(engine_runs())
 def test_replayed_round_equals_the_engine_round(run):
