@@ -187,6 +187,7 @@ def test_a_healthy_run_says_ok(dense_run):
 # CI logs: piped stdout at 80 columns
 
 
+@pytest.mark.slow  # starts a cgbench process (piped stdout)
 def test_piped_output_at_80_columns_prints_every_header_and_value_whole(tmp_path):
     env = {**os.environ, "COLUMNS": "80", "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
     out = tmp_path / "r.json"
@@ -224,6 +225,7 @@ def test_progress_shows_only_on_a_terminal(monkeypatch):
         assert ("running hybrid_megatron" in buf.getvalue()) is terminal
 
 
+@pytest.mark.slow  # starts two cgbench processes (piped stdout)
 def test_piped_sweep_and_compare_at_80_columns_print_every_header_and_value_whole(tmp_path):
     env = {**os.environ, "COLUMNS": "80", "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
     out = tmp_path / "s"
