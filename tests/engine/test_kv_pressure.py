@@ -228,6 +228,7 @@ def _recorder_class() -> type:
     return Recorder
 
 
+@pytest.mark.slow  # 150 random engine runs, every round recorded
 @needs_python_engine
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())

@@ -268,6 +268,7 @@ oracle_dists = st.one_of(
 )
 
 
+@pytest.mark.slow  # an oracle comparison over 400 random draws
 @settings(max_examples=400)
 @given(d=oracle_dists, lo=st.integers(1, 300), span=st.integers(0, 5000) | st.sampled_from([2**52, 2**60]),
        seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6), wseed=st.integers(0, 99))
