@@ -38,12 +38,17 @@ lint: $(VENV)/.dev ## ruff
 deps-check: $(VENV)/.dev ## Every module cgbench imports is declared in pyproject.toml (deptry; the test suite runs it too)
 	$(BIN)/deptry cgbench
 
-test: $(VENV)/.dev ## Lint, then run the test suite
+# worksteal: an idle worker takes queued tests from a busy one, so one long test does not leave a core idle.
+# The cluster tests (marked slurm) run in `make test-slurm`, which CI runs after this.
+test: $(VENV)/.dev ## Lint, then run the test suite (all but the cluster tests of make test-slurm)
 	$(BIN)/ruff check cgbench tests scripts
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm"
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, hostile corpus, sweeps, plots, advise)
-	$(BIN)/pytest -q -x -n 2 -m "not slow"
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, processes, hostile inputs, sweeps, plots, advise, oracle searches)
+	$(BIN)/pytest -q -x -n 2 --dist worksteal -m "not slow"
+
+test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
@@ -61,7 +66,7 @@ ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
 	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
 test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm-local.sh start first; skipped without it)
-	$(BIN)/pytest -q -rs -m slurm tests/test_slurm.py
+	$(BIN)/pytest -q -rs -m slurm tests/analysis/test_slurm.py
 
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh
@@ -77,4 +82,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint deps-check test test-fast test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check test test-fast test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

@@ -154,7 +154,7 @@ then
   export PYTHONPATH="$SITE:$PYTHONPATH"
 fi
 
-mapfile -t GPU_TESTS < <(grep -l "pytest.mark.gpu" tests/test_*.py)
+mapfile -t GPU_TESTS < <(grep -l "pytest.mark.gpu" tests/*/test_*.py)
 stage pytest 150 "$PY" -m pytest -m gpu -q -p no:cacheprovider "${GPU_TESTS[@]}"
 stage sweep 120 "$PY" scripts/gpu_check.py sweep --out "$OUT_DIR" --device "$DEVICE"
 for model in tiny_transformer tiny_hybrid; do

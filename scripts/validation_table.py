@@ -3,7 +3,7 @@
     python scripts/validation_table.py            # print the Markdown table
     python scripts/validation_table.py --write    # also replace it in docs/cost-model.md
 
-The same figures are test fixtures (tests/test_time_model.py), with the acceptance bands.
+The same figures are test fixtures (tests/backends/test_time_model.py), with the acceptance bands.
 """
 
 from __future__ import annotations

@@ -9,11 +9,17 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# CI runs the property tests with a fixed derivation of examples (reproducible verdicts); local runs
-# explore new examples each time (and keep failures in .hypothesis/ to replay them).
-settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# Hypothesis profiles, chosen with hypothesis's own option `--hypothesis-profile=dev|ci|deep`; without it,
+# `ci` where CI is set, else `dev`. Every profile drops the per-example deadline (a simulation's time
+# depends on the machine's load, not on the code). `ci` derives its examples from each test's name
+# (reproducible verdicts); `dev` explores new examples on every run and keeps failures in .hypothesis/
+# to replay them; `deep` raises the engine-equality and invariant properties (those that size
+# themselves with tests.helpers.examples) to 4,000 examples each.
+DEEP_EXAMPLES = 4000
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.register_profile("deep", deadline=None, max_examples=DEEP_EXAMPLES)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -30,25 +36,8 @@ def _isolate_cwd(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
 
 
-# The edit-run loop (`make test-fast`) leaves these out: the real torch engine and its kernels, the
-# launcher and signal tests that start processes, the deep property searches, the hostile-input
-# corpus and the end-to-end analysis tests. `make test` and
-# CI run everything.
-SLOW_MODULES = {"test_models", "test_kernels", "test_torch_backend", "test_torch_runner", "test_torch_graphs_logic",
-                "test_calibration", "test_gpu", "test_interrupt", "test_hostile_inputs", "test_reader_properties",
-                "test_slurm", "test_wheel", "test_readme",
-                # end-to-end analysis (sweeps, figures, the grid search): run by `make test`
-                "test_plots", "test_advise", "test_sweep", "test_sweep_reliability",
-                # oracle comparisons over random configs, like the fast engine's equality test
-                "test_metrics_columns", "test_kv_fast_path"}
-SLOW_NAME_PARTS = ("launcher", "killed", "ctrl_c", "equals_oracle", "invariants", "wheel", "readme")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-        if module in SLOW_MODULES or any(part in item.name for part in SLOW_NAME_PARTS):
-            item.add_marker(pytest.mark.slow)
+# Slow modules carry `pytestmark = pytest.mark.slow` and slow single tests `@pytest.mark.slow`: the
+# edit-run loop (`make test-fast`) leaves them out, `make test` and CI run everything.
 
 
 def _strict_constant(name: str):

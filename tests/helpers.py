@@ -1,12 +1,15 @@
-"""Builders for engine tests: explicit requests, Megatron list (B), the default limits."""
+"""Builders for engine tests: explicit requests, Megatron list (B), the default limits, and the random
+engine scenarios that several property tests draw from."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
 
-from cgbench.config.schema import BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
+from cgbench.config.schema import POLICIES, BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
 from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -30,7 +33,73 @@ def run_engine(cfg: BenchConfig, reqs: list[RequestSpec], *, concurrency: int = 
     return eng, state
 
 
+def examples(default: int) -> int:
+    """A property's number of examples: ``default``, or the loaded profile's count when that is larger
+    (the deep profile of tests/conftest.py). An explicit ``max_examples`` overrides any profile, so the
+    properties that a deep run should stretch size themselves here."""
+    return max(default, settings().max_examples)
+
+
 # a test that subclasses the engine in Python: possible only when the engine runs as plain Python
 # (the compiled build, make native, cannot be subclassed from Python)
 needs_python_engine = pytest.mark.skipif(simulator_build() != "python",
                                          reason="subclasses the engine; the compiled engine cannot be subclassed")
+
+
+# random engine configs, grids, policies and workloads: the engine invariants, the fast engine's
+# equality with the oracle and the column metrics all draw from these
+@st.composite
+def scenarios(draw):
+    max_requests = draw(st.sampled_from([2, 4, 8, 16]))
+    max_tokens = draw(st.sampled_from([max_requests, 64, 128, 512]))
+    msl = draw(st.sampled_from([64, 128, 300]))
+    block = draw(st.sampled_from([16, 32, 64]))
+    per_req = -(-msl // block)
+    kv = draw(st.sampled_from([0, max(per_req, 2), per_req * 2, per_req * max_requests // 2 + 1]))
+    paused = draw(st.sampled_from([0, 0, 4]))
+    chunked = draw(st.booleans())
+    policy = draw(st.sampled_from(POLICIES))
+    kind = draw(st.sampled_from(["transformer", "hybrid"]))
+    n_graphs = draw(st.sampled_from([None, 1, 2, 4, 16, -1]))
+    cg = CGConfig(num_cuda_graphs=n_graphs, all_prefills=draw(st.booleans()),
+                  cuda_graph_max_tokens=draw(st.sampled_from([16, 512])),
+                  distribution=draw(st.sampled_from(["exponential", "linear"])),
+                  non_decode=draw(st.booleans()), sizes_per_octave=draw(st.sampled_from([1, 2])))
+    n = draw(st.integers(1, 24))
+    reqs = []
+    t = 0.0
+    for i in range(n):
+        t += draw(st.sampled_from([0.0, 0.0, 0.001, 0.05]))
+        prompt = draw(st.one_of(st.integers(1, msl), st.integers(1, msl + 20)))
+        reqs.append(RequestSpec(i, t, prompt, draw(st.integers(1, 80))))
+    spec = draw(st.sampled_from([0, 0, 0, 1, 3]))
+    max_tokens = max(max_tokens, max_requests * (spec + 1))
+    cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
+                   max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
+                   paused_blocks=paused, num_speculative_tokens=spec,
+                   kv_corners=draw(st.sampled_from(["megatron", "safe"])))
+    cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
+    return cfg, reqs
+
+
+# small KV pools that force pauses, evictions and the corners where Megatron stops
+@st.composite
+def tight_pools(draw):
+    block = draw(st.sampled_from([4, 8]))
+    msl = 64
+    kv = draw(st.integers(msl // block // 2 + 1, 2 * msl // block))
+    paused = draw(st.sampled_from([0, 1, 2, 4, 8]))
+    chunked = draw(st.booleans())
+    spec = draw(st.sampled_from([0, 0, 1]))
+    max_requests = draw(st.sampled_from([4, 8]))
+    n = draw(st.integers(2, 12))
+    reqs, t = [], 0.0
+    for i in range(n):
+        t += draw(st.sampled_from([0.0, 0.0, 0.0005]))
+        reqs.append(RequestSpec(i, t, draw(st.integers(1, 30)), draw(st.integers(1, 40))))
+    cfg = make_cfg(kind="transformer", policy=draw(st.sampled_from(["budget", "megatron"])), chunked=chunked,
+                   cg=replace(CGConfig(), all_prefills=False), max_requests=max_requests,
+                   max_tokens=max(16, max_requests * (spec + 1)),
+                   max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
+                   num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
+    return cfg, reqs

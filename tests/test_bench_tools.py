@@ -18,6 +18,7 @@ def _bench():
     return module
 
 
+@pytest.mark.slow  # a measured 300-request chat run
 def test_the_stretch_split_counts_inside_and_outside_decode_stretches():
     """A chat run spends part of its time in decode stretches and part outside (arrivals, rounds that
     admit, the metrics); the split is a part of the run's own CPU time, in plain Python."""

@@ -13,7 +13,7 @@ Two things differ from the oracle, and only these live here:
   ``StretchPricer``.
 
 ``Engine`` (step by step, every request every step) is the oracle this must equal, metric for metric
-(tests/test_fast_engine.py).
+(tests/engine/test_fast_engine.py).
 """
 
 from __future__ import annotations

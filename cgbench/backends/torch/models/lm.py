@@ -98,7 +98,7 @@ def check_model(cfg: ModelConfig) -> None:
 
 def init_weights(model: CausalLM, seed: int) -> None:
     """Deterministic random weights. Linear layers get std 1/sqrt(fan_in) so activations stay O(1). Two choices
-    keep greedy decoding from collapsing onto one repeated token (checked in tests/test_models.py): a small
+    keep greedy decoding from collapsing onto one repeated token (checked in tests/backends/test_models.py): a small
     embedding, so a token's own direction does not dominate the residual stream (with a tied head it would
     predict itself), and sharper q / k, so attention does not average the context into a fixed point."""
     gen = torch.Generator().manual_seed(seed)

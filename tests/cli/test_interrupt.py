@@ -1,0 +1,35 @@
+"""Ctrl-C during `cgbench run` exits 130 and leaves no result file, partial or whole."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # starts and signals a process
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sigint_during_run_leaves_nothing(tmp_path):
+    out_dir = tmp_path / "res"
+    env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
+    cmd = [sys.executable, "-m", "cgbench.cli.app", "run", "workload=chat", "workload.num_requests=400000",
+           "engine.oracle=true", f"out_dir={out_dir}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (out_dir / "runs").is_dir():  # created after the config is checked, just before the run
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be stopped"
+        time.sleep(0.02)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    leftovers = list(out_dir.rglob("*")) if out_dir.exists() else []
+    assert not [p for p in leftovers if p.is_file()], leftovers

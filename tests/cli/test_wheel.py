@@ -1,0 +1,115 @@
+"""The built wheel, installed into a fresh virtual environment WITHOUT torch or matplotlib and run
+outside the checkout: the simulator runs, the packaged example trace resolves from the wheel, and
+the optional features say how to install what they need (exit 2, one line, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
+    """(the venv's cgbench, a work folder outside the checkout, the environment to run it in)."""
+    base = tmp_path_factory.mktemp("wheel")
+    if shutil.which("git"):  # the venv sits inside somebody else's repository, as a user's often does
+        _git(base, "init", "-q")
+        (base / "theirs.txt").write_text("not cgbench\n")
+        _git(base, "add", "theirs.txt")
+        _git(base, "commit", "-qm", "theirs")
+    wheels = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(wheels)],
+                   check=True, capture_output=True, text=True)
+    (wheel,) = wheels.glob("cgbench-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    # the core dependencies come from the configured index / local pip cache; no extras
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", str(wheel)],
+                   check=True, capture_output=True, text=True)
+    work = base / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("CGBENCH_CONFIG_DIR", "PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return venv / "bin" / "cgbench", work, env
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def _run(installed, *args: str) -> subprocess.CompletedProcess:
+    exe, work, env = installed
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=work, env=env, timeout=120)
+
+
+def test_the_venv_has_neither_torch_nor_matplotlib(installed):
+    exe, work, env = installed
+    code = ("import importlib.util as u, cgbench; "
+            "print(u.find_spec('torch'), u.find_spec('matplotlib'), cgbench.__file__)")
+    p = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work, env=env,
+                       check=True)
+    none_torch, none_mpl, where = p.stdout.split()
+    assert (none_torch, none_mpl) == ("None", "None") and str(ROOT) not in where
+
+
+def test_run_and_the_packaged_trace(installed):
+    exe, work, _ = installed
+    p = _run(installed, "run", "workload.num_requests=20", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    p = _run(installed, "run", "workload=trace", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert '"trace": "small.jsonl"' in p.stdout and '"outcome": "completed"' in p.stdout
+    assert len(list((work / "results" / "runs").glob("*.json"))) == 2
+
+
+def test_optional_features_give_the_install_command(installed):
+    exe, work, _ = installed
+    result = next((work / "results" / "runs").glob("*.json"), None)
+    if result is None:  # run alone: make one
+        assert _run(installed, "run", "workload.num_requests=20").returncode == 0
+        result = next((work / "results" / "runs").glob("*.json"))
+    cases = [(["plot", str(result)], "pip install 'cgbench[plot]'"),
+             (["run", "backend=torch", "model=tiny_hybrid"], "pip install 'cgbench[torch]'"),
+             (["calibrate", "model=tiny_hybrid", "engine=small"], "pip install 'cgbench[torch]'")]
+    for args, hint in cases:
+        p = _run(installed, *args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr + p.stdout
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and hint in lines[0], (args, p.stderr)
+
+
+def test_python_m_cgbench_and_py_typed(installed):
+    exe, work, env = installed
+    p = subprocess.run([str(exe.parent / "python"), "-m", "cgbench", "run", "--help"], capture_output=True,
+                       text=True, cwd=work, env=env, timeout=120)
+    assert p.returncode == 0 and "Usage: python -m cgbench run" in p.stdout, p.stdout + p.stderr
+    code = "import cgbench, pathlib; print((pathlib.Path(cgbench.__file__).parent / 'py.typed').is_file())"
+    p = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work, env=env,
+                       check=True)
+    assert p.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_an_installed_copy_records_its_version_and_no_commit(installed):
+    """The venv lies inside a git repository with a commit: that commit is not cgbench's."""
+    exe, work, env = installed
+    p = _run(installed, "run", "workload.num_requests=20", "--out", "prov.json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((work / "prov.json").read_text())
+    code = "import importlib.metadata as m; print(m.version('cgbench'))"
+    version = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work,
+                             env=env, check=True).stdout.strip()
+    assert (doc["git_sha"], doc["git_dirty"], doc["git_diff_hash"]) == (None, None, None)
+    assert doc["cgbench_version"] == version

@@ -1,0 +1,493 @@
+"""The bad-input corpus: every command line cgbench must refuse, and the files they point at.
+
+Each case is a command line and the words its one error line must hold. `test_bad_input_corpus.py`
+runs every case through the real CLI and holds it to the rule for bad user input: exit 2, one line
+``error: ...`` holding every needle, no traceback, no file left behind, within a time bound (an
+alarm) and a memory bound (peak RSS growth in process, or an address-space limit on a child).
+
+``{name}`` in a line is the path of the bad file ``name`` (``bad_files``); paths never contain
+spaces. The sections after "special files" are the hostile part: slow, run by ``make test``."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = "workload.num_requests=8"
+STATE = ROOT / "tests" / "states" / "11_2_round1.json"
+SEVENTY_B = ("model=transformer model.hidden_size=8192 model.pattern_repeat=80 model.ffn_hidden_size=28672 "
+             "model.num_attention_heads=64")
+TIME_LIMIT_S = 60  # a generous bound: every case takes about a second; a hang takes forever
+RSS_GROWTH_LIMIT_KB = 300 * 1024
+CHILD_ADDRESS_SPACE = 3 * 2**30  # numpy and Hydra alone reserve ~1 GiB of address space
+IS_ROOT = os.geteuid() == 0
+LONG_NAME = "n" * 300
+DEEP = 100_000
+
+
+@dataclass(frozen=True)
+class Case:
+    line: str
+    needles: tuple[str, ...]
+    slow: bool = False  # the hostile part: make test-fast leaves it out
+    child: bool = False  # run in a child process under an address-space limit, not in process
+
+
+def _section(*rows: tuple, slow: bool = False, child: bool = False) -> list[Case]:
+    return [Case(line, needles if isinstance(needles, tuple) else (needles,), slow, child)
+            for line, needles in rows]
+
+
+CASES: list[Case] = [
+    # -- unknown keys and groups, with and without '+', with the closest known key
+    *_section(
+        ("run engine.max_tokkens=5", ("engine.max_tokkens: unknown key", "did you mean engine.max_tokens")),
+        ("run +engine.max_tokkens=5", ("engine.max_tokkens: unknown key", "did you mean engine.max_tokens")),
+        ("run +workload.num_request=5", ("workload.num_request", "did you mean workload.num_requests")),
+        ("run +brand_new=1", ("brand_new: unknown key",)),
+        ("run model/x=y", ("model/x", "not a config group")),
+        ("grid +cg.num_cuda_graph=4", ("cg.num_cuda_graph", "did you mean cg.num_cuda_graphs")),
+        ("sweep +engine.max_tokkens=1,2 --dry-run", ("engine.max_tokkens", "did you mean engine.max_tokens")),
+        ("run model=gpt5", "model/gpt5"),
+        ("run model=my70b", "model/my70b"),
+        ("run cg=nope", "cg/nope"),
+        ("run policy=greedy", "policy/greedy"),
+        ("run workload=nope", "workload/nope"),
+        ("run hardware=tpu", "hardware/tpu"),
+        ("run nonsense_key=1", "nonsense_key"),
+    ),
+    # -- wrong types
+    *_section(
+        ("run cg.num_cuda_graphs=abc", "cg.num_cuda_graphs"),
+        ("run engine.chunked_prefill=maybe", "chunked_prefill"),
+        ("run engine.max_requests=1.5", "max_requests"),
+        ("run seed=abc", "seed"),
+        ("run workload.arrival.rate=fast", "rate"),
+    ),
+    # -- bad values
+    *_section(
+        ("run cg.kind=nope", "cg.kind"),
+        ("run policy.name=greedy", "policy.name"),
+        ("run model.kind=rnn", "model.kind"),
+        ("run engine.max_tokens=-1", "engine.max_tokens"),
+        ("run engine.max_requests=0", "engine.max_requests"),
+        ("run engine.block_size=0", "engine.block_size"),
+        ("run engine.max_sequence_length=0", "engine.max_sequence_length"),
+        ("run engine.kv_blocks=-3", "engine.kv_blocks"),
+        ("run engine.max_tokens=100", "engine.max_tokens"),  # < max_requests (256)
+        ("run engine.max_requests=6 engine.tp_size=4", "engine.max_requests"),  # must be a tp multiple
+        ("run engine.num_speculative_tokens=-1", "num_speculative_tokens"),
+        ("run cg.num_cuda_graphs=-2", "cg.num_cuda_graphs"),
+        ("run cg.distribution=cubic", "cg.distribution"),
+        ("run cg=explicit cg.graphs=[[64,1]]", "cg.graphs[0]"),
+        ("run cg=explicit cg.graphs=[[5000,1,0]]", "cg.graphs[0]"),  # T > P*msl + D: invalid shape
+        ("run policy=pad_guard policy.pad_guard.max_ratio=0.5", "max_ratio"),
+        ("run policy=wait_timeout policy.wait_timeout.iters=-1", "wait_timeout.iters"),
+        ("run workload.num_requests=0", "workload.num_requests"),
+        ("run workload.arrival.process=poisson workload.arrival.rate=0", "workload.arrival.rate"),
+        ("run workload.arrival.process=closed_loop", "concurrency"),
+        ("run workload.prompt_len.dist=zipf", "prompt_len.dist"),
+        ("run workload.prompt_len.min=10 workload.prompt_len.max=5", "prompt_len.max"),
+        ("run workload.time_scale=0", "time_scale"),
+        ("run backend.name=jax", "backend.name"),
+        ("run backend.cost_model=calibrated", "backend.calibration"),
+        ("run backend.cost_model=calibrated backend.calibration=/nonexistent/table.json", "table.json"),
+        ("run hardware.peak_flops=0", "peak_flops"),
+        ("run slo.ttft_ms=-5", "slo.ttft_ms"),
+    ),
+    # -- model rules that used to live only in the torch model: every backend now
+    *_section(
+        ("run model.head_dim=127", ("model.head_dim", "even")),
+        ("run model.mamba_num_groups=3", ("model.mamba_num_groups", "must divide model.mamba_num_heads")),
+        ("run model.mamba_conv_kernel=1", ("model.mamba_conv_kernel", ">= 2")),
+        ("run backend.dtype=int8", ("backend.dtype", "float32")),
+        ("run backend=torch engine.num_speculative_tokens=1", ("engine.num_speculative_tokens", "draft model")),
+    ),
+    # -- keys the chosen options never read
+    *_section(
+        ("run cg=megatron cg.graphs=[[64,0,64]]", ("cg.graphs", "cg.kind=megatron", "cg=explicit")),
+        ("grid cg=dense cg.graphs=[[64,0,64]]", ("cg.graphs", "cg=explicit")),
+        ("run cg=vllm cg.num_cuda_graphs=8", ("cg.num_cuda_graphs", "cg.kind=vllm")),
+        ("run cg.capture_sizes=[1,2]", ("cg.capture_sizes", "vllm")),
+        ("run cg=vllm cg.padding=false", ("cg.padding", "sglang or trtllm")),
+        ("run cg.cuda_graph_max_tokens=256", ("cg.cuda_graph_max_tokens", "all_prefills=true")),
+        ("run workload=trace workload.num_requests=10", ("workload.num_requests", "trace is the workload")),
+        ("run workload=trace workload.prompt_len.dist=fixed", ("workload.prompt_len", "trace")),
+        ("run workload.time_scale=2", ("workload.time_scale", "no workload.trace")),
+        ("run workload.arrival.rate=5", ("workload.arrival.rate", "all_at_once")),
+        ("run workload=chat workload.arrival.burstiness=2", ("workload.arrival.burstiness", "gamma")),
+        ("run workload.arrival.concurrency=4", ("workload.arrival.concurrency", "closed_loop")),
+        ("run workload.prompt_len.sigma=1.5", ("workload.prompt_len.sigma", "dist=uniform")),
+        ("run policy=budget policy.pad_guard.max_ratio=3", ("policy.pad_guard", "policy=pad_guard")),
+        ("run policy.wait_timeout.iters=5", ("policy.wait_timeout", "policy=megatron")),
+        ("run backend.calibration=table.json", ("backend.calibration", "cost_model=calibrated")),
+        ("run backend=torch hardware.peak_flops=1e15", ("hardware.peak_flops", "backend=torch")),
+        ("run backend.host_memory_gb=64", ("backend.host_memory_gb", "backend=torch")),
+    ),
+    # -- deletions, Hydra's settings and sweeps on run
+    *_section(
+        ("run ~slo", ("~slo", "removing a key is not supported")),
+        ("run ~engine.max_tokens", ("~engine.max_tokens", "removing a key")),
+        ("run hydra/launcher=joblib", ("hydra/launcher=joblib", "cgbench sweep --launcher")),
+        ("run hydra.run.dir=/tmp/x", ("hydra.run.dir", "cgbench sweep --launcher")),
+        ("run model=transformer,hybrid", ("model=transformer,hybrid", "cgbench sweep model=transformer,hybrid")),
+        ("run sweep=ci", ("sweep: only cgbench sweep reads the sweep group", "cgbench sweep sweep=ci")),
+        ("grid sweep.jobs=2", ("sweep.jobs: only cgbench sweep reads the sweep group",)),
+        ("run -m model=hybrid", ("--multirun", "for several use: cgbench sweep", "model=hybrid")),
+    ),
+    # -- guards, with the numbers
+    *_section(
+        (f"run {SEVENTY_B}", ("hardware.memory_gb", "139.0 GB of weights", "h100's 80 GB", "--allow-oversize")),
+        ("run model=transformer engine.kv_blocks=20000", ("hardware.memory_gb", "GB of KV cache", "80 GB")),
+        ("run backend=torch model=hybrid backend.device=cpu", ("backend.host_memory_gb", "7.56 B parameters",
+                                                               "8 GB limit")),
+    ),
+    # -- options
+    *_section(
+        ("run --format yaml", ("--format", "table, markdown, json, csv")),
+        ("run --cfg everything", ("--cfg", "job, all")),
+        ("run --config-dir /nonexistent/confdir", ("--config-dir", "/nonexistent/confdir", "no such folder")),
+        ("grid --format xml", "--format"),
+        ("grid --format yaml", "--format"),
+        (f"schedule {STATE} --format yaml", "--format"),
+    ),
+    # -- traces
+    *_section(
+        ("run workload=trace workload.trace=/nonexistent/trace.jsonl", "trace.jsonl"),
+        ("run workload=trace workload.trace={empty_trace}", "empty.jsonl"),
+        ("run workload=trace workload.trace={bad_json_trace}", "bad.jsonl:2"),
+        ("run workload=trace workload.trace={bad_value_trace}", "prompt_tokens"),
+        ("run workload=trace workload.trace={negative_trace}", "neg.csv:3"),
+        ("run workload=trace workload.trace={missing_col_trace}", "output_tokens"),
+    ),
+    # -- output paths
+    *_section(
+        ("run " + SMALL + " --out {a_file}/r.json", "a_file"),
+        ("run " + SMALL + " --out {empty_dir}", "empty_dir"),
+    ),
+    # -- sweeps
+    *_section(
+        ("sweep seed=1,2 seed=3 --dry-run", "seed"),
+        ("sweep seed=interval(0,1) --dry-run", "interval"),
+        ("sweep model=transformer,gpt5 --dry-run", "gpt5"),
+        ("sweep engine.max_tokens=16384,-1 --dry-run", "engine.max_tokens"),
+        ("sweep sweep=nope --dry-run", "sweep/nope"),
+    ),
+    # -- compare and plot
+    *_section(
+        ("compare /nonexistent/a.json /nonexistent/b.json", "a.json"),
+        ("compare {not_json} {not_json}", "not.json"),
+        ("compare {wrong_schema} {wrong_schema}", "wrong.json"),
+        ("compare {old_schema} {old_schema}", "schema_version"),
+        ("compare {empty_dir} {empty_dir}", "empty_dir"),
+        ("plot /nonexistent/sweep", "sweep"),
+        ("plot {not_json}", "not.json"),
+        ("plot {wrong_schema}", "wrong.json"),
+    ),
+    # -- grid and schedule
+    *_section(
+        ("grid cg.kind=nope", "cg.kind"),
+        ("schedule /nonexistent/state.json", "state.json"),
+        ("schedule {not_json}", "not.json"),
+        ("schedule {bad_state}", "batch.decode"),
+    ),
+    # -- special files as output
+    *_section(
+        ("run " + SMALL + " --out {fifo_json}", "FIFO"),
+        ("run " + SMALL + " --out {chardev}", "character device"),
+        ("run " + SMALL + " --out {dev_link}", "character device"),
+        ("run " + SMALL + " --out {sock}", "socket"),
+        ("run " + SMALL + " --out {fifo_link}", "FIFO"),
+        ("run " + SMALL + " --out {blockdev}", "block device" if IS_ROOT else "FIFO"),
+        ("run " + SMALL + " --out {dir_json}", "directory"),
+        slow=True),
+    # -- special files as input (compare and plot decide file-or-folder themselves and call a FIFO
+    # "no such file or directory")
+    *_section(
+        ("run workload=trace workload.trace={fifo_jsonl}", "FIFO"),
+        ("run workload=trace workload.trace={fifo_csv}", "FIFO"),
+        ("run workload=trace workload.trace={dir_jsonl}", "is a directory"),
+        ("run workload=trace workload.trace={zero_csv}", "character device"),
+        ("run workload=trace workload.trace={blockdev}", "block device" if IS_ROOT else "FIFO"),
+        ("run workload=trace workload.trace={big_jsonl}", "byte limit"),
+        ("compare {fifo_json} {fifo_json}", "pipe.json"),
+        ("compare {zero_json} {zero_json}", "zero.json"),
+        ("compare {sock} {sock}", "s.json"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {fifo_yaml}", "FIFO"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {zero_json}", "character device"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {dir_json}", "is a directory"),
+        ("schedule {fifo_json}", "FIFO"),
+        ("schedule {zero_json}", "character device"),
+        ("plot {fifo_json}", "pipe.json"),
+        ("run backend.cost_model=calibrated backend.calibration={fifo_json}", "FIFO"),
+        ("run backend.cost_model=calibrated backend.calibration={chardev}", "character device"),
+        slow=True),
+    # -- hangs: arrivals that never come
+    *_section(
+        ("run workload=trace workload.trace={ok_trace_jsonl} workload.time_scale=inf", "workload.time_scale"),
+        ("run workload=trace workload.trace={ok_trace_jsonl} workload.time_scale=nan", "workload.time_scale"),
+        ("run workload=trace workload.trace={ok_trace_jsonl} workload.time_scale=1e300", "workload.time_scale"),
+        ("run workload=trace workload.trace={late_trace_jsonl}", "arrival_s"),
+        ("run workload=trace workload.trace={inf_trace_jsonl}", "arrival_s"),
+        ("run workload.arrival.process=poisson workload.arrival.rate=1e-300", "workload.arrival.rate"),
+        ("sweep seed=range(0,10,0) --dry-run", "step"),
+        ("sweep seed=range(0,1000000) --dry-run", "10,000"),
+        slow=True),
+    # -- memory: sizes refused before anything is built
+    *_section(
+        ("run workload.num_requests=10000000", "workload.num_requests"),
+        ("run model.pattern_repeat=100000000", "model.pattern_repeat"),
+        ("run cg=sglang cg.piecewise_max_tokens=10000000000000", "cg.piecewise_max_tokens"),
+        ("grid cg=sglang cg.padding=false engine.max_requests=100000000 engine.max_tokens=100000000", "graphs"),
+        ("grid engine.max_requests=100000 engine.max_tokens=100000", "engine.max_requests"),
+        ("run cg=megatron cg.sizes_per_octave=1000000", "cg.sizes_per_octave"),
+        ("schedule {big_grid_state_json}", "cg.max_capture_size"),
+        ("run cg=sglang cg.padding=false cg.max_capture_size=1000000000", "cg.max_capture_size"),
+        slow=True),
+    # -- non-finite numbers
+    *_section(
+        ("run hardware.peak_flops=inf", "hardware.peak_flops"),
+        ("run hardware.peak_flops=nan", "hardware.peak_flops"),
+        ("run hardware.hbm_bandwidth=1e-300", "hardware.hbm_bandwidth"),
+        ("run hardware.peak_flops=1e300", "hardware.peak_flops"),
+        ("run workload.arrival.process=poisson workload.arrival.rate=inf", "workload.arrival.rate"),
+        ("run workload.prompt_len.dist=lognormal workload.prompt_len.mean=100 workload.prompt_len.sigma=inf",
+         "workload.prompt_len.sigma"),
+        ("run policy=pad_guard policy.pad_guard.max_ratio=inf", "policy.pad_guard.max_ratio"),
+        ("run cg.gpu_memory_gb=-inf", "cg.gpu_memory_gb"),
+        ("compare {nan_result_json} {nan_result_json}", "metrics.x: nan is not a finite number"),
+        ("compare {inf_result_json} {inf_result_json}", "metrics.x: inf is not a finite number"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {inf_rules_yaml}", "abs_tol"),
+        ("run backend.cost_model=calibrated backend.calibration={inf_calib_json}", "tp_size: inf"),
+        slow=True),
+    # -- markup in paths is printed verbatim
+    *_section(
+        ("compare {markup}/m[/]a.json {markup}/m[/]a.json", "m[/]a.json"),
+        ("compare {markup}/[bold]a[/bold].json {markup}/[bold]a[/bold].json", "[bold]a[/bold].json"),
+        ("run workload=trace \"workload.trace='{markup}/m[/].jsonl'\"", "m[/].jsonl"),
+        ("run workload=trace \"workload.trace='{markup}/[red]t[/red].csv'\"", "[red]t[/red].csv"),
+        ("run " + SMALL + " --out {markup}/m[/]r.json", "m[/]r.json"),
+        slow=True),
+    # -- path escapes and impossible names
+    *_section(
+        ("run model.name=../../../escaped", "model.name"),
+        ("run sweep.name=..", "sweep.name"),
+        ("run workload.name=a/b", "workload.name"),
+        ("run hardware.name=.hidden", "hardware.name"),
+        ("run model.name=" + LONG_NAME, "model.name"),
+        ("run " + SMALL + " --out {a_file}_dir/" + LONG_NAME + ".json", "file name too long"),
+        slow=True),
+    # -- integers beyond 64 bits
+    *_section(
+        ("run seed=99999999999999999999999", "seed"),
+        ("run engine.max_requests=99999999999999999999", "engine.max_requests"),
+        ("run cg=explicit cg.graphs=[[99999999999999999999,1,0]]", "cg.graphs[0][0]"),
+        ("run workload=trace workload.trace={int_trace_jsonl}", "64 bits"),
+        ("run workload=trace workload.trace={int65_trace_jsonl}", "64 bits"),
+        ("run workload=trace workload.trace={int_trace_csv}", "prompt_tokens"),
+        ("compare {int_result_json} {int_result_json}", "64 bits"),
+        ("compare {int65_result_json} {int65_result_json}", "64 bits"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {int_rules_yaml}", "int_rules.yaml"),
+        ("run backend.cost_model=calibrated backend.calibration={int_calib_json}", "64 bits"),
+        ("schedule {int_state_json}", "64 bits"),
+        slow=True),
+    # -- deep nesting
+    *_section(
+        ("compare {deep_result_json} {deep_result_json}", "nested"),
+        ("plot {deep_result_json}", "nested"),
+        ("schedule {deep_state_json}", "nested"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {deep_rules_yaml}", "nested"),
+        ("run workload=trace workload.trace={deep_trace_jsonl}", "deep_trace.jsonl:1"),
+        ("run backend.cost_model=calibrated backend.calibration={deep_calib_json}", "nested"),
+        slow=True),
+    # -- oversized CSV cells and lines
+    *_section(
+        ("run workload=trace workload.trace={wide_trace_csv}", "wide_trace.csv:2"),
+        ("run workload=trace workload.trace={long_line_jsonl}", "long_line.jsonl:1"),
+        slow=True),
+    # -- YAML surprises in a rules file
+    *_section(
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {dup_rules_yaml}", "duplicate key"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {bomb_rules_yaml}", "rules"),
+        slow=True),
+    # -- malformed result documents
+    *_section(
+        ("compare {ovr_str_json} {ovr_str_json}", "'overrides'"),
+        ("compare {ovr_int_json} {ovr_int_json}", "'overrides[0]'"),
+        ("compare {config_list_json} {config_list_json}", "'config'"),
+        ("compare {env_int_json} {env_int_json}", "'environment'"),
+        ("compare {metrics_empty_json} {metrics_empty_json}", "'metrics' is empty"),
+        ("compare {config_model_str_json} {config_model_str_json}", "'config.model'"),
+        ("plot {steps_str_json}", "'steps'"),
+        ("plot {steps_bad_json}", "'steps[0]'"),
+        ("plot {usage_ints_json}", "'graph_usage[0]'"),
+        ("compare {env_backend_list_json} {env_backend_list_json}", "'environment.backend'"),
+        slow=True),
+    # -- real limits, real signals: a child process under an address-space limit
+    *_section(
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules /dev/zero", "character device"),
+        ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules {fifo_yaml}", "FIFO"),
+        ("run workload=trace workload.trace={fifo_jsonl}", "FIFO"),
+        ("run " + SMALL + " --out /proc/self/fd/1", "not a regular file"),
+        ("run workload.num_requests=10000000", "workload.num_requests"),
+        ("grid cg=sglang cg.padding=false engine.max_requests=100000000 engine.max_tokens=100000000", "graphs"),
+        ("run workload=trace workload.trace={ok_trace_jsonl} workload.time_scale=inf", "workload.time_scale"),
+        ("compare {deep_result_json} {deep_result_json}", "nested"),
+        slow=True, child=True),
+]
+
+
+def _calibration(**point) -> dict:
+    row = {"T": 64, "P": 1, "D": 0, "ctx": 0, "ms": 1.0}
+    return {"schema": CALIBRATION_SCHEMA, "model": {"name": "m", "kind": "hybrid"}, "device": "cpu",
+            "graphed": [{**row, **point}], "eager": [row]}
+
+
+def result_doc(**keys) -> dict:
+    return {"schema_version": 1, "metrics": {"throughput_tok_s": 1.0}, **keys}
+
+
+def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
+    """Write the corpus's files into ``d``, each bad in one way: {name: path} and the bound socket (the
+    caller closes it). ``d`` should be a ``hostile_inputs/`` folder: the strict-JSON check of
+    tests/conftest.py skips it, and some of these files are invalid JSON on purpose."""
+    d.mkdir(parents=True, exist_ok=True)
+    f: dict[str, Path] = {}
+
+    def text(name: str, body: str, key: str | None = None) -> None:
+        f[key or name.replace(".", "_").replace("-", "_")] = d / name
+        (d / name).write_text(body)
+
+    # -- plain broken files
+    text("empty.jsonl", "", "empty_trace")
+    text("bad.jsonl", '{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 3}\n{oops\n', "bad_json_trace")
+    text("bad_value.jsonl", '{"arrival_s": 0, "prompt_tokens": "abc", "output_tokens": 3}\n', "bad_value_trace")
+    text("neg.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,-4,3\n", "negative_trace")
+    text("cols.csv", "arrival_s,prompt_tokens\n0,5\n", "missing_col_trace")
+    text("not.json", "this is not json", "not_json")
+    text("wrong.json", json.dumps({"hello": 1}), "wrong_schema")
+    text("old.json", json.dumps({"schema_version": 99, "metrics": {}}), "old_schema")
+    text("state.json", json.dumps({"model": {"kind": "hybrid"}, "engine": {}, "batch": {"decode": -1},
+                                   "queue": []}), "bad_state")
+    text("rules.yaml", "metrics: [1, 2\n", "bad_rules")
+    text("a_file", "x")
+    f["empty_dir"] = d / "empty_dir"
+    f["empty_dir"].mkdir()
+
+    # -- special files
+    for ext in ("jsonl", "json", "yaml", "csv"):
+        os.mkfifo(d / f"pipe.{ext}")
+        f[f"fifo_{ext}"] = d / f"pipe.{ext}"
+    for ext in ("json", "jsonl"):
+        (d / f"dir.{ext}").mkdir()
+        f[f"dir_{ext}"] = d / f"dir.{ext}"
+    f["zero_json"] = d / "zero.json"
+    f["zero_json"].symlink_to("/dev/zero")
+    f["zero_csv"] = d / "zero.csv"
+    f["zero_csv"].symlink_to("/dev/zero")
+    f["chardev"] = d / "chardev.json"
+    if IS_ROOT:
+        os.mknod(f["chardev"], stat.S_IFCHR | 0o666, os.makedev(1, 5))  # a private /dev/zero
+    else:
+        f["chardev"].symlink_to("/dev/zero")
+    f["blockdev"] = d / "block.jsonl"
+    if IS_ROOT:
+        os.mknod(f["blockdev"], stat.S_IFBLK | 0o600, os.makedev(7, 0))  # a loop device node, never opened
+    else:
+        os.mkfifo(f["blockdev"])
+    f["dev_link"] = d / "dev_link.json"  # never the system /dev/null: a broken writer would replace it
+    f["dev_link"].symlink_to(f["chardev"])
+    f["fifo_link"] = d / "fifo_link.json"
+    f["fifo_link"].symlink_to(f["fifo_json"])
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    f["sock"] = d / "s.json"
+    sock.bind(str(f["sock"]))
+    f["big_jsonl"] = d / "big.jsonl"
+    with open(f["big_jsonl"], "wb") as big:
+        big.truncate(300 * 2**20)  # sparse: 300 MiB that take no disk
+
+    # -- deep nesting, huge and non-finite numbers, oversized cells, YAML surprises
+    text("deep.json", "[" * DEEP + "]" * DEEP)
+    text("deep_result.json", '{"schema_version": 1, "metrics": {"x": ' + "[" * DEEP + "]" * DEEP + "}}")
+    text("deep_state.json", '{"model": ' + "[" * DEEP + "]" * DEEP + "}")
+    text("deep_rules.yaml", "rules: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    text("deep_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1, "x": '
+         + "[" * DEEP + "]" * DEEP + "}\n")
+    text("deep_calib.json", json.dumps(_calibration())[:-1] + ', "notes": ' + "[" * DEEP + "]" * DEEP + "}")
+    big_int = "9" * 5000
+    text("int_result.json", '{"schema_version": 1, "metrics": {"x": ' + big_int + "}}")
+    text("int65_result.json", '{"schema_version": 1, "metrics": {"x": 36893488147419103232}}')
+    text("int_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": ' + big_int + ', "output_tokens": 1}\n')
+    text("int65_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": 36893488147419103232, "output_tokens": 1}\n')
+    text("int_trace.csv", "arrival_s,prompt_tokens,output_tokens\n0," + big_int + ",1\n")
+    text("int_rules.yaml", "rules:\n  throughput_tok_s: {better: higher, abs_tol: " + big_int + "}\n")
+    text("int_calib.json", json.dumps(_calibration(T=2**70)))
+    text("int_state.json", (ROOT / "tests/states/11_1_step1.json").read_text()
+         .replace('"max_tokens": 16384', '"max_tokens": ' + big_int))
+    state = json.loads((ROOT / "tests/states/11_1_step1.json").read_text())
+    state["cg"].update(kind="sglang", padding=False, max_capture_size=10**9)
+    text("big_grid_state.json", json.dumps(state))
+    text("nan_result.json", '{"schema_version": 1, "metrics": {"x": NaN}}')
+    text("inf_result.json", '{"schema_version": 1, "metrics": {"x": 1e400}}')
+    text("inf_calib.json", json.dumps(_calibration())[:-1] + ', "tp_size": Infinity}')
+    text("inf_rules.yaml", "rules:\n  throughput_tok_s: {better: higher, abs_tol: .inf}\n")
+    text("late_trace.jsonl", '{"arrival_s": 1e308, "prompt_tokens": 5, "output_tokens": 1}\n')
+    text("inf_trace.jsonl", '{"arrival_s": 1e400, "prompt_tokens": 5, "output_tokens": 1}\n')
+    text("ok_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}\n'
+         '{"arrival_s": 1.5, "prompt_tokens": 7, "output_tokens": 2}\n')
+    text("wide_trace.csv", "arrival_s,prompt_tokens,output_tokens\n0,5," + "1" * 200_000 + "\n")
+    text("long_line.jsonl", '{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 1, "pad": "'
+         + "x" * (2 * 2**20) + '"}\n')
+    text("dup_rules.yaml", "rules:\n  throughput_tok_s: {better: higher}\n  throughput_tok_s: {better: lower}\n")
+    text("bomb_rules.yaml", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+         + "rules: {}\n")
+
+    # -- malformed result documents
+    for name, doc in {
+        "ovr_str": result_doc(overrides="model=hybrid"), "ovr_int": result_doc(overrides=[1, 2]),
+        "config_list": result_doc(config=[1]), "env_int": result_doc(environment=5),
+        "metrics_empty": {"schema_version": 1, "metrics": {}}, "config_model_str": result_doc(config={"model": "x"}),
+        "steps_str": result_doc(steps="x"), "steps_bad": result_doc(steps=[{"step": 0}]),
+        "usage_ints": result_doc(graph_usage=[1, 2]), "env_backend_list": result_doc(environment={"backend": [1]}),
+    }.items():
+        text(f"{name}.json", json.dumps(doc))
+
+    # -- markup in paths
+    f["markup"] = d
+    (d / "m[").write_text("a file, so m[/]... has no folder")
+    return f, sock
+
+
+def files_under(*folders: Path) -> set[Path]:
+    """Every file and link under the folders: what a refused command must leave unchanged."""
+    return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def run_in_child(argv: list[str], *, cwd: Path, timeout: float = TIME_LIMIT_S, fsize: int | None = None,
+                 address_space: int = CHILD_ADDRESS_SPACE) -> subprocess.CompletedProcess:
+    """The CLI in a child process with an address-space limit (a blow-up dies, not the machine)."""
+
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        if fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf"), "OPENBLAS_NUM_THREADS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-c", "from cgbench.cli.app import main; main()", *argv],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limits, stdin=subprocess.DEVNULL)

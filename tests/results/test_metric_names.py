@@ -1,0 +1,96 @@
+"""The metric registry agrees with what a run computes and with the compare rules."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from cgbench.analysis.compare import load_rules
+from cgbench.config.compose import load_config
+from cgbench.pipeline import run_point
+from cgbench.results.formatting import compact, metric_value, number, percent
+from cgbench.results.names import HIGHER, LOWER, METRICS, REGISTRY, flatten, label, lookup, metric, number_at
+
+
+@pytest.fixture(scope="module")
+def metrics() -> dict:
+    # a tight pool so that pauses, evictions and eager steps all occur
+    cfg = load_config(["workload.num_requests=60", "policy=budget", "engine.kv_blocks=200"])
+    return run_point(cfg, [])["metrics"]
+
+
+@pytest.fixture(scope="module")
+def ep_metrics() -> dict:
+    cfg = load_config(["model=hybrid", "workload.num_requests=24", "engine.ep_size=4"])
+    return run_point(cfg, [])["metrics"]
+
+
+def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict) -> None:
+    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_ep}
+    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS}
+    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)):
+        assert metric(name) is not None, name
+
+
+def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_ep:
+            assert m.name.startswith("ep.") and lookup(ep_metrics, m.name) is not None, m.name
+
+
+def test_every_registered_metric_is_computed(metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_ep:
+            continue
+        assert m.name.split(".", 1)[0] in metrics, m.name
+        if not m.keyed:
+            assert lookup(metrics, m.name) is not None or m.name in ("max_cg_wait_request",), m.name
+
+
+def test_summary_children_inherit_unit_and_direction() -> None:
+    p99 = metric("ttft_ms.p99")
+    assert p99 is not None and p99.unit == "ms" and p99.better == LOWER and p99.needs_clock
+    assert metric("ttft_ms.count").better not in (LOWER, HIGHER)
+    assert metric("eager_steps_by_reason.shape").deterministic
+    assert metric("ttft_ms.p42") is None and metric("no_such_metric") is None
+    assert label("ttft_ms.p99") == "TTFT p99 (ms)"
+    assert label("eager_step_fraction") == "eager steps (%)"
+
+
+def test_compare_rules_name_registered_metrics_in_their_direction() -> None:
+    names = [m.name for m in METRICS]
+    for rule in load_rules():
+        hits = [n for n in names if fnmatch.fnmatchcase(n, rule.pattern)] or (
+            [rule.pattern] if metric(rule.pattern) else [])
+        assert hits, f"rule {rule.pattern} names no registered metric"
+        if rule.better in (LOWER, HIGHER):
+            assert metric(hits[0]).better == rule.better, rule.pattern
+
+
+def test_formatting() -> None:
+    assert percent(0.017143) == "1.71%" and percent(None) == "-"
+    assert number(13) == "13" and number(6766) == "6,766" and number(1.5, 1) == "1.5"
+    assert number(None) == "-" and number(True) == "True"
+    assert metric_value("eager_step_fraction", 0.5) == "50.00%"
+    assert metric_value("steps", 472) == "472"
+    assert REGISTRY["max_cg_wait_iters"].unit == "iterations"
+    assert [compact(x) for x in (1234, 9999.25, 12_345, -4_600_000, None, True)] == \
+        ["1,234", "9,999.2", "12.3k", "-4.6M", "-", "-"]
+
+
+def test_number_at_reads_a_number_and_nothing_else() -> None:
+    record = {"ttft_ms": {"p99": 12}, "outcome": "completed", "gating_active": True}
+    assert number_at(record, "ttft_ms.p99") == 12.0 and isinstance(number_at(record, "ttft_ms.p99"), float)
+    assert [number_at(record, k) for k in ("outcome", "gating_active", "ttft_ms", "ttft_ms.p50", "x.y")] == \
+        [None] * 5
+
+
+def test_glossary_is_generated_from_the_registry() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "metric_glossary.py"
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
