@@ -7,12 +7,13 @@ and ``--config-dir`` folders, so a user's own ``<dir>/model/my70b.yaml`` adds ``
 without copying the tree. A user file with the name of a shipped option (and other content) is refused.
 
 Strictness: an override must name a key of the schema (``+`` or not), ``~key`` deletions and
-``hydra/*`` / ``hydra.*`` overrides are refused outside a launcher sweep, and an override of a key
+``hydra/*`` / ``hydra.*`` overrides are refused, and an override of a key
 that the chosen options never read (``cgbench.config.schema.unread_keys``) is refused.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import itertools
@@ -37,8 +38,9 @@ from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, 
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
 
-__all__ = ["GROUPS", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
-           "expand_sweep", "group_options", "known_keys", "load_config", "to_bench_config", "user_config_dirs"]
+__all__ = ["GROUPS", "Composer", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
+           "expand_sweep", "group_options", "is_hydra_key", "known_keys", "load_config", "to_bench_config",
+           "user_config_dirs"]
 
 ConfigStore.instance().store(name="cgbench_schema", node=BenchConfig)
 
@@ -118,21 +120,31 @@ def _closest(key: str) -> str:
     return f"; did you mean {match[0]}?" if match else ""
 
 
-def _is_hydra(key: str) -> bool:
+def is_hydra_key(key: str) -> bool:
+    """Whether an override key is one of Hydra's own settings (``hydra.*``, ``hydra/*``)."""
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
-def check_override_keys(overrides: Sequence[str], *, allow_hydra: bool = False) -> None:
-    """Refuse unknown keys (with or without ``+``), ``~`` deletions and, unless ``allow_hydra``,
-    Hydra's own settings; each with one line naming the override."""
+def _hydra_refusal(o: str, key: str) -> str:
+    if key.startswith("hydra.launcher."):
+        setting = f"{key.removeprefix('hydra.launcher.')}={override_value(o)}"
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --executor slurm "
+                f"--slurm {setting} (submitit's parameters), or --jobs N for local worker processes "
+                "(see docs/sweeps.md)")
+    if key.startswith(("hydra/launcher", "hydra.launcher")):
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs N (worker "
+                "processes) or --executor slurm --slurm KEY=VALUE (submitit's parameters; see docs/sweeps.md)")
+    return f"{o}: Hydra's own settings are not used by cgbench (results go to out_dir=DIR, a sweep to --out DIR)"
+
+
+def check_override_keys(overrides: Sequence[str]) -> None:
+    """Refuse unknown keys (with or without ``+``), ``~`` deletions and Hydra's own settings; each
+    with one line naming the override."""
     keys, open_maps = known_keys()
     for o in overrides:
         key = override_key(o)
-        if _is_hydra(key):
-            if allow_hydra:
-                continue
-            raise ConfigError(f"{o}: Hydra settings apply to launcher sweeps only: "
-                              f"cgbench sweep --launcher <name> ... {o}")
+        if is_hydra_key(key):
+            raise ConfigError(_hydra_refusal(o, key))
         if o.lstrip().startswith("~"):
             raise ConfigError(f"{o}: removing a key is not supported (the schema keeps every key); "
                               f"set a value instead, e.g. {key}=<value>")
@@ -147,7 +159,7 @@ def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
     unread = unread_keys(cfg)
     for o in overrides:
         key = override_key(o)
-        if key in GROUPS or _is_hydra(key):
+        if key in GROUPS:
             continue
         why = unread_reason(key, unread)
         if why is not None:
@@ -167,15 +179,16 @@ def _yaml_error_text(e: yaml.YAMLError) -> str:
 
 
 def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = (),
-                 with_hydra: bool = False) -> DictConfig:
+                 with_hydra: bool = False, resolve: bool = True) -> DictConfig:
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
-    ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``)."""
+    ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``); ``resolve=False`` skips the
+    check that every value resolves (a partial composition that later overrides complete)."""
     search = _searchpath_override(user_config_dirs(config_dirs))
     require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():
             cfg = compose(config_name="config", overrides=[*overrides, *search], return_hydra_config=with_hydra)
-        if with_hydra:
+        if with_hydra or not resolve:
             return cfg
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         return cfg
@@ -196,16 +209,79 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         raise ConfigError(msg) from e
 
 
-def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = (),
-                allow_hydra: bool = False) -> BenchConfig:
+def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
     override of a key the chosen options never read."""
     ovr = list(overrides or [])
-    check_override_keys(ovr, allow_hydra=allow_hydra)
-    cfg = to_bench_config(compose_dict([o for o in ovr if not _is_hydra(override_key(o))],
-                                       config_dirs=config_dirs))
+    check_override_keys(ovr)
+    cfg = to_bench_config(compose_dict(ovr, config_dirs=config_dirs))
     _check_read(cfg, ovr)
     return cfg
+
+
+class Composer:
+    """``load_config`` for the many points of one sweep, composing through Hydra once per distinct
+    set of config-group selections (``model=hybrid cg=dense``) instead of once per point.
+
+    Hydra composes in two steps: the defaults list (the group selections) is merged into one config,
+    then every ``key=value`` override is applied to that config (``OmegaConf.update``, in order, on
+    the struct-mode tree). The first step is the expensive one and depends on the group selections
+    only, so it is done once per selection set and cached; the second is repeated here for each
+    point on a copy, as Hydra applies it, and the same checks as ``load_config`` follow (resolution,
+    typed conversion, limits, unread keys). Whenever this path raises, the point is composed afresh
+    by ``load_config``, so an error message is always the one a fresh composition gives.
+
+    One instance belongs to one sweep: the cache does not notice config files edited meanwhile."""
+
+    def __init__(self, config_dirs: Sequence[str | Path] = ()) -> None:
+        self.config_dirs = tuple(config_dirs)
+        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._parser: OverridesParser | None = None
+        self.compositions = 0  # Hydra compositions so far (the cost this class saves)
+
+    def load(self, overrides: Sequence[str]) -> BenchConfig:
+        ovr = list(overrides)
+        check_override_keys(ovr)
+        groups = tuple(o for o in ovr if override_key(o) in GROUPS)
+        values = [o for o in ovr if override_key(o) not in GROUPS]
+        try:
+            cfg = self._base(groups)
+            self._apply(cfg, values)
+            OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+            bench = to_bench_config(cfg)
+            _check_read(bench, ovr)
+            return bench
+        except Exception:  # the canonical error (or, should the fast path be stricter, the config)
+            self.compositions += 1
+            return load_config(ovr, config_dirs=self.config_dirs)
+
+    def _base(self, groups: tuple[str, ...]) -> DictConfig:
+        """A private copy of the composition of ``groups`` alone (composed once, then copied)."""
+        base = self._bases.get(groups)
+        if base is None:
+            self.compositions += 1
+            base = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
+            self._bases[groups] = base
+        return copy.deepcopy(base)
+
+    def _apply(self, cfg: DictConfig, values: list[str]) -> None:
+        """Hydra's own rules for ``key=value``, ``+key=value`` and ``++key=value`` (its config loader's
+        ``_apply_overrides_to_config``; deletions are refused earlier by ``check_override_keys``)."""
+        if self._parser is None:
+            self._parser = OverridesParser.create()
+        for o in self._parser.parse_overrides(values):
+            if o.package is not None or o.is_delete() or o.is_sweep_override():
+                raise ValueError(f"{o.input_line}: left to a fresh composition")
+            key, value = o.key_or_group, o.value()
+            if o.is_add():
+                if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(
+                        value, (dict, list)):
+                    raise ValueError(f"{o.input_line}: adds a key that exists")
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            elif o.is_force_add():
+                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+            else:
+                OmegaConf.update(cfg, key, value, merge=True)
 
 
 def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = False,
@@ -261,7 +337,7 @@ def _resolve_paths(cfg: BenchConfig) -> None:
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Hydra sweep syntax -> the Cartesian product of override lists (first key varies slowest,
     as Hydra's BasicSweeper). ``a=1,2``, ``range()``, ``choice()`` and ``glob()`` are supported."""
-    check_override_keys([o for o in overrides if not _is_hydra(override_key(o))])
+    check_override_keys(list(overrides))
     axes: list[list[str]] = []
     try:
         with _hydra():
