@@ -40,7 +40,6 @@ from cgbench.analysis.advise_runs import (
     Evaluator,
     explicit_overrides,
     is_cg,
-    override_key,
     without_keys,
 )
 from cgbench.analysis.advise_space import (
@@ -58,6 +57,7 @@ from cgbench.analysis.advise_space import (
     spread_pick,
     stored_order,
 )
+from cgbench.config.overrides import override_key
 from cgbench.config.schema import ConfigError
 
 __all__ = ["OBJECTIVES", "AdviseRequest", "Slo", "check_request", "explicit_overrides", "run_advise"]
