@@ -75,12 +75,15 @@ class SweepOutcome:
 
 
 def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path) -> dict[str, Any]:
-    """One point (an executor's task): run it, write its JSON atomically; its headline metrics."""
+    """One point (an executor's task): run it, write its JSON atomically; its headline metrics.
+
+    Not fsynced (``durable=False``): a file a power loss emptied is unreadable, and ``--resume``
+    runs its point again; the index, written durably, never vouches for a file it has not read."""
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
     doc = run_point(cfg, list(overrides))
-    write_json_atomic(path, doc)
+    write_json_atomic(path, doc, durable=False)
     return headline(doc["metrics"])
 
 

@@ -92,9 +92,12 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
 
 class IndexWriter:
     """Keeps ``sweep.json`` current. ``write`` rewrites it (atomically); ``point_done`` does so only
-    when ``interval_s`` has passed since the last write, so a sweep of many quick points does not
-    rewrite an index of n entries n times. What the index has not caught up with yet is on disk in
-    the point files, which ``--resume`` reads first."""
+    when ``interval_s`` has passed since the last write and at least ``SHARE`` times as long as that
+    write took, so a sweep of many quick points neither rewrites an index of n entries n times nor
+    spends more than about 1/SHARE of its time on it. What the index has not caught up with yet is on
+    disk in the point files, which ``--resume`` reads first."""
+
+    SHARE = 20
 
     def __init__(self, plan: SweepPlan, results: list[PointResult], jobs: int, executor: str,
                  interval_s: float = 1.0) -> None:
@@ -103,20 +106,23 @@ class IndexWriter:
         self.created_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.path = plan.out_dir / INDEX_NAME
         self._last = float("-inf")
+        self._cost = 0.0  # seconds the last write took
         self.writes = 0
 
     def write(self, status: str) -> Path:
         from cgbench.results.document import write_json_atomic
 
+        t0 = time.monotonic()
         doc = index_document(self.plan, self.results, status=status, created_at=self.created_at,
                              jobs=self.jobs, executor=self.executor)
         path = write_json_atomic(self.path, doc)
         self._last = time.monotonic()
+        self._cost = self._last - t0
         self.writes += 1
         return path
 
     def point_done(self) -> None:
-        if time.monotonic() - self._last >= self.interval_s:
+        if time.monotonic() - self._last >= max(self.interval_s, self.SHARE * self._cost):
             self.write("running")
 
 

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import difflib
 import itertools
+import pickle
 import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -219,23 +220,41 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
     return cfg
 
 
+@dataclasses.dataclass
+class _Base:
+    """One set of group selections, composed: the tree Hydra would apply ``key=value`` overrides to,
+    and (when no value anywhere in it is an interpolation) its typed config before path resolution
+    and validation, pickled, for overrides that only replace plain values."""
+
+    tree: DictConfig
+    frozen: bytes | None
+
+
 class Composer:
     """``load_config`` for the many points of one sweep, composing through Hydra once per distinct
     set of config-group selections (``model=hybrid cg=dense``) instead of once per point.
 
-    Hydra composes in two steps: the defaults list (the group selections) is merged into one config,
-    then every ``key=value`` override is applied to that config (``OmegaConf.update``, in order, on
-    the struct-mode tree). The first step is the expensive one and depends on the group selections
-    only, so it is done once per selection set and cached; the second is repeated here for each
-    point on a copy, as Hydra applies it, and the same checks as ``load_config`` follow (resolution,
-    typed conversion, limits, unread keys). Whenever this path raises, the point is composed afresh
-    by ``load_config``, so an error message is always the one a fresh composition gives.
+    Hydra composes in two steps: the defaults list (the group selections, with every option's own
+    defaults list, ``_self_`` order and packages) is merged into one config, then every
+    ``key=value`` override is applied to that config (``OmegaConf.update``, in order, on the
+    struct-mode tree). The first step is the expensive one and depends on the group selections only,
+    so it is done once per selection set and cached. The second is repeated here for each point:
 
-    One instance belongs to one sweep: the cache does not notice config files edited meanwhile."""
+    * the quick path, for overrides that replace plain values (no ``+``, no list or mapping, no
+      interpolation in the value or anywhere in the tree): each value is converted by OmegaConf on
+      the cached tree itself (``OmegaConf.update``, then ``OmegaConf.select``; the old value is put
+      back) and set on a copy of the cached typed config;
+    * otherwise Hydra's own rules (``_apply_overrides_to_config``) on a copy of the cached tree,
+      then the typed conversion.
+
+    Both end with the checks of ``load_config`` (paths, limits, unread keys). Whenever a path raises,
+    the point is composed afresh by ``load_config``, so an error is always the one a fresh composition
+    gives. One instance belongs to one sweep: the cache does not notice config files edited meanwhile."""
 
     def __init__(self, config_dirs: Sequence[str | Path] = ()) -> None:
         self.config_dirs = tuple(config_dirs)
-        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._bases: dict[tuple[str, ...], _Base] = {}
+        self._parsed: dict[str, typing.Any] = {}
         self._parser: OverridesParser | None = None
         self.compositions = 0  # Hydra compositions so far (the cost this class saves)
 
@@ -245,43 +264,107 @@ class Composer:
         groups = tuple(o for o in ovr if override_key(o) in GROUPS)
         values = [o for o in ovr if override_key(o) not in GROUPS]
         try:
-            cfg = self._base(groups)
-            self._apply(cfg, values)
-            OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-            bench = to_bench_config(cfg)
+            base = self._base(groups)
+            parsed = [self._parse(o) for o in values]
+            bench = self._quick(base, parsed) if base.frozen is not None and all(map(_plain, parsed)) else None
+            if bench is None:
+                tree = copy.deepcopy(base.tree)
+                _apply(tree, parsed)
+                OmegaConf.to_container(tree, resolve=True, throw_on_missing=True)
+                bench = to_bench_config(tree)
+            else:
+                _resolve_paths(bench)
+                bench = validate_within_limits(bench)
             _check_read(bench, ovr)
             return bench
-        except Exception:  # the canonical error (or, should the fast path be stricter, the config)
+        except Exception:  # the canonical error (or, should a path here be stricter, the config)
+            self._bases.pop(groups, None)  # a failed update may have left the cached tree half-changed
             self.compositions += 1
             return load_config(ovr, config_dirs=self.config_dirs)
 
-    def _base(self, groups: tuple[str, ...]) -> DictConfig:
-        """A private copy of the composition of ``groups`` alone (composed once, then copied)."""
+    def _base(self, groups: tuple[str, ...]) -> _Base:
         base = self._bases.get(groups)
         if base is None:
             self.compositions += 1
-            base = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
-            self._bases[groups] = base
-        return copy.deepcopy(base)
+            tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
+            frozen = None
+            if not _has_interpolation(OmegaConf.to_container(tree, resolve=False)):
+                try:
+                    frozen = pickle.dumps(OmegaConf.to_object(tree))
+                except OmegaConfBaseException:  # a missing value that the overrides must supply
+                    frozen = None
+            base = self._bases[groups] = _Base(tree, frozen)
+        return base
 
-    def _apply(self, cfg: DictConfig, values: list[str]) -> None:
-        """Hydra's own rules for ``key=value``, ``+key=value`` and ``++key=value`` (its config loader's
-        ``_apply_overrides_to_config``; deletions are refused earlier by ``check_override_keys``)."""
-        if self._parser is None:
-            self._parser = OverridesParser.create()
-        for o in self._parser.parse_overrides(values):
-            if o.package is not None or o.is_delete() or o.is_sweep_override():
-                raise ValueError(f"{o.input_line}: left to a fresh composition")
-            key, value = o.key_or_group, o.value()
-            if o.is_add():
-                if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(
-                        value, (dict, list)):
-                    raise ValueError(f"{o.input_line}: adds a key that exists")
-                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
-            elif o.is_force_add():
-                OmegaConf.update(cfg, key, value, merge=True, force_add=True)
-            else:
-                OmegaConf.update(cfg, key, value, merge=True)
+    def _parse(self, o: str):
+        parsed = self._parsed.get(o)
+        if parsed is None:
+            if self._parser is None:
+                self._parser = OverridesParser.create()
+            [parsed] = self._parser.parse_overrides([o])
+            self._parsed[o] = parsed
+        return parsed
+
+    @staticmethod
+    def _quick(base: _Base, parsed: list) -> BenchConfig | None:
+        """The typed config with each plain value set as OmegaConf converts it; None when a key is
+        not a plain field of the typed records (the full path then decides)."""
+        assert base.frozen is not None
+        bench = pickle.loads(base.frozen)
+        for o in parsed:
+            key = o.key_or_group
+            *parents, leaf = key.split(".")
+            holder = bench
+            for name in parents:
+                holder = getattr(holder, name, None)
+            old = OmegaConf.select(base.tree, key, throw_on_missing=False)
+            if not dataclasses.is_dataclass(holder) or not hasattr(holder, leaf) or OmegaConf.is_config(old):
+                return None
+            OmegaConf.update(base.tree, key, o.value(), merge=True)
+            try:
+                converted = OmegaConf.select(base.tree, key)
+            finally:
+                OmegaConf.update(base.tree, key, old, merge=True)
+            setattr(holder, leaf, converted)
+        return bench
+
+
+def _plain(o) -> bool:
+    """An override that only replaces a plain value (``key=3``, ``key=name``, ``key=null``)."""
+    if o.package is not None or o.is_delete() or o.is_add() or o.is_force_add() or o.is_sweep_override():
+        return False
+    value = o.value()
+    return not isinstance(value, (dict, list)) and not (isinstance(value, str) and "${" in value)
+
+
+def _has_interpolation(node: typing.Any) -> bool:
+    stack = [node]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str) and "${" in v:
+            return True
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def _apply(cfg: DictConfig, parsed: list) -> None:
+    """Hydra's own rules for ``key=value``, ``+key=value`` and ``++key=value`` (its config loader's
+    ``_apply_overrides_to_config``; deletions are refused earlier by ``check_override_keys``)."""
+    for o in parsed:
+        if o.package is not None or o.is_delete() or o.is_sweep_override():
+            raise ValueError(f"{o.input_line}: left to a fresh composition")
+        key, value = o.key_or_group, o.value()
+        if o.is_add():
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(value, (dict, list)):
+                raise ValueError(f"{o.input_line}: adds a key that exists")
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        elif o.is_force_add():
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        else:
+            OmegaConf.update(cfg, key, value, merge=True)
 
 
 def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = False,

@@ -78,3 +78,25 @@ def test_a_user_option_with_its_own_defaults_list_equals_a_fresh_composition(tmp
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
     for p in (["model=mine", "seed=3"], ["model=mine", "model.num_kv_heads=4"]):
         assert asdict(Composer().load(p)) == asdict(load_config(p)), p
+
+
+def test_an_interpolation_sees_the_overridden_value_as_in_a_fresh_composition(tmp_path, monkeypatch):
+    """With an interpolation in the tree, a value override must reach what refers to it: such a
+    tree takes Hydra's own path on a copy (the quick path would set one field only)."""
+    conf = tmp_path / "userconf"
+    (conf / "model").mkdir(parents=True)
+    (conf / "model" / "linked.yaml").write_text("defaults: [hybrid]\nname: linked\nnum_kv_heads: ${model.head_dim}\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    p = ["model=linked", "model.head_dim=16"]
+    fast = Composer().load(p)
+    assert fast.model.num_kv_heads == 16
+    assert asdict(fast) == asdict(load_config(p))
+
+
+def test_the_quick_path_leaves_the_cached_composition_unchanged():
+    composer = Composer()
+    first = composer.load(["model=hybrid", "seed=7", "engine.chunked_prefill=true"])
+    again = composer.load(["model=hybrid"])
+    assert (first.seed, first.engine.chunked_prefill) == (7, True)
+    assert asdict(again) == asdict(load_config(["model=hybrid"]))
+    assert composer.compositions == 1
