@@ -9,8 +9,9 @@ propagates; the outcomes reported before it stand.
 
 * ``InProcess``: one task after the other, in the caller (``--jobs 1``).
 * ``LocalPool``: long-lived worker processes (``--jobs N``) that die with their parent
-  (``cgbench.analysis.workers``); tasks travel to them in chunks, so a quick task costs the pool a
-  fraction of a millisecond rather than a round trip of its own.
+  (``cgbench.analysis.workers``); tasks travel to them in chunks sized from the tasks' measured
+  time (one at first, then about ``CHUNK_TARGET_S`` of work each), so a quick task costs the pool a
+  fraction of a millisecond rather than a round trip of its own, and slow tasks still balance.
 * ``cgbench.analysis.executor_slurm.SlurmExecutor``: one SLURM job array per ``run``, through
   submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
 """
@@ -28,8 +29,8 @@ from typing import Any, Protocol
 from cgbench.config.schema import ConfigError
 
 MAX_CHUNK = 16  # tasks per trip to a worker, at most
-CHUNKS_PER_WORKER = 4  # at least this many chunks per worker, so the last ones balance the load
-
+CHUNK_TARGET_S = 0.05  # a chunk's share of work: long enough that a trip costs little, short enough to balance
+IN_FLIGHT_PER_WORKER = 2  # chunks queued per worker, so none waits for the parent between chunks
 
 @dataclass(frozen=True)
 class Task:
@@ -98,9 +99,13 @@ class InProcess:
         pass
 
 
-def chunk_size(n_tasks: int, workers: int) -> int:
-    """Tasks per chunk: up to ``MAX_CHUNK``, leaving ``CHUNKS_PER_WORKER`` chunks per worker."""
-    return max(1, min(MAX_CHUNK, n_tasks // (workers * CHUNKS_PER_WORKER)))
+def chunk_size(task_s: float | None, remaining: int, workers: int) -> int:
+    """Tasks for the next chunk: one while nothing is measured, else about ``CHUNK_TARGET_S`` of work
+    (at most ``MAX_CHUNK``), and never more than an even share of what is left between the workers."""
+    if task_s is None:
+        return 1
+    by_time = int(CHUNK_TARGET_S / max(task_s, 1e-6))
+    return max(1, min(MAX_CHUNK, by_time, -(-remaining // workers)))
 
 
 class LocalPool:
@@ -126,23 +131,32 @@ class LocalPool:
     def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
         from cgbench.analysis.workers import signals_deferred
 
-        if not tasks:
-            return
-        size = chunk_size(len(tasks), self.jobs)
-        running: dict[Future, None] = {}
+        queue = list(reversed(tasks))
+        running: set[Future] = set()
+        done = 0
+        spent = 0.0  # the tasks' own seconds so far
+
+        def submit(pool: ProcessPoolExecutor) -> None:
+            while queue and len(running) < self.jobs * IN_FLIGHT_PER_WORKER:
+                size = chunk_size(spent / done if done else None, len(queue), self.jobs)
+                chunk = [queue.pop() for _ in range(min(size, len(queue)))]
+                running.add(pool.submit(call_chunk, fn, chunk))
+
         try:
-            # the workers are spawned while the chunks are submitted: a signal that cut a spawn short
-            # would leave a worker reading half its start-up data (a traceback on stderr)
+            # the workers are spawned while the first chunks are submitted: a signal that cut a spawn
+            # short would leave a worker reading half its start-up data (a traceback on stderr)
             with signals_deferred():
                 pool = self._start()
-                for start in range(0, len(tasks), size):
-                    running[pool.submit(call_chunk, fn, tasks[start:start + size])] = None
+                submit(pool)
             while running:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    del running[fut]
+                    running.discard(fut)
                     for outcome in fut.result():
+                        done += 1
+                        spent += outcome.wall_s
                         on_outcome(outcome)
+                submit(pool)
         except BaseException:
             # Interrupted (or the pool broke): drop queued chunks and stop the busy workers now rather
             # than after their chunk (their partial work is lost; atomic writes leave no partial files).

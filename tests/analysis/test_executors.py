@@ -67,9 +67,15 @@ def test_local_executor_is_in_process_for_one_job():
     assert isinstance(local_executor(1), InProcess) and isinstance(local_executor(3), LocalPool)
 
 
-@pytest.mark.parametrize("tasks,workers,size", [(1, 2, 1), (48, 2, 6), (1000, 2, MAX_CHUNK), (7, 8, 1)])
-def test_chunks_leave_several_per_worker_and_stay_bounded(tasks, workers, size):
-    assert chunk_size(tasks, workers) == size
+@pytest.mark.parametrize("task_s,remaining,workers,size", [
+    (None, 1000, 2, 1),  # nothing measured yet: one task
+    (0.001, 1000, 2, MAX_CHUNK),  # quick tasks: bounded chunks
+    (0.01, 1000, 2, 5),  # about CHUNK_TARGET_S of work
+    (0.5, 1000, 2, 1),  # slow tasks go one by one
+    (0.001, 7, 2, 4),  # the end of the queue: an even share for each worker
+])
+def test_chunks_hold_about_a_target_of_work_and_balance_at_the_end(task_s, remaining, workers, size):
+    assert chunk_size(task_s, remaining, workers) == size
 
 
 _PARENT = """
