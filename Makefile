@@ -39,7 +39,7 @@ test: $(VENV)/.dev ## Lint, then run the test suite
 	$(BIN)/ruff check cgbench tests scripts
 	$(BIN)/pytest -q -n 2
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, launchers, hostile corpus, sweeps, plots, advise)
+test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, worker processes, hostile corpus, sweeps, plots, advise)
 	$(BIN)/pytest -q -x -n 2 -m "not slow"
 
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
@@ -58,7 +58,7 @@ ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
 	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
 test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm-local.sh start first; skipped without it)
-	$(BIN)/pytest -q -rs -m slurm tests/test_slurm.py
+	$(BIN)/pytest -q -rs -m slurm tests/test_slurm.py tests/analysis/test_executors.py
 
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh
