@@ -80,6 +80,14 @@ def call_chunk(fn: Callable[..., Any], tasks: Sequence[Task]) -> list[Outcome]:
     return [call(fn, t) for t in tasks]
 
 
+def import_modules(names: tuple[str, ...]) -> None:
+    """A worker's warm-up task: import what its tasks will need."""
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
 class InProcess:
     """Every task in the calling process, in order."""
 
@@ -118,6 +126,16 @@ class LocalPool:
             raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
         self.jobs = jobs
         self._pool: ProcessPoolExecutor | None = None
+
+    def warm(self, modules: Sequence[str] = ()) -> None:
+        """Start the workers now (each importing ``modules``), so that their start-up overlaps the
+        caller's own work (planning a sweep) instead of delaying the first tasks."""
+        from cgbench.analysis.workers import signals_deferred
+
+        with signals_deferred():
+            pool = self._start()
+            for _ in range(self.jobs):
+                pool.submit(import_modules, tuple(modules))
 
     def _start(self) -> ProcessPoolExecutor:
         if self._pool is None:

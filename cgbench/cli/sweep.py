@@ -245,6 +245,18 @@ def _refuse_launcher(launcher: str) -> None:
                       "(see docs/sweeps.md)")
 
 
+def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | None:
+    """With ``--jobs N`` (N > 1) on this machine, the pool's workers start while the points are
+    planned (their imports overlap the compositions)."""
+    if jobs is None or jobs < 2 or executor != "local" or dry_run:
+        return None
+    from cgbench.analysis.executors import LocalPool
+
+    pool = LocalPool(jobs)
+    pool.warm(["cgbench.analysis.sweep", "cgbench.pipeline"])
+    return pool
+
+
 def _slurm_executor(plan: SweepPlan, settings: list[str], jobs: int | None) -> Executor:
     from cgbench.analysis.executor_slurm import SlurmExecutor, parse_settings, slurm_folder
 
@@ -308,7 +320,13 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if resume and out_dir is None:
             raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
                               "(without --out every sweep gets a new folder)")
-        plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+        warm = _warm_pool(jobs, executor, dry_run)
+        try:
+            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
         n_jobs = jobs if jobs is not None else plan.jobs
         if executor == "slurm":
             from cgbench.analysis.executor_slurm import available, parse_settings
@@ -317,6 +335,8 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             if not dry_run:
                 available()
         if dry_run:
+            if warm is not None:
+                warm.close()
             ui.out.print(_axes_table(plan))
             ui.out.print(_plan_table(plan, resume))
             if executor == "slurm":
@@ -325,9 +345,14 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
 
-        claim_out_dir(plan, resume=resume)
         try:
-            ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else None
+            claim_out_dir(plan, resume=resume)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
+        try:
+            ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else warm
             where = "SLURM" if ex is not None else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
