@@ -148,6 +148,7 @@ def test_a_bad_point_fails_before_anything_runs(tmp_path):
     (["--executor", "joblib", *SMALL], "local, slurm"),
     (["--slurm", "partition=cpu", *SMALL], "--executor slurm"),
     (["seed=0,1", "--repeat", "2", *SMALL], "seed"),
+    (["--jobs", "2", "workload.num_requests=0,1"], "workload.num_requests"),  # the pool was starting meanwhile
 ])
 def test_bad_sweeps_exit_2_with_one_line(args, needle):
     r = sweep(*args)
