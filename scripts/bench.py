@@ -282,6 +282,37 @@ def sim_seconds_per_point(points: int = 60) -> float:
     return statistics.median(times)
 
 
+def _burn(n: int, start=None, out=None) -> float:
+    if start is not None:
+        start.wait()  # both burners begin together
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i
+    spent = time.perf_counter() - t0
+    if out is not None:
+        out.put(spent)
+    return spent
+
+
+def parallel_capacity(n: int = 5_000_000) -> float:
+    """What two processes gain over one on this machine now: twice one CPU burner's time over the
+    time of the slower of two burners started together (2.0 on two idle cores; about 1 when other
+    processes keep the cores busy)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    alone = _burn(n)
+    start, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_burn, args=(n, start, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    together = max(out.get(timeout=300), out.get(timeout=300))
+    for p in procs:
+        p.join()
+    return 2 * alone / together
+
+
 def sweep_overhead(repeat: int) -> dict[str, float]:
     """Medians of ``repeat`` runs each: the pool's marginal cost of a point beyond its simulation
     (worker-seconds per point, from a 100- and a 400-point sweep with --jobs 2: start-up cancels out),
@@ -290,14 +321,16 @@ def sweep_overhead(repeat: int) -> dict[str, float]:
     small, large = 100, 400
     marginal = [(sweep_wall(large, 2) - sweep_wall(small, 2)) * 2 / (large - small) - sim_s for _ in range(repeat)]
     thousand = [sweep_wall(1000, 2) for _ in range(repeat)]
-    speedups = []
+    speedups, capacity = [], []
     for _ in range(repeat):
+        capacity.append(parallel_capacity())
         one, two = sweep_wall(24, 1, CPU_BOUND), sweep_wall(24, 2, CPU_BOUND)
         speedups.append(one / two)
     return {"sim_ms": sim_s * 1e3, "overhead_ms": statistics.median(marginal) * 1e3,
             "overhead_range": (min(marginal) * 1e3, max(marginal) * 1e3), "thousand_s": statistics.median(thousand),
             "thousand_range": (min(thousand), max(thousand)), "speedup": statistics.median(speedups),
-            "speedup_range": (min(speedups), max(speedups)), "load": os.getloadavg()[0]}
+            "speedup_range": (min(speedups), max(speedups)), "capacity": statistics.median(capacity),
+            "load": os.getloadavg()[0]}
 
 
 def sweep_rows(r: dict, repeat: int) -> list[tuple[str, str, str]]:
@@ -311,6 +344,8 @@ def sweep_rows(r: dict, repeat: int) -> list[tuple[str, str, str]]:
         ("sweep: 1,000 points of 8 requests, --jobs 2, wall", f"{r['thousand_s']:.1f} s ({a:.1f}..{b:.1f})", "<= 15 s"),
         ("sweep: 24 CPU-bound points (chat, 2,000 requests): --jobs 1 wall / --jobs 2 wall",
          f"{r['speedup']:.2f}x ({x:.2f}..{y:.2f})", ">= 1.7x"),
+        ("control: two CPU burners side by side over one after the other (what this machine's cores "
+         "give two processes now; 2.0x when idle)", f"{r['capacity']:.2f}x", ""),
     ]
 
 
