@@ -148,10 +148,9 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
             if on_done is not None:
                 on_done(r)
 
-        # looked up when the sweep runs, so a test can slow execute_point down
-        base = plan.out_dir.resolve() if ex.name == "slurm" else plan.out_dir
+        base = plan.out_dir.resolve() if ex.name == "slurm" else plan.out_dir  # a SLURM task starts elsewhere
         tasks = [Task(i, (plan.points[i].cfg, plan.points[i].overrides, base / plan.points[i].file)) for i in todo]
-        ex.run(execute_point, tasks, finish)
+        ex.run(execute_point, tasks, finish)  # looked up now, so a test can slow execute_point down
     except KeyboardInterrupt as e:
         interrupted = True
         signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"

@@ -161,7 +161,7 @@ def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[
     """Each point repeated with seeds base_seed, base_seed+1, ... as a trailing ``seed=`` override."""
     if repeat <= 1:
         return points
-    out = []
+    out: list[list[str]] = []
     for p in points:
         rest = [o for o in p if override_key(o) != "seed"]
         out.extend(rest + [f"seed={base_seed + r}"] for r in range(repeat))
