@@ -283,3 +283,4 @@ def test_a_bad_slurm_setting_is_one_line(cluster, tmp_path):
     r = cgbench("sweep", "workload=small", *SLURM, "--slurm", "no_such_option=1", "--out", tmp_path / "s")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "no_such_option" in r.stderr
+    assert not (tmp_path / "s").exists(), "a refused setting leaves no folder behind"

@@ -89,7 +89,10 @@ class SlurmExecutor:
         self.folder = folder
         self.parameters = params
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-        self._ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
+        try:
+            self._ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
+        except RuntimeError as e:  # submitit checks for srun
+            raise ConfigError(f"--executor slurm: {str(e).strip().splitlines()[0]}") from None
         try:
             self._ex.update_parameters(**params)
         except (NameError, ValueError, TypeError) as e:

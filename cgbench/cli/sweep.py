@@ -345,6 +345,8 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
 
+        if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
+            _slurm_executor(plan, list(slurm or []), jobs)
         try:
             claim_out_dir(plan, resume=resume)
         except BaseException:
@@ -352,8 +354,9 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                 warm.close(abort=True)
             raise
         try:
+            # the SLURM files go into the folder claimed (a default folder may have got a -2 suffix)
             ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else warm
-            where = "SLURM" if ex is not None else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
+            where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
             outcome = _run_with_progress(plan, n_jobs, resume, ex)
