@@ -143,7 +143,7 @@ def test_a_bad_point_fails_before_anything_runs(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["policy=budget,nope"], "policy"),
-    (["hydra.launcher.n_jobs=2"], "--executor"),
+    (["hydra.launcher.n_jobs=2"], "--jobs 2"),
     (["--launcher", "no_such_launcher", *SMALL], "no_such_launcher"),
     (["--executor", "joblib", *SMALL], "local, slurm"),
     (["--slurm", "partition=cpu", *SMALL], "--executor slurm"),
@@ -426,6 +426,7 @@ def test_a_failing_point_is_recorded_and_the_rest_still_run(tmp_path, monkeypatc
     (["--launcher", "basic"], "--jobs 1"),
     (["hydra/launcher=joblib"], "--jobs N"),
     (["hydra.launcher.partition=gpu"], "--executor slurm --slurm partition=gpu"),
+    (["hydra.launcher.n_jobs=4"], "cgbench sweep --jobs 4"),
     (["hydra.sweep.dir=/tmp/x"], "--out DIR"),
 ])
 def test_the_old_hydra_spellings_exit_2_naming_the_new_one(tmp_path, args, new):

@@ -127,6 +127,9 @@ def is_hydra_key(key: str) -> bool:
 
 
 def _hydra_refusal(o: str, key: str) -> str:
+    if key == "hydra.launcher.n_jobs":  # joblib's pool size
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs "
+                f"{override_value(o) or 'N'} (local worker processes; see docs/sweeps.md)")
     if key.startswith("hydra.launcher."):
         setting = f"{key.removeprefix('hydra.launcher.')}={override_value(o)}"
         return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --executor slurm "
