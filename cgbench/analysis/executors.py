@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -150,15 +151,21 @@ class LocalPool:
         from cgbench.analysis.workers import signals_deferred
 
         queue = list(reversed(tasks))
-        running: set[Future] = set()
+        running: dict[Future, list[Task]] = {}
         done = 0
         spent = 0.0  # the tasks' own seconds so far
+        broken = False
 
         def submit(pool: ProcessPoolExecutor) -> None:
             while queue and len(running) < self.jobs * IN_FLIGHT_PER_WORKER:
                 size = chunk_size(spent / done if done else None, len(queue), self.jobs)
                 chunk = [queue.pop() for _ in range(min(size, len(queue)))]
-                running.add(pool.submit(call_chunk, fn, chunk))
+                try:
+                    running[pool.submit(call_chunk, fn, chunk)] = chunk
+                except BrokenProcessPool as e:  # a worker died earlier: nothing more can run in this pool
+                    for task in chunk + queue[::-1]:  # in task order (the queue is kept reversed)
+                        on_outcome(Outcome(task.key, error=f"not run: the worker pool broke ({describe(e)})"))
+                    queue.clear()
 
         try:
             # the workers are spawned while the first chunks are submitted: a signal that cut a spawn
@@ -169,12 +176,19 @@ class LocalPool:
             while running:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    running.discard(fut)
-                    for outcome in fut.result():
+                    chunk = running.pop(fut)
+                    try:
+                        outcomes = fut.result()
+                    except Exception as e:  # its worker died (killed, out of memory): the chunk's tasks failed
+                        outcomes = [Outcome(t.key, error=f"its worker process died ({describe(e)})") for t in chunk]
+                        broken = broken or isinstance(e, BrokenProcessPool)
+                    for outcome in outcomes:
                         done += 1
                         spent += outcome.wall_s
                         on_outcome(outcome)
                 submit(pool)
+            if broken:  # the next run starts a new pool
+                self.close(abort=True)
         except BaseException:
             # Interrupted (or the pool broke): drop queued chunks and stop the busy workers now rather
             # than after their chunk (their partial work is lost; atomic writes leave no partial files).

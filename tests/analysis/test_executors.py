@@ -63,6 +63,15 @@ def test_an_exception_of_any_type_is_the_tasks_error_in_one_line():
     assert got[1].error == "ZeroDivisionError: division by zero" and not got[1].missing
 
 
+def test_a_worker_that_dies_fails_its_tasks_and_the_rest_without_stopping_the_caller():
+    pool = LocalPool(2)
+    got: dict[int, Outcome] = {}
+    pool.run(os._exit, [Task(i, (3,)) for i in range(6)], lambda o: got.__setitem__(o.key, o))  # each kills its worker
+    assert sorted(got) == list(range(6))
+    assert all(not o.ok and ("worker process died" in o.error or "pool broke" in o.error) for o in got.values())
+    assert _collect(pool, operator.truediv, [Task(0, (6, 3))])[0].value == 2.0, "the next run gets a new pool"
+
+
 def test_local_executor_is_in_process_for_one_job():
     assert isinstance(local_executor(1), InProcess) and isinstance(local_executor(3), LocalPool)
 
