@@ -66,7 +66,7 @@ ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
 	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
 test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm-local.sh start first; skipped without it)
-	$(BIN)/pytest -q -rs -m slurm tests/analysis/test_slurm.py
+	$(BIN)/pytest -q -rs -m slurm tests/analysis/test_slurm.py tests/analysis/test_executors.py
 
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh

@@ -2,7 +2,10 @@
 
 Writing (``write_text_atomic``): the text goes to a temporary file ``.NAME.XXXXXXXX.tmp`` in the
 target's folder, is flushed to disk (fsync) and renamed over the target, so a reader sees the old
-file or the new one, never a partial one. The rename replaces only a regular file (or nothing): a
+file or the new one, never a partial one. ``durable=False`` skips the two fsyncs (file and folder)
+for a file that a later step checks anyway (a sweep's point files: ``--resume`` reruns a point
+whose file is unreadable): the rename is still atomic for every reader and for a killed writer,
+only a power loss may leave such a file empty. The rename replaces only a regular file (or nothing): a
 directory, FIFO, socket, character or block device, or a symlink to one, is refused before any
 work is done. A symlink to a regular file is followed (the link stays, its target is replaced).
 The file gets mode 0666 minus the umask (0644 under the usual 022), like any file a tool creates.
@@ -257,13 +260,13 @@ def clean_stale_temps(target: Path) -> int:
     return removed
 
 
-def write_text_atomic(path: str | Path, text: str, what: str = "") -> Path:
+def write_text_atomic(path: str | Path, text: str, what: str = "", *, durable: bool = True) -> Path:
     """Write ``text`` (UTF-8) to ``path`` by the one rule (module docstring); returns the path
     written (a symlink's target when ``path`` is a link to a regular file)."""
-    return write_bytes_atomic(path, text.encode("utf-8"), what)
+    return write_bytes_atomic(path, text.encode("utf-8"), what, durable=durable)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, what: str = "") -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable: bool = True) -> Path:
     """``write_text_atomic`` for bytes (figures)."""
     p = Path(path)
     label = f"{what} " if what else ""
@@ -278,11 +281,13 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "") -> Path:
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
             _target(target, label.strip())  # a special file may have appeared meanwhile
             os.replace(tmp, target)
             tmp = None
-        _fsync_dir(target.parent)
+        if durable:
+            _fsync_dir(target.parent)
     except OSError as e:
         if tmp is not None:
             _unlink(tmp)
@@ -334,19 +339,22 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
 
 def dumps_strict(doc: Any, indent: int | None = 1) -> str:
     """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value."""
-    where = first_non_finite(doc)
-    if where is not None:
-        raise ConfigError(f"{where}: not a finite number; a result holds finite numbers only")
-    return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+    try:
+        return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+    except ValueError:  # the encoder names no path: find the value (only on this rare path)
+        where = first_non_finite(doc)
+        if where is None:
+            raise
+        raise ConfigError(f"{where}: not a finite number; a result holds finite numbers only") from None
 
 
-def write_json_atomic(path: str | Path, doc: Any, what: str = "") -> Path:
+def write_json_atomic(path: str | Path, doc: Any, what: str = "", *, durable: bool = True) -> Path:
     """Strict JSON (no NaN/Infinity) written by the one rule."""
     try:
         text = dumps_strict(doc)
     except ConfigError as e:
         raise ConfigError(f"cannot write {what + ' ' if what else ''}{path}: {e}") from None
-    return write_text_atomic(path, text, what)
+    return write_text_atomic(path, text, what, durable=durable)
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -247,6 +247,108 @@ def advise_search_s(requests: int, candidates: int, jobs: int) -> tuple[float, s
                   f"{o['recommended']:,.0f} vs default {o['default']:,.0f} tok/s")
 
 
+# The sweep-overhead figures: tiny points (8 requests: the simulation is a millisecond or two), so
+# what a sweep costs beyond its simulations shows; and CPU-bound points for the pool's speed-up.
+TINY = ["workload=small", "workload.num_requests=8"]
+CPU_BOUND = ["workload=chat", "workload.num_requests=2000"]  # ~0.2 s a point
+
+
+def sweep_wall(points: int, jobs: int, extra: Sequence[str] = TINY) -> float:
+    """Wall seconds of ``cgbench sweep 'seed=range(0,points)' ... --jobs jobs`` (start-up included)."""
+    import tempfile
+
+    cgbench = str(Path(sys.executable).with_name("cgbench"))
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [cgbench, "sweep", f"seed=range(0,{points})", *extra, "--jobs", str(jobs), "--out", f"{d}/s",
+               "--format", "csv"]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+        return time.perf_counter() - t0
+
+
+def sim_seconds_per_point(points: int = 60) -> float:
+    """Median wall seconds of ``run_point`` alone on the tiny points, in this (warmed-up) process."""
+    from cgbench.analysis.sweep import plan_sweep
+    from cgbench.pipeline import run_point
+
+    plan = plan_sweep([f"seed=range(0,{points})", *TINY])
+    for p in plan.points[:5]:
+        run_point(p.cfg, list(p.overrides))
+    times = []
+    for p in plan.points:
+        t0 = time.perf_counter()
+        run_point(p.cfg, list(p.overrides))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _burn(n: int, start=None, out=None) -> float:
+    if start is not None:
+        start.wait()  # both burners begin together
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i
+    spent = time.perf_counter() - t0
+    if out is not None:
+        out.put(spent)
+    return spent
+
+
+def parallel_capacity(n: int = 5_000_000) -> float:
+    """What two processes gain over one on this machine now: twice one CPU burner's time over the
+    time of the slower of two burners started together (2.0 on two idle cores; about 1 when other
+    processes keep the cores busy)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    alone = _burn(n)
+    start, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_burn, args=(n, start, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    together = max(out.get(timeout=300), out.get(timeout=300))
+    for p in procs:
+        p.join()
+    return 2 * alone / together
+
+
+def sweep_overhead(repeat: int) -> dict[str, float]:
+    """Medians of ``repeat`` runs each: the pool's marginal cost of a point beyond its simulation
+    (worker-seconds per point, from a 100- and a 400-point sweep with --jobs 2: start-up cancels out),
+    a 1,000-point sweep with --jobs 2, and the speed-up of --jobs 2 over --jobs 1 on CPU-bound points."""
+    sim_s = sim_seconds_per_point()
+    small, large = 100, 400
+    marginal = [(sweep_wall(large, 2) - sweep_wall(small, 2)) * 2 / (large - small) - sim_s for _ in range(repeat)]
+    thousand = [sweep_wall(1000, 2) for _ in range(repeat)]
+    speedups, capacity = [], []
+    for _ in range(repeat):
+        capacity.append(parallel_capacity())
+        one, two = sweep_wall(24, 1, CPU_BOUND), sweep_wall(24, 2, CPU_BOUND)
+        speedups.append(one / two)
+    return {"sim_ms": sim_s * 1e3, "overhead_ms": statistics.median(marginal) * 1e3,
+            "overhead_range": (min(marginal) * 1e3, max(marginal) * 1e3), "thousand_s": statistics.median(thousand),
+            "thousand_range": (min(thousand), max(thousand)), "speedup": statistics.median(speedups),
+            "speedup_range": (min(speedups), max(speedups)), "capacity": statistics.median(capacity),
+            "load": os.getloadavg()[0]}
+
+
+def sweep_rows(r: dict, repeat: int) -> list[tuple[str, str, str]]:
+    lo, hi = r["overhead_range"]
+    a, b = r["thousand_range"]
+    x, y = r["speedup_range"]
+    note = f"median (range) of {repeat}; load average {r['load']:.1f} on {os.cpu_count()} cores, shared"
+    return [
+        (f"sweep: pool cost of a point beyond its simulation (8 requests, --jobs 2; {note})",
+         f"{r['overhead_ms']:.1f} ms ({lo:.1f}..{hi:.1f}); sim {r['sim_ms']:.1f} ms", "<= 10 ms"),
+        ("sweep: 1,000 points of 8 requests, --jobs 2, wall", f"{r['thousand_s']:.1f} s ({a:.1f}..{b:.1f})", "<= 15 s"),
+        ("sweep: 24 CPU-bound points (chat, 2,000 requests): --jobs 1 wall / --jobs 2 wall",
+         f"{r['speedup']:.2f}x ({x:.2f}..{y:.2f})", ">= 1.7x"),
+        ("control: two CPU burners side by side over one after the other (what this machine's cores "
+         "give two processes now; 2.0x when idle)", f"{r['capacity']:.2f}x", ""),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20000)
@@ -256,6 +358,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="only: where the fast engine's time goes (chat)")
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
+    ap.add_argument("--sweeps", action="store_true", help="only: the sweep-overhead figures")
     ap.add_argument("--instructions", action="store_true",
                     help="only: instructions executed by a 2,000-request chat run, fast and oracle, per build "
                          "(valgrind; deterministic, for comparing code versions on a busy machine)")
@@ -267,6 +370,14 @@ def main() -> None:
     args = ap.parse_args()
     console = Console(width=max(Console().width, 120))
     advise_row = ("advise: 20-candidate search, chat preset, 2,000 requests, --jobs 2 ({})", "< 60 s")
+    if args.sweeps:
+        t = Table(title="sweep overhead")
+        for col in ("measure", "value", "target"):
+            t.add_column(col, justify="left" if col == "measure" else "right")
+        for row in sweep_rows(sweep_overhead(args.repeat), args.repeat):
+            t.add_row(*row)
+        console.print(t)
+        return
     if args.advise:
         advise_s, verdict = advise_search_s(2000, 20, 2)
         console.print(f"{advise_row[0].format(verdict)}: {advise_s:.1f} s (target {advise_row[1]})")
@@ -305,6 +416,7 @@ def main() -> None:
         help_s = wall([cgbench, "--help"], args.repeat)
         run_s = wall([cgbench, "run", "-o", os.devnull], args.repeat)
         advise_s, advise_verdict = advise_search_s(2000, 20, 2)
+        sweeps = sweep_overhead(args.repeat)
 
     t = Table(title=f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                     f"Python {platform.python_version()})")
@@ -369,6 +481,9 @@ def main() -> None:
     t.add_row("cgbench --help wall", f"{help_s:.3f} s", "< 0.5 s")
     t.add_row("default cgbench run wall (start-up included)", f"{run_s:.3f} s", "< 1.5 s")
     t.add_row(advise_row[0].format(advise_verdict), f"{advise_s:.1f} s", advise_row[1])
+    t.add_section()
+    for row in sweep_rows(sweeps, args.repeat):
+        t.add_row(*row)
     console.print(t)
 
 

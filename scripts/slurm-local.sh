@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A single-node SLURM cluster on this machine, for the cluster tests (make test-slurm) and for trying
-# `cgbench sweep --launcher submitit_slurm` without a real cluster. Debian/Ubuntu, run as root, no
+# `cgbench sweep --executor slurm` without a real cluster. Debian/Ubuntu, run as root, no
 # systemd needed: every daemon runs in the foreground (-D / -F) as a background child of this script,
 # and its PID is recorded so `stop` ends exactly the processes `start` began.
 #

@@ -39,7 +39,6 @@ from cgbench.analysis.advise_runs import (
     Evaluator,
     explicit_overrides,
     is_cg,
-    override_key,
     without_keys,
 )
 from cgbench.analysis.advise_search import AdviseRequest, Search, check_request
@@ -55,6 +54,7 @@ from cgbench.analysis.advise_space import (
     shape_columns,
     spread_pick,
 )
+from cgbench.config.overrides import override_key
 from cgbench.config.schema import ConfigError
 from cgbench.results.names import number_at
 

@@ -1,28 +1,24 @@
 """The runs of ``cgbench advise``: each candidate grid is a plain ``cgbench run`` of the given
-overrides plus its ``cg`` overrides. ``Evaluator`` runs them (in worker processes with ``jobs > 1``,
-results in submission order, so the same as one worker) and keeps each result for ``--resume``."""
+overrides plus its ``cg`` overrides. ``Evaluator`` composes them (once per set of group selections,
+``cgbench.config.compose.Composer``) and runs them on the sweep's executors (in this process, or in
+a pool of worker processes with ``jobs > 1``; results in submission order, so the same as one
+worker), and keeps each result for ``--resume``."""
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cgbench.analysis.advise_capture import CaptureEstimate
 from cgbench.analysis.advise_space import MegatronKnobs, Shape, shape_counts
-from cgbench.analysis.workers import InterruptWatch
-from cgbench.config.schema import ConfigError
+from cgbench.analysis.executors import Executor, Outcome, Task, local_executor
+from cgbench.config.overrides import override_key
+from cgbench.config.schema import BenchConfig, ConfigError
 
 RUN_KIND = "cgbench-advise-run"
-
-
-def override_key(o: str) -> str:
-    return o.partition("=")[0].lstrip("+~")
 
 
 def is_cg(o: str) -> bool:
@@ -70,12 +66,11 @@ class Evaluated:
         return not self.violations
 
 
-def evaluate(overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
-    """One candidate: a plain run of ``overrides`` (worker-process entry point)."""
-    from cgbench.config.compose import load_config
+def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
+    """One candidate: a plain run of ``overrides`` (composed as ``cfg``; an executor's task)."""
     from cgbench.pipeline import run_point
 
-    doc = run_point(load_config(list(overrides)), list(overrides), trace=want_shapes)
+    doc = run_point(cfg, list(overrides), trace=want_shapes)
     rec = {"kind": RUN_KIND, "overrides": list(overrides), "metrics": doc["metrics"],
            "graph_usage": doc["graph_usage"]}
     if want_shapes:
@@ -83,14 +78,9 @@ def evaluate(overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
     return rec
 
 
-def _failed(overrides: tuple[str, ...], e: BaseException) -> dict[str, Any]:
-    text = str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+def _failed(overrides: tuple[str, ...], error: str) -> dict[str, Any]:
     return {"kind": RUN_KIND, "overrides": list(overrides), "graph_usage": [],
-            "metrics": {"outcome": "failed", "diagnosis": text}}
-
-
-def _worker_init() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+            "metrics": {"outcome": "failed", "diagnosis": error}}
 
 
 class Evaluator:
@@ -98,9 +88,12 @@ class Evaluator:
     ``out_dir/runs/`` and, with ``resume``, reuses a kept result of the same overrides."""
 
     def __init__(self, jobs: int, out_dir: Path | None, resume: bool,
-                 on_done: Callable[[str, bool], None] | None = None) -> None:
+                 on_done: Callable[[str, bool], None] | None = None, executor: Executor | None = None) -> None:
+        from cgbench.config.compose import Composer
+
         self.jobs, self.out_dir, self.resume, self.on_done = jobs, out_dir, resume, on_done
-        self._pool: ProcessPoolExecutor | None = None
+        self.executor = executor if executor is not None else local_executor(jobs)
+        self._composer = Composer()
         self.ran = self.reused = 0
 
     def path(self, overrides: tuple[str, ...]) -> Path | None:
@@ -132,8 +125,10 @@ class Evaluator:
 
     def run(self, jobs: list[tuple[str, tuple[str, ...], bool]]) -> list[tuple[dict[str, Any], bool]]:
         """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order."""
+        from cgbench.analysis.executors import describe
+
         out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
-        todo = []
+        tasks = []
         for i, (label, ovr, shapes) in enumerate(jobs):
             rec = self._kept(ovr, shapes)
             if rec is not None:
@@ -141,31 +136,19 @@ class Evaluator:
                 self.reused += 1
                 if self.on_done:
                     self.on_done(label, True)
-            else:
-                todo.append(i)
-        if self.jobs == 1 or len(todo) <= 1:
-            with InterruptWatch() as ctrl_c:
-                for i in todo:
-                    label, ovr, shapes = jobs[i]
-                    try:
-                        rec = evaluate(ovr, shapes)
-                    except Exception as e:  # one broken candidate must not lose the search
-                        if ctrl_c.hit:  # Ctrl-C inside a library that turned it into another error
-                            raise KeyboardInterrupt from None
-                        rec = _failed(ovr, e)
-                    out[i] = (self._finish(label, rec), False)
-        else:
-            pool = self._get_pool()
-            running: dict[Future, int] = {pool.submit(evaluate, jobs[i][1], jobs[i][2]): i for i in todo}
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = running.pop(fut)
-                    try:
-                        rec = fut.result()
-                    except Exception as e:
-                        rec = _failed(jobs[i][1], e)
-                    out[i] = (self._finish(jobs[i][0], rec), False)
+                continue
+            try:
+                cfg = self._composer.load(list(ovr))
+            except ConfigError as e:  # a candidate whose config is refused is a failed run, not a failed search
+                out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
+                continue
+            tasks.append(Task(i, (cfg, ovr, shapes)))
+
+        def finished(o: Outcome) -> None:
+            label, ovr, _ = jobs[o.key]
+            out[o.key] = (self._finish(label, o.value if o.ok else _failed(ovr, o.error or "")), False)
+
+        self.executor.run(evaluate, tasks, finished)
         return [o for o in out if o is not None]
 
     def _finish(self, label: str, rec: dict[str, Any]) -> dict[str, Any]:
@@ -176,21 +159,5 @@ class Evaluator:
             self.on_done(label, False)
         return rec
 
-    def _get_pool(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn, not fork: the parent may run Rich's refresh thread
-            ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_worker_init)
-        return self._pool
-
     def close(self, *, abort: bool = False) -> None:
-        if self._pool is None:
-            return
-        if abort:
-            busy = list((getattr(self._pool, "_processes", None) or {}).values())
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            for proc in busy:
-                proc.terminate()
-        else:
-            self._pool.shutdown(wait=True)
-        self._pool = None
+        self.executor.close(abort=abort)

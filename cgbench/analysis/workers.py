@@ -5,7 +5,9 @@ points into a folder nobody indexes. Each worker therefore asks the kernel for S
 parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``) and, where that is unavailable or the parent died
 before the request, a watchdog thread ends the worker once its parent PID changes. The atomic
 writes mean a worker killed mid-point leaves no partial file. ``InterruptWatch`` keeps a Ctrl-C
-in the parent a Ctrl-C when a library converts the KeyboardInterrupt into another error.
+in the parent a Ctrl-C when a library converts the KeyboardInterrupt into another error;
+``sigterm_interrupts`` makes SIGTERM a ``KeyboardInterrupt`` too, and ``signals_deferred`` holds
+both back while a block (starting workers, writing a final index) must not be cut short.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 PR_SET_PDEATHSIG = 1
 WATCH_INTERVAL_S = 0.5
@@ -70,3 +74,48 @@ class InterruptWatch:
     def __exit__(self, *exc) -> None:
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
+
+
+class SweepTerminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (the index says ``interrupted``); the command exits 143."""
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``SweepTerminated`` (a KeyboardInterrupt) in the main thread, so a terminated
+    sweep is handled like Ctrl-C."""
+    if not _main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SweepTerminated()
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextmanager
+def signals_deferred(reraise: bool = True) -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done, then interrupt as usual (``reraise=False``:
+    they are dropped, for a block that already handles an interruption)."""
+    if not _main_thread():
+        yield
+        return
+    caught: list[int] = []
+    saved = [(s, signal.signal(s, lambda signum, frame: caught.append(signum)))
+             for s in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for s, old in saved:
+            signal.signal(s, old)
+    if caught and reraise:
+        raise SweepTerminated() if caught[0] == signal.SIGTERM else KeyboardInterrupt()

@@ -20,14 +20,14 @@ from cgbench.results.formatting import percent as _pct
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from cgbench.analysis.executors import Executor
     from cgbench.analysis.sweep import PointResult, SweepOutcome, SweepPlan, SweepPoint
 
 SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
     "value is fixed for every point (workload.num_requests=64). The sweep is exactly these axes over the "
     "base config. sweep=NAME brings the axes of conf/sweep/NAME.yaml, and an axis given here replaces "
-    "that sweep's axis of the same key; with no overrides at all, sweep=default runs. hydra.* overrides "
-    "go to the launcher (with --launcher).", show_default=False)]
+    "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False)]
 FORMATS = ("table", "markdown", "json", "csv")
 
 
@@ -174,7 +174,7 @@ def print_summary(outcome: SweepOutcome, fmt: str) -> None:
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
-def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
+def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None) -> SweepOutcome:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -207,17 +207,17 @@ def _run_in_process(plan: SweepPlan, jobs: int, resume: bool) -> SweepOutcome:
         def on_note(line: str) -> None:
             progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        return run_sweep(plan, jobs=jobs, resume=resume, on_start=on_start, on_done=on_done, on_note=on_note)
+        return run_sweep(plan, jobs=jobs, resume=resume, executor=executor, on_start=on_start, on_done=on_done,
+                         on_note=on_note)
 
 
-def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
-                        allow_hydra: bool) -> SweepPlan:
+def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
     """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed."""
     from cgbench.analysis.sweep import plan_sweep
 
     err = ui.err
     if not err.is_terminal:
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, allow_hydra=allow_hydra)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -227,8 +227,44 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, allow_hydra=allow_hydra,
-                          on_progress=on_progress)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
+
+
+EXECUTORS = ("local", "slurm")
+# the Hydra launchers that --launcher used to name, and what replaces each
+_OLD_LAUNCHERS = {"basic": "the default (--executor local --jobs 1)", "joblib": "--jobs N (local worker processes)",
+                  "submitit_local": "--jobs N (local worker processes)",
+                  "submitit_slurm": "--executor slurm, with --slurm KEY=VALUE for its settings"}
+
+
+def _refuse_launcher(launcher: str) -> None:
+    from cgbench.config.schema import ConfigError
+
+    instead = _OLD_LAUNCHERS.get(launcher, "--jobs N (local worker processes) or --executor slurm")
+    raise ConfigError(f"--launcher {launcher}: Hydra launchers are replaced by cgbench's executors: use {instead} "
+                      "(see docs/sweeps.md)")
+
+
+def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | None:
+    """With ``--jobs N`` (N > 1) on this machine, the pool's workers start while the points are
+    planned (their imports overlap the compositions)."""
+    if jobs is None or jobs < 2 or executor != "local" or dry_run:
+        return None
+    from cgbench.analysis.executors import LocalPool
+
+    pool = LocalPool(jobs)
+    pool.warm(["cgbench.analysis.sweep", "cgbench.pipeline"])
+    return pool
+
+
+def _slurm_executor(plan: SweepPlan, settings: list[str], jobs: int | None) -> Executor:
+    from cgbench.analysis.executor_slurm import SlurmExecutor, parse_settings, slurm_folder
+
+    def say(line: str) -> None:
+        ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return SlurmExecutor(slurm_folder(plan.out_dir), parse_settings(settings), parallelism=jobs,
+                         job_name=f"cgbench-{plan.name}", say=say)
 
 
 def sweep_cmd(
@@ -238,7 +274,7 @@ def sweep_cmd(
         "already holds results is refused unless --resume.")] = None,
     jobs: Annotated[Optional[int], typer.Option(
         "--jobs", "-j", min=1, help="Points run in parallel worker processes (default: sweep.jobs). "
-        "With --launcher joblib: its n_jobs; submitit_slurm: the array's array_parallelism.")] = None,
+        "With --executor slurm: how many array tasks run at once.")] = None,
     repeat: Annotated[Optional[int], typer.Option(
         "--repeat", "-r", min=1, help="Run each point N times with seeds seed, seed+1, ... "
         "(default: sweep.repeat).")] = None,
@@ -252,10 +288,14 @@ def sweep_cmd(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", callback=_check_format, help="The summary on stdout: table, markdown, json or csv "
         "(summary.csv in the sweep folder is always written).")] = "table",
-    launcher: Annotated[Optional[str], typer.Option(
-        "--launcher", help="Hand the sweep to a Hydra launcher plugin: joblib, submitit_local, "
-        "submitit_slurm (configure it with hydra.launcher.* overrides; see docs/sweeps.md).",
-        show_default=False)] = None,
+    executor: Annotated[str, typer.Option(
+        "--executor", help="Where the points run: local (this machine: --jobs worker processes) or slurm "
+        "(one SLURM job array, through submitit; see docs/sweeps.md).")] = "local",
+    slurm: Annotated[Optional[list[str]], typer.Option(
+        "--slurm", help="A submitit / sbatch setting for --executor slurm, KEY=VALUE (repeatable): "
+        "partition=cpu, timeout_min=10, mem_gb=4, cpus_per_task=1, gpus_per_node=1, "
+        "'setup=[\"source ~/venv/bin/activate\"]'.", show_default=False)] = None,
+    launcher: Annotated[Optional[str], typer.Option("--launcher", hidden=True)] = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -272,52 +312,57 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         from cgbench.config.schema import ConfigError
 
         if launcher is not None:
-            from cgbench.config.launcher_app import check_hydra_overrides, check_launcher
-
-            check_launcher(launcher)
-            check_hydra_overrides(list(overrides or []))
+            _refuse_launcher(launcher)
+        if executor not in EXECUTORS:
+            raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+        if slurm and executor != "slurm":
+            raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
         if resume and out_dir is None:
             raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
                               "(without --out every sweep gets a new folder)")
-        plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir,
-                                   allow_hydra=launcher is not None)
+        warm = _warm_pool(jobs, executor, dry_run)
+        try:
+            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
         n_jobs = jobs if jobs is not None else plan.jobs
+        if executor == "slurm":
+            from cgbench.analysis.executor_slurm import available, parse_settings
+
+            settings = parse_settings(list(slurm or []))
+            if not dry_run:
+                available()
         if dry_run:
+            if warm is not None:
+                warm.close()
             ui.out.print(_axes_table(plan))
             ui.out.print(_plan_table(plan, resume))
-            if launcher:
-                from cgbench.config.launcher_app import JOBS_FOLDER, hydra_argv
-
-                argv = hydra_argv(plan, launcher, plan.out_dir / JOBS_FOLDER / "<time>", jobs=n_jobs, resume=resume,
-                                  parallel=jobs)
-                ui.out.print("hydra command line: " + " ".join(argv[1:]), highlight=False, soft_wrap=True,
-                             markup=False)
+            if executor == "slurm":
+                shown = " ".join(f"{k}={v!r}" for k, v in settings.items()) or "(submitit's defaults)"
+                ui.out.print(f"slurm: one job array; settings {shown}", highlight=False, soft_wrap=True, markup=False)
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
 
-        claim_out_dir(plan, resume=resume)
+        if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
+            _slurm_executor(plan, list(slurm or []), jobs)
         try:
-            where = f"launcher {launcher}" if launcher else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
+            claim_out_dir(plan, resume=resume)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
+        try:
+            # the SLURM files go into the folder claimed (a default folder may have got a -2 suffix)
+            ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else warm
+            where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
-            if launcher:
-                from cgbench.analysis.sweep import write_summary_csv
-                from cgbench.config.launcher_app import launch
-
-                outcome = launch(plan, launcher, jobs=n_jobs, resume=resume, parallel=jobs)
-                write_summary_csv(outcome)
-                for note in plan.notes:
-                    ui.err.print(note, markup=False, highlight=False, soft_wrap=True)
-            else:
-                outcome = _run_in_process(plan, n_jobs, resume)
+            outcome = _run_with_progress(plan, n_jobs, resume, ex)
         finally:
             release_out_dir(plan)
     print_summary(outcome, fmt)
-    if launcher:  # the launcher's jobs printed nothing here: name each point they left unfinished
-        for r in outcome.results:
-            if r.status != "done":
-                ui.err.print(_point_line(r, r.point.index + 1, len(outcome.results)), highlight=False,
-                             soft_wrap=True)
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)
     if outcome.interrupted:

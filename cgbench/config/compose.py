@@ -7,15 +7,17 @@ and ``--config-dir`` folders, so a user's own ``<dir>/model/my70b.yaml`` adds ``
 without copying the tree. A user file with the name of a shipped option (and other content) is refused.
 
 Strictness: an override must name a key of the schema (``+`` or not), ``~key`` deletions and
-``hydra/*`` / ``hydra.*`` overrides are refused outside a launcher sweep, and an override of a key
+``hydra/*`` / ``hydra.*`` overrides are refused, and an override of a key
 that the chosen options never read (``cgbench.config.schema.unread_keys``) is refused.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import itertools
+import pickle
 import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,8 +42,9 @@ from cgbench.config.registry.policies import is_plugin, policy_names, policy_spe
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
 
-__all__ = ["GROUPS", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
-           "expand_sweep", "group_options", "known_keys", "load_config", "to_bench_config", "user_config_dirs"]
+__all__ = ["GROUPS", "Composer", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
+           "expand_sweep", "group_options", "is_hydra_key", "known_keys", "load_config", "to_bench_config",
+           "user_config_dirs"]
 
 SCHEMA_NODE = "cgbench_schema"
 ConfigStore.instance().store(name=SCHEMA_NODE, node=BenchConfig)
@@ -139,22 +142,34 @@ def _closest(key: str, schema: type[BenchConfig]) -> str:
     return f"; did you mean {match[0]}?" if match else ""
 
 
-def _is_hydra(key: str) -> bool:
+def is_hydra_key(key: str) -> bool:
+    """Whether an override key is one of Hydra's own settings (``hydra.*``, ``hydra/*``)."""
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
-def check_override_keys(overrides: Sequence[str], *, allow_hydra: bool = False) -> None:
-    """Refuse unknown keys (with or without ``+``), ``~`` deletions and, unless ``allow_hydra``,
-    Hydra's own settings; each with one line naming the override. Keys of the plug-in policies the
-    overrides name are known keys."""
+def _hydra_refusal(o: str, key: str) -> str:
+    if key == "hydra.launcher.n_jobs":  # joblib's pool size
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs "
+                f"{override_value(o) or 'N'} (local worker processes; see docs/sweeps.md)")
+    if key.startswith("hydra.launcher."):
+        setting = f"{key.removeprefix('hydra.launcher.')}={override_value(o)}"
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --executor slurm "
+                f"--slurm {setting} (submitit's parameters), or --jobs N for local worker processes "
+                "(see docs/sweeps.md)")
+    if key.startswith(("hydra/launcher", "hydra.launcher")):
+        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs N (worker "
+                "processes) or --executor slurm --slurm KEY=VALUE (submitit's parameters; see docs/sweeps.md)")
+    return f"{o}: Hydra's own settings are not used by cgbench (results go to out_dir=DIR, a sweep to --out DIR)"
+
+
+def check_override_keys(overrides: Sequence[str]) -> None:
+    """Refuse unknown keys (with or without ``+``), ``~`` deletions and Hydra's own settings; each
+    with one line naming the override. Keys of the plug-in policies the overrides name are known keys."""
     keys, open_maps = known_keys(schema_types(plugins_named(overrides))[1])
     for o in overrides:
         key = override_key(o)
-        if _is_hydra(key):
-            if allow_hydra:
-                continue
-            raise ConfigError(f"{o}: Hydra settings apply to launcher sweeps only: "
-                              f"cgbench sweep --launcher <name> ... {o}")
+        if is_hydra_key(key):
+            raise ConfigError(_hydra_refusal(o, key))
         if o.lstrip().startswith("~"):
             raise ConfigError(f"{o}: removing a key is not supported (the schema keeps every key); "
                               f"set a value instead, e.g. {key}=<value>")
@@ -169,7 +184,7 @@ def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
     unread = unread_keys(cfg)
     for o in overrides:
         key = override_key(o)
-        if key in GROUPS or _is_hydra(key):
+        if key in GROUPS:
             continue
         why = unread_reason(key, unread)
         if why is not None:
@@ -189,15 +204,16 @@ def _yaml_error_text(e: yaml.YAMLError) -> str:
 
 
 def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = (),
-                 with_hydra: bool = False) -> DictConfig:
+                 with_hydra: bool = False, resolve: bool = True) -> DictConfig:
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
-    ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``)."""
+    ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``); ``resolve=False`` skips the
+    check that every value resolves (a partial composition that later overrides complete)."""
     search = _searchpath_override(user_config_dirs(config_dirs))
     require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():
             cfg = compose(config_name="config", overrides=[*overrides, *search], return_hydra_config=with_hydra)
-        if with_hydra:
+        if with_hydra or not resolve:
             return cfg
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         return cfg
@@ -229,15 +245,14 @@ def _check_policy_choice(overrides: Sequence[str], config_dirs: Sequence[str | P
             raise ConfigError(f"policy: {value!r} is not one of {', '.join(names)}{did_you_mean(value, names)}")
 
 
-def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = (),
-                allow_hydra: bool = False) -> BenchConfig:
+def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
     override of a key the chosen options never read."""
     ovr = list(overrides or [])
-    check_override_keys(ovr, allow_hydra=allow_hydra)
+    check_override_keys(ovr)
     plugins = plugins_named(ovr)
     _check_policy_choice(ovr, config_dirs)
-    job = [o for o in ovr if not _is_hydra(override_key(o))]
+    job = ovr  # check_override_keys refused every Hydra setting
     with plugin_schema(plugins, grid_plugins_named(ovr)):
         cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     name = cfg.policy.name
@@ -247,6 +262,158 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
             cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     _check_read(cfg, ovr)
     return cfg
+
+
+@dataclasses.dataclass
+class _Base:
+    """One set of group selections, composed: the tree Hydra would apply ``key=value`` overrides to,
+    and (when no value anywhere in it is an interpolation) its typed config before path resolution
+    and validation, pickled, for overrides that only replace plain values."""
+
+    tree: DictConfig
+    frozen: bytes | None
+
+
+class Composer:
+    """``load_config`` for the many points of one sweep, composing through Hydra once per distinct
+    set of config-group selections (``model=hybrid cg=dense``) instead of once per point.
+
+    Hydra composes in two steps: the defaults list (the group selections, with every option's own
+    defaults list, ``_self_`` order and packages) is merged into one config, then every
+    ``key=value`` override is applied to that config (``OmegaConf.update``, in order, on the
+    struct-mode tree). The first step is the expensive one and depends on the group selections only,
+    so it is done once per selection set and cached. The second is repeated here for each point:
+
+    * the quick path, for overrides that replace plain values (no ``+``, no list or mapping, no
+      interpolation in the value or anywhere in the tree): each value is converted by OmegaConf on
+      the cached tree itself (``OmegaConf.update``, then ``OmegaConf.select``; the old value is put
+      back) and set on a copy of the cached typed config;
+    * otherwise Hydra's own rules (``_apply_overrides_to_config``) on a copy of the cached tree,
+      then the typed conversion.
+
+    Both end with the checks of ``load_config`` (paths, limits, unread keys). Whenever a path raises,
+    the point is composed afresh by ``load_config``, so an error is always the one a fresh composition
+    gives. One instance belongs to one sweep: the cache does not notice config files edited meanwhile."""
+
+    def __init__(self, config_dirs: Sequence[str | Path] = ()) -> None:
+        self.config_dirs = tuple(config_dirs)
+        self._bases: dict[tuple[str, ...], _Base] = {}
+        self._parsed: dict[str, typing.Any] = {}
+        self._parser: OverridesParser | None = None
+        self.compositions = 0  # Hydra compositions so far (the cost this class saves)
+
+    def load(self, overrides: Sequence[str]) -> BenchConfig:
+        ovr = list(overrides)
+        check_override_keys(ovr)
+        if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
+            self.compositions += 1
+            return load_config(ovr, config_dirs=self.config_dirs)
+        groups = tuple(o for o in ovr if override_key(o) in GROUPS)
+        values = [o for o in ovr if override_key(o) not in GROUPS]
+        try:
+            base = self._base(groups)
+            parsed = [self._parse(o) for o in values]
+            bench = self._quick(base, parsed) if base.frozen is not None and all(map(_plain, parsed)) else None
+            if bench is None:
+                tree = copy.deepcopy(base.tree)
+                _apply(tree, parsed)
+                OmegaConf.to_container(tree, resolve=True, throw_on_missing=True)
+                bench = to_bench_config(tree)
+            else:
+                _resolve_paths(bench)
+                bench = validate_within_limits(bench)
+            if is_plugin(bench.policy.name):  # a plug-in policy chosen by a config file: its section
+                raise ValueError("left to a fresh composition")
+            _check_read(bench, ovr)
+            return bench
+        except Exception:  # the canonical error (or, should a path here be stricter, the config)
+            self._bases.pop(groups, None)  # a failed update may have left the cached tree half-changed
+            self.compositions += 1
+            return load_config(ovr, config_dirs=self.config_dirs)
+
+    def _base(self, groups: tuple[str, ...]) -> _Base:
+        base = self._bases.get(groups)
+        if base is None:
+            self.compositions += 1
+            tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
+            frozen = None
+            if not _has_interpolation(OmegaConf.to_container(tree, resolve=False)):
+                try:
+                    frozen = pickle.dumps(OmegaConf.to_object(tree))
+                except OmegaConfBaseException:  # a missing value that the overrides must supply
+                    frozen = None
+            base = self._bases[groups] = _Base(tree, frozen)
+        return base
+
+    def _parse(self, o: str):
+        parsed = self._parsed.get(o)
+        if parsed is None:
+            if self._parser is None:
+                self._parser = OverridesParser.create()
+            [parsed] = self._parser.parse_overrides([o])
+            self._parsed[o] = parsed
+        return parsed
+
+    @staticmethod
+    def _quick(base: _Base, parsed: list) -> BenchConfig | None:
+        """The typed config with each plain value set as OmegaConf converts it; None when a key is
+        not a plain field of the typed records (the full path then decides)."""
+        assert base.frozen is not None
+        bench = pickle.loads(base.frozen)
+        for o in parsed:
+            key = o.key_or_group
+            *parents, leaf = key.split(".")
+            holder = bench
+            for name in parents:
+                holder = getattr(holder, name, None)
+            old = OmegaConf.select(base.tree, key, throw_on_missing=False)
+            if not dataclasses.is_dataclass(holder) or not hasattr(holder, leaf) or OmegaConf.is_config(old):
+                return None
+            OmegaConf.update(base.tree, key, o.value(), merge=True)
+            try:
+                converted = OmegaConf.select(base.tree, key)
+            finally:
+                OmegaConf.update(base.tree, key, old, merge=True)
+            setattr(holder, leaf, converted)
+        return bench
+
+
+def _plain(o) -> bool:
+    """An override that only replaces a plain value (``key=3``, ``key=name``, ``key=null``)."""
+    if o.package is not None or o.is_delete() or o.is_add() or o.is_force_add() or o.is_sweep_override():
+        return False
+    value = o.value()
+    return not isinstance(value, (dict, list)) and not (isinstance(value, str) and "${" in value)
+
+
+def _has_interpolation(node: typing.Any) -> bool:
+    stack = [node]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str) and "${" in v:
+            return True
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
+def _apply(cfg: DictConfig, parsed: list) -> None:
+    """Hydra's own rules for ``key=value``, ``+key=value`` and ``++key=value`` (its config loader's
+    ``_apply_overrides_to_config``; deletions are refused earlier by ``check_override_keys``)."""
+    for o in parsed:
+        if o.package is not None or o.is_delete() or o.is_sweep_override():
+            raise ValueError(f"{o.input_line}: left to a fresh composition")
+        key, value = o.key_or_group, o.value()
+        if o.is_add():
+            if OmegaConf.select(cfg, key, throw_on_missing=False) is not None and not isinstance(value, (dict, list)):
+                raise ValueError(f"{o.input_line}: adds a key that exists")
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        elif o.is_force_add():
+            OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+        else:
+            OmegaConf.update(cfg, key, value, merge=True)
 
 
 def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = False,
@@ -303,7 +470,7 @@ def _resolve_paths(cfg: BenchConfig) -> None:
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Hydra sweep syntax -> the Cartesian product of override lists (first key varies slowest,
     as Hydra's BasicSweeper). ``a=1,2``, ``range()``, ``choice()`` and ``glob()`` are supported."""
-    check_override_keys([o for o in overrides if not _is_hydra(override_key(o))])
+    check_override_keys(list(overrides))
     axes: list[list[str]] = []
     try:
         with _hydra():

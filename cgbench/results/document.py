@@ -138,10 +138,11 @@ def dumps(doc: dict) -> str:
     return safeio.dumps_strict(doc)
 
 
-def write_json_atomic(path: Path, doc: dict) -> Path:
-    """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync, rename over a regular
-    file or nothing): never a partial file, never a special file replaced, never NaN/Infinity."""
-    return safeio.write_json_atomic(path, doc)
+def write_json_atomic(path: Path, doc: dict, *, durable: bool = True) -> Path:
+    """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync unless ``durable=False``,
+    rename over a regular file or nothing): never a partial file, never a special file replaced,
+    never NaN/Infinity."""
+    return safeio.write_json_atomic(path, doc, durable=durable)
 
 
 def ensure_writable(path: Path) -> None:

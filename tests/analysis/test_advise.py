@@ -453,10 +453,10 @@ def test_a_candidate_that_breaks_is_reported_failed_and_the_search_goes_on(tmp_p
 
     real = advise.evaluate
 
-    def flaky(overrides, want_shapes):
+    def flaky(cfg, overrides, want_shapes):
         if "cg=megatron" in overrides:
             raise RuntimeError("boom")
-        return real(overrides, want_shapes)
+        return real(cfg, overrides, want_shapes)
 
     monkeypatch.setattr(advise, "evaluate", flaky)
     doc = run_advise(AdviseRequest(SMALL, budget_graphs=40, candidates=6, out_dir=tmp_path))

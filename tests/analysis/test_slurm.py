@@ -2,9 +2,9 @@
 
 The tests marked ``slurm`` need that cluster up (`bash scripts/slurm-local.sh start`; `.ci/run`
 starts it, runs `make test-slurm`, and stops it); without it they skip and say why. Every sweep
-goes through the real path: `cgbench sweep --launcher submitit_slurm` in a subprocess, one job
-array per sweep, its states read back from accounting (sacct). The last tests need no cluster:
-they check how the array's tasks are matched to points and how unfinished ones are reported.
+goes through the real path: `cgbench sweep --executor slurm` in a subprocess, one job array per
+submission (submitit's ``AutoExecutor.map_array``), its states read back from accounting (sacct).
+How an array's tasks are reported without a cluster: tests/analysis/test_executors.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 # 12 points of about a second each
 AXES = ["workload=small", "model=transformer,hybrid", "policy=budget,megatron,defer", "cg=dense,sparse"]
 # submitit signals a job 90-120 s before its limit: 5 minutes leaves the points ample time
-SLURM = ["--launcher", "submitit_slurm", "hydra.launcher.timeout_min=5"]
+SLURM = ["--executor", "slurm", "--slurm", "timeout_min=5"]
 ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED")
 
 
@@ -42,7 +41,7 @@ def _state_dir() -> Path:
 @pytest.fixture(scope="module")
 def cluster():
     """The local cluster's slurm.conf, exported as SLURM_CONF for the clients and the sweeps."""
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher not installed")
+    pytest.importorskip("submitit", reason="submitit not installed (pip install 'cgbench[slurm]')")
     state = _state_dir()
     reason_file = state / "unavailable"
     if reason_file.is_file():
@@ -80,11 +79,16 @@ def _metrics_text(path: Path) -> str:
     return json.dumps(json.loads(path.read_text())["metrics"], indent=2)
 
 
+def _launches(sweep_dir: Path) -> list[Path]:
+    """The folders of a sweep's submissions (one job array each), oldest first."""
+    return sorted((sweep_dir / "slurm").iterdir())
+
+
 def _arrays(sweep_dir: Path) -> list[str]:
-    """The SLURM array ids of a sweep's launches, oldest launch first."""
+    """The SLURM array ids of a sweep's submissions, oldest first."""
     out = []
-    for launch in sorted((sweep_dir / "launcher").iterdir()):
-        ids = {d.name.split("_")[0] for d in (launch / ".submitit").iterdir() if re.fullmatch(r"\d+_\d+", d.name)}
+    for launch in _launches(sweep_dir):
+        ids = {d.name.split("_")[0] for d in launch.iterdir() if re.fullmatch(r"\d+_\d+", d.name)}
         out.extend(sorted(ids, key=int))
     return out
 
@@ -116,7 +120,9 @@ def sacct_states(array: str, n: int, wait_s: float = 30) -> dict[str, str]:
 
 
 def _results_by_launch(sweep_dir: Path) -> list[list[Path]]:
-    return [sorted(launch.glob("*/result.json")) for launch in sorted((sweep_dir / "launcher").iterdir())]
+    """Each submission's task results (submitit's result files), oldest submission first."""
+    return [sorted(launch.glob("*/*_result.pkl")) for launch in _launches(sweep_dir)] \
+        if (sweep_dir / "slurm").is_dir() else []
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -150,16 +156,11 @@ def test_slurm_sweep_is_one_completed_array_with_the_local_metrics(cluster, loca
     r = cgbench("sweep", *AXES, *SLURM, "--out", out)
     assert r.returncode == 0, r.stderr
     index = _index(out)
-    assert index["launcher"] == "submitit_slurm"
+    assert index["executor"] == "slurm"
     _same_metrics_as_local(out, local_sweep)
-
     [array] = _arrays(out)
     assert sacct_states(array, 12) == {f"{array}_{i}": "COMPLETED" for i in range(12)}
-    # array task i ran the sweep's point i: the collector explains unfinished points by that match
-    [launch] = sorted((out / "launcher").iterdir())
-    for i, p in enumerate(index["points"]):
-        started = json.loads((launch / str(i) / "started.json").read_text())
-        assert started["overrides"] == p["overrides"] and started["task"] == f"{array}_{i}"
+    assert len(_results_by_launch(out)[0]) == 12
 
 
 @pytest.mark.slurm
@@ -169,8 +170,7 @@ def test_scancel_of_the_array_then_resume_on_slurm_runs_no_point_twice(cluster, 
     proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, "--jobs", "1", "--out", out),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: (out / "launcher").is_dir() and sum(map(len, _results_by_launch(out))) >= 3, 120,
-                  "three points to finish")
+        _wait_for(lambda: sum(map(len, _results_by_launch(out))) >= 3, 120, "three points to finish")
         [array] = _arrays(out)
         subprocess.run(["scancel", array], check=True)
         _, err = proc.communicate(timeout=120)
@@ -186,8 +186,7 @@ def test_scancel_of_the_array_then_resume_on_slurm_runs_no_point_twice(cluster, 
     assert 3 <= len(done) < 12 and len(done) + len(missing) == 12
     assert all(f"array task {array}_{p['index']} was cancelled" in p["error"] for p in missing)
     states = sacct_states(array, 12)
-    assert all(states[f"{array}_{p['index']}"].startswith("CANCELLED") for p in missing)
-    assert all(states[f"{array}_{p['index']}"] in ("COMPLETED", "CANCELLED by 0") for p in done)
+    assert all(states.get(f"{array}_{p['index']}", "CANCELLED").startswith("CANCELLED") for p in missing)
     kept = {p["file"]: ((out / p["file"]).read_bytes(), (out / p["file"]).stat().st_mtime_ns) for p in done}
     assert not any((out / p["file"]).exists() for p in missing)
 
@@ -198,15 +197,11 @@ def test_scancel_of_the_array_then_resume_on_slurm_runs_no_point_twice(cluster, 
     assert {p["file"] for p in index["points"] if p["reused"]} == set(kept)
     for name, (content, mtime) in kept.items():  # finished points are not rewritten
         assert (out / name).read_bytes() == content and (out / name).stat().st_mtime_ns == mtime
-    # no point ran twice: every point has exactly one result over both arrays, and the second
-    # array's tasks of the kept points returned without starting them
+    # no point ran twice: the second array holds exactly the missing points
     first, second = _results_by_launch(out)
-    ran = Counter(tuple(json.loads(f.read_text())["overrides"]) for f in first + second)
-    assert sorted(ran.values()) == [1] * 12 and len(first) == len(done)
-    [_, launch2] = sorted((out / "launcher").iterdir())
-    assert len(list(launch2.glob("*/started.json"))) == 12 - len(done)
+    assert len(first) == len(done) and len(second) == len(missing)
     _, array2 = _arrays(out)
-    assert set(sacct_states(array2, 12).values()) == {"COMPLETED"}
+    assert set(sacct_states(array2, len(missing)).values()) == {"COMPLETED"}
 
 
 @pytest.mark.slurm
@@ -215,7 +210,7 @@ def test_scancel_of_one_task_then_local_resume(cluster, local_sweep, tmp_path):
     proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, "--out", out),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: (out / "launcher").is_dir() and any((out / "launcher").glob("*/.submitit/*_11")), 60,
+        _wait_for(lambda: (out / "slurm").is_dir() and any((out / "slurm").glob("*/*_11")), 60,
                   "the array to be submitted")
         [array] = _arrays(out)
         subprocess.run(["scancel", f"{array}_11"], check=True)  # the last task: still queued
@@ -240,11 +235,40 @@ def test_scancel_of_one_task_then_local_resume(cluster, local_sweep, tmp_path):
 
 
 @pytest.mark.slurm
+def test_a_killed_slurm_sweep_resumes_on_slurm(cluster, local_sweep, tmp_path):
+    """SIGKILL of the submitting process: the folder holds complete files only, the index reads
+    interrupted, and --resume submits an array of the points without a file."""
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, "--jobs", "1", "--out", out),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: sum(map(len, _results_by_launch(out))) >= 2, 120, "two points to finish")
+    finally:
+        proc.kill()
+    proc.wait(timeout=30)
+    [array] = _arrays(out)
+    subprocess.run(["scancel", array], check=True)  # the tasks outlive their submitter: stop them
+    _wait_for(lambda: not subprocess.run(["squeue", "-h", "-j", array], capture_output=True, text=True).stdout.strip(),
+              60, "the array to leave the queue")
+    for f in out.glob("*.json"):  # atomic writes: every file there is complete
+        json.loads(f.read_text())
+    from cgbench.analysis.sweep import load_index
+
+    assert load_index(out)["status"] == "interrupted"
+    finished = {f.name for f in out.glob("workload-*.json")}
+    r = cgbench("sweep", *AXES, *SLURM, "--resume", "--out", out)
+    assert r.returncode == 0, r.stderr
+    _same_metrics_as_local(out, local_sweep)
+    assert {p["file"] for p in _index(out)["points"] if p["reused"]} == finished
+    assert len(_results_by_launch(out)[-1]) == 12 - len(finished)
+
+
+@pytest.mark.slurm
 def test_a_failed_task_is_reported_with_its_log(cluster, tmp_path):
     out = tmp_path / "failing"
     # the batch script ends before the job starts: the task FAILS and writes nothing but its log
     r = cgbench("sweep", "workload=small", "model=transformer", "policy=budget,megatron", "cg=dense", *SLURM,
-                'hydra.launcher.setup=["echo no venv on this node >&2","exit 3"]', "--out", out)
+                "--slurm", 'setup=["echo no venv on this node >&2","exit 3"]', "--out", out)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     index = _index(out)
     assert index["status"] == "failed" and [p["status"] for p in index["points"]] == [FAILED, FAILED]
@@ -256,41 +280,9 @@ def test_a_failed_task_is_reported_with_its_log(cluster, tmp_path):
     assert "2 of 2 points failed" in r.stderr and "log:" in r.stderr
 
 
-# ---------------------------------------------------------------------------------------------- no cluster
-
-
-def test_array_tasks_map_to_hydra_job_numbers_across_batches(tmp_path):
-    from cgbench.config.slurm_array import SUBMITIT_FOLDER, array_job_ids
-
-    for name in ["40", "40_0", "40_1", "40_2", "41_1", "41_0", "notes", "9_0"]:
-        (tmp_path / SUBMITIT_FOLDER / name).mkdir(parents=True)
-    # arrays in id order, each continuing the job numbers of the one before
-    assert array_job_ids(tmp_path) == {0: "9_0", 1: "40_0", 2: "40_1", 3: "40_2", 4: "41_0", 5: "41_1"}
-    assert array_job_ids(tmp_path / "nothing") == {}
-
-
-def test_unfinished_tasks_are_missing_when_cancelled_and_failed_with_their_log_otherwise(tmp_path):
-    from cgbench.analysis.sweep import plan_sweep
-    from cgbench.config.launcher_app import RESULT_NAME, STARTED_NAME, collect
-    from cgbench.config.slurm_array import ArrayTask
-    from cgbench.results.document import write_json_atomic
-
-    plan = plan_sweep(["workload=small", "model=transformer", "policy=budget,megatron,defer", "cg=dense,sparse"],
-                      out_dir=tmp_path / "sweep")
-    from cgbench.pipeline import run_point
-
-    root = tmp_path / "sweep" / "launcher" / "t"
-    write_json_atomic(root / "0" / RESULT_NAME, run_point(plan.points[0].cfg, list(plan.points[0].overrides)))
-    write_json_atomic(root / "1" / STARTED_NAME, {"overrides": list(plan.points[1].overrides)})
-    states = ["COMPLETED", "CANCELLED by 0", "CANCELLED by 0", "TIMEOUT", "FAILED", "COMPLETED"]
-    tasks = {i: ArrayTask(f"7_{i}", i, s, Path(f"/logs/7_{i}.err")) for i, s in enumerate(states)}
-    results = collect(plan, root, resume=False, tasks=tasks)
-    assert [r.status for r in results] == [DONE, PENDING, PENDING, FAILED, FAILED, FAILED]
-    assert results[1].error == "not run: array task 7_1 was cancelled while it ran"
-    assert results[2].error == "not run: array task 7_2 was cancelled before it started"
-    assert results[3].error == "array task 7_3 ended TIMEOUT without a result (log: /logs/7_3.err)"
-    assert "ended COMPLETED without a result" in results[5].error
-    # a job whose number is not its point's index: the tasks cannot explain the points
-    write_json_atomic(root / "4" / STARTED_NAME, {"overrides": list(plan.points[2].overrides)})
-    results = collect(plan, root, resume=False, tasks=tasks)
-    assert all(r.error.startswith("no result in") for r in results[1:])
+@pytest.mark.slurm
+def test_a_bad_slurm_setting_is_one_line(cluster, tmp_path):
+    r = cgbench("sweep", "workload=small", *SLURM, "--slurm", "no_such_option=1", "--out", tmp_path / "s")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "no_such_option" in r.stderr
+    assert not (tmp_path / "s").exists(), "a refused setting leaves no folder behind"

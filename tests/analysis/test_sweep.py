@@ -1,5 +1,5 @@
 """`cgbench sweep`: expansion, validation before running, the sweep folder, --resume after a killed
-sweep, --jobs 2 == --jobs 1, a sweep point == the same point run alone, Hydra launcher hand-off."""
+sweep, --jobs 2 == --jobs 1, a sweep point == the same point run alone, the old launcher spellings."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def test_default_sweep_is_the_product_of_its_axes_first_key_slowest(monkeypatch)
     from cgbench.config.schema import BenchConfig
 
     composed = []  # every point is composed (here by a fast stand-in: other tests compose for real)
-    monkeypatch.setattr(cgbench.config.compose, "load_config", lambda o: composed.append(tuple(o)) or BenchConfig())
+    monkeypatch.setattr(cgbench.config.compose.Composer, "load",
+                        lambda self, o: composed.append(tuple(o)) or BenchConfig())
     plan = plan_sweep([])
     assert composed == [p.overrides for p in plan.points]
 
@@ -144,9 +145,12 @@ def test_a_bad_point_fails_before_anything_runs(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["policy=budget,nope"], "policy"),
-    (["hydra.launcher.n_jobs=2"], "--launcher"),
+    (["hydra.launcher.n_jobs=2"], "--jobs 2"),
     (["--launcher", "no_such_launcher", *SMALL], "no_such_launcher"),
+    (["--executor", "joblib", *SMALL], "local, slurm"),
+    (["--slurm", "partition=cpu", *SMALL], "--executor slurm"),
     (["seed=0,1", "--repeat", "2", *SMALL], "seed"),
+    (["--jobs", "2", "workload.num_requests=0,1"], "workload.num_requests"),  # the pool was starting meanwhile
 ])
 def test_bad_sweeps_exit_2_with_one_line(args, needle):
     r = sweep(*args)
@@ -414,53 +418,33 @@ def test_a_failing_point_is_recorded_and_the_rest_still_run(tmp_path, monkeypatc
     assert "RuntimeError: boom" in index["points"][1]["error"] and index["status"] == "failed"
 
 
-# ---------------------------------------------------------------------------------------------- launchers
+# ---------------------------------------------------------------------------------------------- old Hydra spellings
 
 
-@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
-def test_launcher_hand_off_collects_the_same_sweep_layout(serial_sweep, tmp_path, monkeypatch, launcher):
-    pytest.importorskip({"joblib": "hydra_plugins.hydra_joblib_launcher",
-                         "submitit_local": "hydra_plugins.hydra_submitit_launcher"}[launcher])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs run in fresh processes
-    src, _ = serial_sweep
-    axes = ["model=transformer,hybrid", "policy=megatron", "cg=sparse", *SMALL]
+@pytest.mark.parametrize("args,new", [
+    (["--launcher", "joblib"], "--jobs N"),
+    (["--launcher", "submitit_local"], "--jobs N"),
+    (["--launcher", "submitit_slurm"], "--executor slurm"),
+    (["--launcher", "basic"], "--jobs 1"),
+    (["hydra/launcher=joblib"], "--jobs N"),
+    (["hydra.launcher.partition=gpu"], "--executor slurm --slurm partition=gpu"),
+    (["hydra.launcher.n_jobs=4"], "cgbench sweep --jobs 4"),
+    (["hydra.sweep.dir=/tmp/x"], "--out DIR"),
+])
+def test_the_old_hydra_spellings_exit_2_naming_the_new_one(tmp_path, args, new):
     out = tmp_path / "s"
-    extra = ["hydra.launcher.timeout_min=5"] if launcher.startswith("submitit") else []
-    r = sweep(*axes, *extra, "--launcher", launcher, "--jobs", "2", "--out", str(out))
-    assert r.exit_code == 0, r.output
-    index = _index(out)
-    assert index["launcher"] == launcher and index["status"] == "complete"
-    plan = plan_sweep(axes)
-    assert [p["file"] for p in index["points"]] == [p.file for p in plan.points]
-    for p in plan.points:  # the same points as the in-process sweep, the same numbers
-        assert _canon(json.loads((out / p.file).read_text())) == _canon(json.loads((src / p.file).read_text()))
-    jobs = sorted((out / "launcher").glob("*/*/result.json"))
-    assert len(jobs) == 2
-    if launcher == "joblib":  # --resume through a launcher: the jobs of complete points return at once
-        (out / plan.points[0].file).unlink()
-        r = sweep(*axes, "--launcher", launcher, "--resume", "--out", str(out))
-        assert r.exit_code == 0, r.output
-        assert [p["reused"] for p in _index(out)["points"]] == [False, True]
-        assert len(sorted((out / "launcher").glob("*/*/result.json"))) == 3
+    r = sweep(*args, *SMALL, "--out", str(out))
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and new in lines[0] and "Traceback" not in r.output, r.stderr
+    assert not out.exists()
 
 
-@pytest.mark.skipif(shutil.which("srun") is not None, reason="a SLURM node: submitit_slurm would really submit")
-def test_submitit_slurm_without_slurm_is_one_clear_error():
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    r = sweep("--launcher", "submitit_slurm", *SMALL)
-    assert r.exit_code == 2 and "srun" in r.stderr and "Traceback" not in r.output
+def test_executor_slurm_without_slurm_is_one_clear_error(tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    import cgbench.analysis.executor_slurm as slurm
 
-
-def test_hydra_argv_quotes_paths_and_silences_logging(tmp_path):
-    from cgbench.config.launcher_app import hydra_argv
-
-    plan = plan_sweep(["model=hybrid", "policy=budget,megatron", "cg=sparse", *SMALL, "hydra.launcher.n_jobs=3"],
-                      allow_hydra=True,
-                      out_dir=tmp_path / "it's here")
-    argv = hydra_argv(plan, "joblib", tmp_path / "it's here" / "j", jobs=2, resume=True)
-    assert argv[:2] == ["cgbench", "--multirun"]
-    assert "hydra/job_logging=disabled" in argv and "hydra/hydra_logging=disabled" in argv
-    assert "hydra.launcher.n_jobs=2" not in argv, "the user's hydra.launcher.n_jobs wins over --jobs"
-    assert argv[-len(plan.sweep_args) - 1:] == ["hydra.launcher.n_jobs=3", *plan.sweep_args]
-    sweep_dir = next(a for a in argv if a.startswith("hydra.sweep.dir="))
-    assert sweep_dir.endswith("'") and "it\\'s here" in sweep_dir
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: None)  # as on a machine without SLURM's clients
+    r = sweep("--executor", "slurm", *SMALL, "--out", str(tmp_path / "s"))
+    assert r.exit_code == 2 and "sbatch" in r.stderr and "Traceback" not in r.output
+    assert not (tmp_path / "s").exists()

@@ -1,7 +1,7 @@
 """Sweeps under stress: resume after a config change (fingerprints), two sweeps into one folder
 (a lock), killed sweeps (workers die with their parent, the index never stays ``running``), index
-entries that point outside the folder, unsafe sweep names, launcher settings that would hide the
-results, list axes in a sweep file, and planning progress. Like the hostile-input corpus, every
+entries that point outside the folder, unsafe sweep names, list axes in a sweep file, and planning
+progress. Like the hostile-input corpus, every
 refusal is checked for exit code 2, one line naming the key or file, no traceback, no file left
 behind and a bounded time; processes are real (signals, locks) where the behaviour needs them."""
 
@@ -146,11 +146,11 @@ def test_a_changed_trace_file_changes_the_fingerprint(tmp_path):
     assert sum("config changed" in line for line in r.stderr.splitlines()) == 2, r.stderr
 
 
-def test_resume_through_a_launcher_reruns_the_points_whose_input_changed(tmp_path):
+def test_resume_in_the_pool_reruns_the_points_whose_input_changed(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}\n')
     out = tmp_path / "s"
-    axes = ["--launcher", "basic", "workload=trace", f"workload.trace={trace}", "policy=budget,megatron"]
+    axes = ["--jobs", "2", "workload=trace", f"workload.trace={trace}", "policy=budget,megatron"]
     assert _sweep(*axes, "--out", str(out)).exit_code == 0
     first = json.loads((out / "sweep.json").read_text())
     trace.write_text('{"arrival_s": 0, "prompt_tokens": 50, "output_tokens": 2}\n')
@@ -273,21 +273,6 @@ def test_a_signalled_sweep_stops_its_workers_and_says_interrupted(tmp_path, jobs
 
 
 @pytest.mark.slow
-def test_sigterm_of_a_launcher_sweep_writes_an_interrupted_index(tmp_path):
-    out = tmp_path / "s"
-    proc = _start_slow_sweep(out, "--launcher", "basic")
-    deadline = time.monotonic() + TIME_LIMIT_S
-    while not list(out.glob("launcher/*/0/started.json")):  # the first job computes its point
-        assert proc.poll() is None and time.monotonic() < deadline, "the sweep did not start"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=TIME_LIMIT_S)
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err and "interrupted" in err
-    assert load_index(out)["status"] == "interrupted"
-
-
-@pytest.mark.slow
 def test_a_killed_parallel_sweep_leaves_no_worker_and_its_index_reads_interrupted(tmp_path):
     out = tmp_path / "s"
     proc = _start_slow_sweep(out, "--jobs", "2")
@@ -371,7 +356,7 @@ def test_the_lock_is_released_when_the_sweep_ends(tmp_path):
     assert r.exit_code == 0, r.output
 
 
-# ------------------------------------------------------------------ refusals: paths, names, launcher, limits
+# ------------------------------------------------------------------ refusals: paths, names, limits
 
 
 def _sweep_with_point_file(tmp_path: Path, file: str) -> Path:
@@ -440,14 +425,6 @@ def test_planning_shows_progress_on_a_terminal_only(tmp_path):
     os.close(master)
     assert proc.wait(timeout=TIME_LIMIT_S) == 0
     assert b"planning: composing points" in seen, seen[-500:]
-
-
-@pytest.mark.parametrize("key", ["hydra.sweep.dir", "hydra.sweep.subdir"])
-def test_launcher_refuses_a_hydra_sweep_dir_that_would_hide_the_results(tmp_path, key):
-    out, elsewhere = tmp_path / "s", tmp_path / "X"
-    r = _sweep("--launcher", "basic", "model=transformer,hybrid", SMALL, f"{key}={elsewhere}", "--out", str(out))
-    _one_error_line(r, key)
-    assert not out.exists() and not elsewhere.exists()
 
 
 # ------------------------------------------------------------------ list axes in a sweep file

@@ -139,8 +139,8 @@ CASES: list[Case] = [
     *_section(
         ("run ~slo", ("~slo", "removing a key is not supported")),
         ("run ~engine.max_tokens", ("~engine.max_tokens", "removing a key")),
-        ("run hydra/launcher=joblib", ("hydra/launcher=joblib", "cgbench sweep --launcher")),
-        ("run hydra.run.dir=/tmp/x", ("hydra.run.dir", "cgbench sweep --launcher")),
+        ("run hydra/launcher=joblib", ("hydra/launcher=joblib", "cgbench sweep --jobs N")),
+        ("run hydra.run.dir=/tmp/x", ("hydra.run.dir", "not used by cgbench")),
         ("run model=transformer,hybrid", ("model=transformer,hybrid", "cgbench sweep model=transformer,hybrid")),
         ("run sweep=ci", ("sweep: only cgbench sweep reads the sweep group", "cgbench sweep sweep=ci")),
         ("grid sweep.jobs=2", ("sweep.jobs: only cgbench sweep reads the sweep group",)),

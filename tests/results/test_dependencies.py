@@ -40,8 +40,8 @@ def test_a_dropped_declaration_is_reported(tmp_path):
     submitit, deptry names both imports."""
     text = (ROOT / "pyproject.toml").read_text()
     edited = re.sub(r'^\s*"pyyaml[^"]*",.*\n', "", text, flags=re.M)
-    edited = re.sub(r'^slurm = \[.*\]$', 'slurm = ["hydra-submitit-launcher>=1.2"]', edited, flags=re.M)
-    edited = edited.replace('"submitit>=1.5", ', "")  # the dev extra's copy
+    edited = re.sub(r'^slurm = \[.*\]$', 'slurm = []', edited, flags=re.M)
+    edited = re.sub(r',\s*"submitit>=[^"]*"', "", edited)  # the dev extra's copy
     assert edited.count("pyyaml") == text.count("pyyaml") - 1 and '"submitit>=' not in edited
     config = tmp_path / "pyproject.toml"
     config.write_text(edited)

@@ -1,0 +1,215 @@
+"""Where the runs of a sweep or an advise search are computed: one ``Executor`` protocol.
+
+An executor runs ``fn(*args)`` for each task and reports every task's ``Outcome`` to the caller's
+``on_outcome``, in the calling process, as the tasks end (in any order). ``fn`` must be a
+module-level function (the pool and SLURM executors pickle it by reference) and returns a small
+picklable value; an exception it raises becomes the task's ``error`` (one line), never the
+executor's. Ctrl-C or SIGTERM (``KeyboardInterrupt``) in the caller stops the work in flight and
+propagates; the outcomes reported before it stand.
+
+* ``InProcess``: one task after the other, in the caller (``--jobs 1``).
+* ``LocalPool``: long-lived worker processes (``--jobs N``) that die with their parent
+  (``cgbench.analysis.workers``); tasks travel to them in chunks sized from the tasks' measured
+  time (one at first, then about ``CHUNK_TARGET_S`` of work each), so a quick task costs the pool a
+  fraction of a millisecond rather than a round trip of its own, and slow tasks still balance.
+* ``cgbench.analysis.executor_slurm.SlurmExecutor``: one SLURM job array per ``run``, through
+  submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cgbench.config.schema import ConfigError
+
+MAX_CHUNK = 16  # tasks per trip to a worker, at most
+CHUNK_TARGET_S = 0.05  # a chunk's share of work: long enough that a trip costs little, short enough to balance
+IN_FLIGHT_PER_WORKER = 2  # chunks queued per worker, so none waits for the parent between chunks
+
+@dataclass(frozen=True)
+class Task:
+    key: int  # the caller's name for it (a point's index)
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: int
+    value: Any = None
+    error: str | None = None  # why it failed (one line); None when it returned ``value``
+    missing: bool = False  # it never ran to an end of its own (a cancelled SLURM task): run it again
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Executor(Protocol):
+    name: str  # in-process | pool | slurm (recorded in sweep.json)
+
+    def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
+        """Run ``fn(*task.args)`` for every task, calling ``on_outcome`` once per task as it ends."""
+
+    def close(self, *, abort: bool = False) -> None:
+        """Release the workers (``abort``: stop the busy ones now)."""
+
+
+def describe(e: BaseException) -> str:
+    """A task's error in one line: a ConfigError's message, else the exception's type and message."""
+    return str(e) if isinstance(e, ConfigError) else f"{type(e).__name__}: {e}"
+
+
+def call(fn: Callable[..., Any], task: Task) -> Outcome:
+    """One task, its exception caught and described (what a worker runs for each task)."""
+    t0 = time.perf_counter()
+    try:
+        value = fn(*task.args)
+    except Exception as e:  # one broken task must not lose the others
+        return Outcome(task.key, error=describe(e), wall_s=time.perf_counter() - t0)
+    return Outcome(task.key, value, wall_s=time.perf_counter() - t0)
+
+
+def call_chunk(fn: Callable[..., Any], tasks: Sequence[Task]) -> list[Outcome]:
+    return [call(fn, t) for t in tasks]
+
+
+def import_modules(names: tuple[str, ...]) -> None:
+    """A worker's warm-up task: import what its tasks will need."""
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
+class InProcess:
+    """Every task in the calling process, in order."""
+
+    name = "in-process"
+
+    def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
+        from cgbench.analysis.workers import InterruptWatch
+
+        with InterruptWatch() as ctrl_c:
+            for task in tasks:
+                outcome = call(fn, task)
+                if ctrl_c.hit:  # Ctrl-C inside a library that turned it into another error
+                    raise KeyboardInterrupt
+                on_outcome(outcome)
+
+    def close(self, *, abort: bool = False) -> None:
+        pass
+
+
+def chunk_size(task_s: float | None, remaining: int, workers: int) -> int:
+    """Tasks for the next chunk: one while nothing is measured, else about ``CHUNK_TARGET_S`` of work
+    (at most ``MAX_CHUNK``), and never more than an even share of what is left between the workers."""
+    if task_s is None:
+        return 1
+    by_time = int(CHUNK_TARGET_S / max(task_s, 1e-6))
+    return max(1, min(MAX_CHUNK, by_time, -(-remaining // workers)))
+
+
+class LocalPool:
+    """``jobs`` worker processes, started on the first ``run`` and kept until ``close``."""
+
+    name = "pool"
+
+    def __init__(self, jobs: int) -> None:
+        if jobs < 1:
+            raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+
+    def warm(self, modules: Sequence[str] = ()) -> None:
+        """Start the workers now (each importing ``modules``), so that their start-up overlaps the
+        caller's own work (planning a sweep) instead of delaying the first tasks."""
+        from cgbench.analysis.workers import signals_deferred
+
+        with signals_deferred():
+            pool = self._start()
+            for _ in range(self.jobs):
+                pool.submit(import_modules, tuple(modules))
+
+    def _start(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            from cgbench.analysis.workers import worker_init
+
+            # spawn, not fork: the parent may run Rich's refresh thread, and fork with threads is unsafe
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=worker_init, initargs=(os.getpid(),))
+        return self._pool
+
+    def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
+        from cgbench.analysis.workers import signals_deferred
+
+        queue = list(reversed(tasks))
+        running: dict[Future, list[Task]] = {}
+        done = 0
+        spent = 0.0  # the tasks' own seconds so far
+        broken = False
+
+        def submit(pool: ProcessPoolExecutor) -> None:
+            while queue and len(running) < self.jobs * IN_FLIGHT_PER_WORKER:
+                size = chunk_size(spent / done if done else None, len(queue), self.jobs)
+                chunk = [queue.pop() for _ in range(min(size, len(queue)))]
+                try:
+                    running[pool.submit(call_chunk, fn, chunk)] = chunk
+                except BrokenProcessPool as e:  # a worker died earlier: nothing more can run in this pool
+                    for task in chunk + queue[::-1]:  # in task order (the queue is kept reversed)
+                        on_outcome(Outcome(task.key, error=f"not run: the worker pool broke ({describe(e)})"))
+                    queue.clear()
+
+        try:
+            # the workers are spawned while the first chunks are submitted: a signal that cut a spawn
+            # short would leave a worker reading half its start-up data (a traceback on stderr)
+            with signals_deferred():
+                pool = self._start()
+                submit(pool)
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    chunk = running.pop(fut)
+                    try:
+                        outcomes = fut.result()
+                    except Exception as e:  # its worker died (killed, out of memory): the chunk's tasks failed
+                        outcomes = [Outcome(t.key, error=f"its worker process died ({describe(e)})") for t in chunk]
+                        broken = broken or isinstance(e, BrokenProcessPool)
+                    for outcome in outcomes:
+                        done += 1
+                        spent += outcome.wall_s
+                        on_outcome(outcome)
+                submit(pool)
+            if broken:  # the next run starts a new pool
+                self.close(abort=True)
+        except BaseException:
+            # Interrupted (or the pool broke): drop queued chunks and stop the busy workers now rather
+            # than after their chunk (their partial work is lost; atomic writes leave no partial files).
+            self.close(abort=True)
+            raise
+
+    def close(self, *, abort: bool = False) -> None:
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        if abort:
+            busy = list((getattr(pool, "_processes", None) or {}).values())  # the stdlib keeps no public list
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in busy:
+                proc.terminate()
+        else:
+            pool.shutdown(wait=True)
+
+
+def local_executor(jobs: int) -> Executor:
+    """``--jobs 1``: in this process; more: a pool of that many workers."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+    return InProcess() if jobs == 1 else LocalPool(jobs)
