@@ -269,4 +269,5 @@ def test_the_checker_accepts_downward_and_same_package_imports():
 def test_the_allow_list_allows_only_what_it_names():
     planted = {"cgbench.config.planted": "from cgbench.cli import app\nfrom cgbench.analysis import sweep\n"}
     allowed = {"cgbench.config.planted": {"analysis"}}
-    assert upward_imports(planted, allowed) == ["cgbench.config.planted:1 imports cli (below config in the layer order)"]
+    assert upward_imports(planted, allowed) == [
+        "cgbench.config.planted:1 imports cli (below config in the layer order)"]

@@ -60,7 +60,6 @@ def schedule_cmd(
     Shows which requests are admitted (and in what chunks), which are deferred and why, the step's real
     (T, P, D) shape and the graph it replays (or why it runs eager), using the engine's own scheduler."""
     from cgbench.cli.errors import out, user_errors
-    from cgbench.config.schema import ConfigError
 
     with user_errors():
         from cgbench.cli.console import print_warning

@@ -11,8 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from cgbench.cli import errors as ui  # consoles and user_errors
+from cgbench.cli.console import print_line, print_warning, styled
+from cgbench.cli.formats import check_format
+from cgbench.cli.options import ConfigDirs, config_dirs_for_children
 from cgbench.config.overrides import split_override
 from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import percent as _pct
@@ -28,13 +32,6 @@ SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     "value is fixed for every point (workload.num_requests=64). The sweep is exactly these axes over the "
     "base config. sweep=NAME brings the axes of conf/sweep/NAME.yaml, and an axis given here replaces "
     "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False)]
-FORMATS = ("table", "markdown", "json", "csv")
-
-
-def _check_format(fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    return fmt
 
 
 
@@ -44,10 +41,10 @@ def _point_label(point: SweepPoint) -> str:
     return " ".join(f"{k}={v}" for k, v in items) or "defaults"
 
 
-def _point_line(r: PointResult, done: int, total: int) -> str:
+def _point_line(r: PointResult, done: int, total: int) -> str | Text:
     label = _point_label(r.point)
     if r.status != "done":
-        return f"[{done}/{total}] {label}: [red]{r.status}[/red] {r.error or ''}"
+        return Text.assemble(f"[{done}/{total}] {label}: ", (r.status, "red"), f" {r.error or ''}")
     m = r.metrics
     ttft = f", p99 TTFT {m['ttft_ms.p99']:.1f} ms" if "ttft_ms.p99" in m else ""
     return (f"[{done}/{total}] {label}: eager {_pct(m.get('eager_step_fraction'))}, "
@@ -189,8 +186,9 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
     err = ui.err
     interactive = err.is_terminal
     state = {"done": 0, "total": 0}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err, transient=True, disable=not interactive) as progress:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True,
+                  disable=not interactive) as progress:
         task = progress.add_task(f"sweep {plan.name}", total=None)
 
         def on_start(total: int) -> None:
@@ -286,7 +284,7 @@ def sweep_cmd(
         "--dry-run", help="Compose and check every point; show the axes (and where each came from) and "
         "the points; run nothing.")] = False,
     fmt: Annotated[str, typer.Option(
-        "--format", "-f", callback=_check_format, help="The summary on stdout: table, markdown, json or csv "
+        "--format", "-f", help="The summary on stdout: table, markdown, json or csv "
         "(summary.csv in the sweep folder is always written).")] = "table",
     executor: Annotated[str, typer.Option(
         "--executor", help="Where the points run: local (this machine: --jobs worker processes) or slurm "
@@ -296,6 +294,7 @@ def sweep_cmd(
         "partition=cpu, timeout_min=10, mem_gb=4, cpus_per_task=1, gpus_per_node=1, "
         "'setup=[\"source ~/venv/bin/activate\"]'.", show_default=False)] = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", hidden=True)] = None,
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -308,9 +307,10 @@ here replacing its axes of the same key. Every point is composed and checked bef
 a config error (also: another sweep is writing the same --out folder), 130 when interrupted (143 on \
 SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
     """
-    with ui.user_errors():
+    with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
         from cgbench.config.schema import ConfigError
 
+        check_format(fmt)
         if launcher is not None:
             _refuse_launcher(launcher)
         if executor not in EXECUTORS:
@@ -366,18 +366,16 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)
     if outcome.interrupted:
-        ui.err.print(f"[yellow]interrupted:[/yellow] {done} of {total} points finished and kept; "
-                     f"`cgbench sweep --resume --out {outcome.plan.out_dir}` with the same arguments runs the "
-                     f"other {total - done}",
-                     highlight=False, soft_wrap=True)
+        print_line(ui.err, styled("interrupted:", "yellow"), f" {done} of {total} points finished and kept; "
+                   f"`cgbench sweep --resume --out {outcome.plan.out_dir}` with the same arguments runs the "
+                   f"other {total - done}")
         raise typer.Exit(143 if outcome.signal_name == "SIGTERM" else 130)
     failed, missing = outcome.count("failed"), outcome.count("pending")
     if failed:
-        ui.err.print(f"[red]{failed} of {total} points failed[/red] (errors in {outcome.index_path})",
-                     highlight=False, soft_wrap=True)
+        print_line(ui.err, styled(f"{failed} of {total} points failed", "red"), f" (errors in {outcome.index_path})")
     if missing:  # e.g. SLURM array tasks cancelled with scancel
-        ui.err.print(f"[yellow]{missing} of {total} points missing[/yellow]; `cgbench sweep --resume` with the "
-                     "same arguments runs them", highlight=False, soft_wrap=True)
+        print_line(ui.err, styled(f"{missing} of {total} points missing", "yellow"),
+                   "; `cgbench sweep --resume` with the same arguments runs them")
     if failed or missing:
         raise typer.Exit(1)
 
@@ -391,7 +389,7 @@ def compare_cmd(
         "--fail-on", help="Classes that fail the gate (exit 1), comma-separated: regressed, missing, failed, "
         "changed, improved, within; or none.")] = "regressed,missing,failed,changed",
     fmt: Annotated[str, typer.Option(
-        "--format", "-f", callback=_check_format, help="stdout: table (a line per point that moved; details "
+        "--format", "-f", help="stdout: table (a line per point that moved; details "
         "with -v), markdown (bounded, for a CI job summary), json (the whole comparison) or csv (one row "
         "per check).")] = "table",
     markdown: Annotated[Optional[Path], typer.Option(
@@ -415,12 +413,12 @@ unreadable JSON, schema mismatch, no common points, bad rules).
         from cgbench.analysis import compare as cmp
         from cgbench.cli import render_compare as view
 
+        check_format(fmt)
         classes = cmp.parse_fail_on(fail_on)
         comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
         failing = comp.failing(classes)
         for w in comp.warnings:
-            ui.err.print("[yellow]warning:[/yellow] ", end="", soft_wrap=True)
-            ui.err.print(w, markup=False, highlight=False, soft_wrap=True)
+            print_warning(w)
         if fmt == "table":
             _print_comparison(comp, classes, verbose or show_all, show_all)
         else:
