@@ -150,8 +150,6 @@ RULES: tuple[Rule, ...] = (
     Rule("--q-lora-rank", _X, "", "multi-latent attention (MLA)"),
     Rule("--mtp-num-layers", _X, "", "multi-token prediction layers"),
     Rule("--mtp-hybrid-override-pattern", _X, "", "multi-token prediction layers"),
-    Rule("--hybrid-attention-ratio", _X, "", "a pattern from ratios: give --hybrid-layer-pattern"),
-    Rule("--hybrid-mlp-ratio", _X, "", "a pattern from ratios: give --hybrid-layer-pattern"),
     Rule("--fp8-*", _X, "", "FP8 GEMMs (cgbench prices 2-byte matrices)"),
     Rule("--fp4-*", _X, "", "FP4 GEMMs (cgbench prices 2-byte matrices)"),
     # examples of the no-effect class (every other Megatron name is in it)
@@ -355,6 +353,8 @@ def _translate_model(g: dict[str, list[str]], t: Translation) -> None:
             note = f"--num-layers {g['--num-layers'][0]} ignored: the pattern has {len(pattern)} layers, as Megatron"
         _add(t, pattern_flag, [pattern],
              [f"model.layer_pattern='{pattern}'", "model.pattern_repeat=1", f"model.kind={kind}"], note)
+        if "M" in pattern:
+            _add(t, "(Mamba layers)", [], ["model.mamba_conv_kernel=4"], "Megatron's MambaMixer has d_conv=4, no flag")
         if "--num-layers" in g:
             _add(t, "--num-layers", g["--num-layers"], [], "the pattern sets the layers")
     elif "--num-layers" in g:
