@@ -355,6 +355,14 @@ def _translate_model(g: dict[str, list[str]], t: Translation) -> None:
              [f"model.layer_pattern='{pattern}'", "model.pattern_repeat=1", f"model.kind={kind}"], note)
         if "M" in pattern:
             _add(t, "(Mamba layers)", [], ["model.mamba_conv_kernel=4"], "Megatron's MambaMixer has d_conv=4, no flag")
+            defaults = [f"model.{key}={v}" for flag, key, v in (
+                ("--mamba-state-dim", "mamba_state_dim", 128), ("--mamba-head-dim", "mamba_head_dim", 64),
+                ("--mamba-num-groups", "mamba_num_groups", 8)) if flag not in g]
+            if "--mamba-num-heads" not in g and "--hidden-size" in g:
+                head = _int("--mamba-head-dim", g["--mamba-head-dim"]) if "--mamba-head-dim" in g else 64
+                defaults.append(f"model.mamba_num_heads={_int('--hidden-size', g['--hidden-size']) * 2 // head}")
+            if defaults:
+                _add(t, "(Mamba flags absent)", [], defaults, "Megatron's defaults (heads: hidden x 2 / head dim)")
         if "--num-layers" in g:
             _add(t, "--num-layers", g["--num-layers"], [], "the pattern sets the layers")
     elif "--num-layers" in g:

@@ -142,3 +142,12 @@ def test_the_committed_names_match_an_installed_megatron_core():
     if not args.exists():
         pytest.skip("the installed megatron-core has no megatron/training/arguments.py")
     assert _literal_flags(args.read_text()) <= megatron_names()
+
+
+def test_the_doc_is_rendered_from_the_table():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "megatron_args_doc.py"
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
