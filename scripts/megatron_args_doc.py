@@ -71,7 +71,8 @@ less the dummy, capped by the Mamba states, rounded down to TP and to 4. The con
 
 def _row(r) -> str:
     extra = f" Accepted values: {', '.join(r.neutral)}." if r.neutral else ""
-    return f"| `{r.flag}` | {r.keys.replace('|', chr(92) + '|') or '-'} | {(r.note + extra).replace('|', chr(92) + '|') or '-'} |"
+    keys, note = (s.replace("|", "\\|") or "-" for s in (r.keys, r.note + extra))
+    return f"| `{r.flag}` | {keys} | {note} |"
 
 
 def render() -> str:

@@ -625,7 +625,8 @@ def render(t: Translation, kv: KVBlocks | None = None, user_wins: list[str] = ()
         body = " ".join(shown) if shown else "(nothing to set)"
         lines.append(f"  translated   {head} -> {body}" + (f"  [{ln.note}]" if ln.note else ""))
     if kv is not None:
-        lines.append(f"  translated   {kv.explanation} -> {' '.join(o for o in kv_overrides(kv) if o not in t.dropped)}")
+        kept = " ".join(o for o in kv_overrides(kv) if o not in t.dropped)
+        lines.append(f"  translated   {kv.explanation} -> {kept}")
         if kv.max_requests is not None:
             lines.append(f"  translated   (no --inference-dynamic-batching-max-requests) -> engine.max_requests="
                          f"{kv.max_requests}  [Megatron: the blocks less the dummy, rounded down to TP and 4]")
