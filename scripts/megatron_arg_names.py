@@ -5,7 +5,8 @@
     python3.12 scripts/megatron_arg_names.py /tmp/mcore/whl > cgbench/config/data/megatron_args.txt
 
 It builds Megatron's own parser (``megatron.training.arguments.add_megatron_arguments``) so the
-names that ``ArgumentGroupFactory`` derives from config dataclasses are included, with every
+names that ``ArgumentGroupFactory`` derives from config dataclasses are included (with the
+``add_argument('--...')`` names written in arguments.py, some added only with optional packages), every
 third-party import (torch, transformer_engine, ...) replaced by an inert stand-in: only the
 parser is built, nothing runs. The inference config's field names (``InferenceConfig`` in
 ``megatron/core/inference/config.py``) are read with ``ast``. Needs Python >= 3.12 (the wheel's).
@@ -111,6 +112,16 @@ def parser_flags(root: Path) -> list[str]:
     return sorted({s for action in parser._actions for s in action.option_strings if s.startswith("--")})
 
 
+def literal_flags(source: Path) -> set[str]:
+    """The ``add_argument('--...')`` names written out in ``source`` (also those added only when an
+    optional package is installed, which the stand-in parser skips)."""
+    flags = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return flags
+
+
 def dataclass_fields(source: Path, class_name: str) -> list[str]:
     tree = ast.parse(source.read_text())
     for node in ast.walk(tree):
@@ -122,11 +133,12 @@ def dataclass_fields(source: Path, class_name: str) -> list[str]:
 def main() -> None:
     root = Path(sys.argv[1])
     version = next(root.glob("megatron_core-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
-    flags = parser_flags(root)
+    flags = sorted(set(parser_flags(root)) | literal_flags(root / "megatron/training/arguments.py"))
     fields = dataclass_fields(root / "megatron/core/inference/config.py", "InferenceConfig")
     print(f"# Megatron-LM argument names, megatron-core {version} (PyPI wheel), extracted by")
     print("# scripts/megatron_arg_names.py: every option string of megatron.training.arguments."
           "add_megatron_arguments")
+    print("# and every add_argument('--...') written in megatron/training/arguments.py")
     print("# (argparse flags, one a line), then the field names of megatron.core.inference.config."
           "InferenceConfig")
     print("# (lines 'InferenceConfig.<field>'). Names only: no Megatron code.")
