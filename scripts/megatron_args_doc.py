@@ -44,12 +44,14 @@ Every argument lands in one class, and all are printed:
   `--pipeline-model-parallel-size 1`, then listed as no effect).
 
 An argument Megatron {MEGATRON_VERSION} does not have is refused (exit 2) with the closest real one.
-Overrides typed after `--megatron-args` win over translated ones (the translation says which). The
+Overrides typed after `--megatron-args` win over translated ones, and the translation says which: a
+key replaces the same translated key, a group option (`model=NAME`, `cg=dense`, `engine=chunked`)
+replaces every translated key of its group (`model.*`, ...). The
 names are those of megatron-core {MEGATRON_VERSION} ({len(megatron_names())} flags), extracted from the
 PyPI wheel into `cgbench/config/data/megatron_args.txt` by `scripts/megatron_arg_names.py`.
 
-The model flags set the fields they name on top of the chosen `model=` preset (the default preset's
-other fields stay). Where Megatron has a default that differs from cgbench's and the line relies on it,
+The model flags set the fields they name on top of the default `model=hybrid` preset, whose other
+fields stay (a full launch line states them all). Where Megatron has a default that differs from cgbench's and the line relies on it,
 the translation applies Megatron's and says so (`cg.all_prefills=false` when graphs are on without
 `--inference-cuda-graph-all-prefills`; `cg.num_cuda_graphs=null` with `--inference-dynamic-batching`
 and no `--cuda-graph-impl local`; `model.dtype_bytes=4` with model flags and neither `--bf16` nor

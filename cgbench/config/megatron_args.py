@@ -622,7 +622,7 @@ def render(t: Translation, kv: KVBlocks | None = None, user_wins: list[str] = ()
     for ln in t.translated:
         shown = [o for o in ln.overrides if o not in t.dropped]
         head = f"{ln.flag} {ln.value}".strip()
-        body = " ".join(shown) if shown else "(nothing to set)"
+        body = " ".join(shown) if shown else ("(replaced by yours)" if ln.overrides else "(no override of its own)")
         lines.append(f"  translated   {head} -> {body}" + (f"  [{ln.note}]" if ln.note else ""))
     if kv is not None:
         kept = " ".join(o for o in kv_overrides(kv) if o not in t.dropped)
@@ -635,7 +635,8 @@ def render(t: Translation, kv: KVBlocks | None = None, user_wins: list[str] = ()
     for flag, why in t.no_effect:
         lines.append(f"  no effect    {flag}  [{why}]")
     for o in user_wins:
-        lines.append(f"  yours wins   {o} (typed after --megatron-args)")
+        lines.append(f"  yours wins   {o} (typed after --megatron-args: replaces the translated "
+                     f"{override_key(o)}{'' if '.' in override_key(o) else '.*'})")
     return "\n".join(lines) + "\n"
 
 
@@ -662,12 +663,21 @@ def with_megatron_args(value: str, user_overrides: list[str], *, config_dirs: An
     t = translate(read_launch_text(value))
     t.check()
     user_keys = {override_key(o) for o in user_overrides}
-    t.dropped = [o for o in t.overrides if override_key(o) in user_keys]
+
+    def replaced_by(translated: str) -> str | None:
+        """The user's override that replaces a translated one: the same key, or its group's option
+        (``cg=dense`` replaces every translated ``cg.*``)."""
+        key = override_key(translated)
+        return next((o for o in user_overrides if override_key(o) in (key, key.partition(".")[0])), None)
+
+    t.dropped = [o for o in t.overrides if replaced_by(o)]
     base = t.overrides
     kv = None
-    if t.kv is not None and "engine.kv_blocks" not in user_keys:
+    if t.kv is not None and not ({"engine", "engine.kv_blocks"} & user_keys):
         cfg = load_config(base + user_overrides, config_dirs=config_dirs)
         kv = kv_blocks_for(t.kv, cfg.model, cfg.engine)
-        base = base + [o for o in kv_overrides(kv) if override_key(o) not in user_keys]
-    wins = [o for o in user_overrides if override_key(o) in {override_key(d) for d in t.dropped}]
+        kept = [o for o in kv_overrides(kv) if not replaced_by(o)]
+        t.dropped += [o for o in kv_overrides(kv) if o not in kept]
+        base = base + kept
+    wins = list(dict.fromkeys(w for w in map(replaced_by, t.dropped) if w))
     return base + list(user_overrides), render(t, kv, wins)

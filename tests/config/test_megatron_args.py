@@ -88,9 +88,9 @@ def test_a_typo_is_refused_with_the_closest_real_name():
 
 
 def test_the_users_own_overrides_win_and_are_named():
-    ovr, shown = with_megatron_args("--hidden-size 4096 --num-attention-heads 32 --bf16",
-                                    ["model=transformer", "model.hidden_size=2048"])
+    ovr, shown = with_megatron_args("--hidden-size 4096 --num-attention-heads 32 --bf16", ["model.hidden_size=2048"])
     assert "model.hidden_size=4096" not in ovr and ovr[-1] == "model.hidden_size=2048"
+    assert "model.num_attention_heads=32" in ovr
     assert "yours wins   model.hidden_size=2048" in shown
     assert load_config(ovr).model.hidden_size == 2048
 
@@ -151,3 +151,12 @@ def test_the_doc_is_rendered_from_the_table():
     script = Path(__file__).resolve().parents[2] / "scripts" / "megatron_args_doc.py"
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_group_option_typed_after_replaces_the_translated_keys_of_its_group():
+    ovr, shown = with_megatron_args("--inference-dynamic-batching --cuda-graph-impl local "
+                                    "--decode-only-cuda-graphs --tensor-model-parallel-size 2", ["cg=dense"])
+    assert not [o for o in ovr if o.startswith("cg.")] and "engine.tp_size=2" in ovr
+    assert "yours wins   cg=dense" in shown and "replaces the translated cg.*" in shown
+    cfg = load_config(ovr)
+    assert cfg.cg.non_decode is True and cfg.cg.sizes_per_octave > 1  # dense, not the translated grid
