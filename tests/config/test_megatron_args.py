@@ -51,7 +51,7 @@ def test_nemotron_h_launch_line_translates_to_exactly_these_overrides():
 def test_the_kv_buffer_in_gib_becomes_blocks_as_megatron_sizes_them():
     # Nemotron-H-8B at TP 8: 4 attention layers, 1 KV head per rank -> 2*2*4*256*1*128 bytes a block;
     # Mamba state per request: 24 layers x (conv dim 1024 + 2*128 = 1280, x kernel 4, + 16 heads x 64 x 128) x 2 B.
-    ovr, shown = with_megatron_args(f"@{LAUNCH}", ["model=hybrid"])
+    ovr, shown = with_megatron_args(f"@{LAUNCH}", [])
     cfg = load_config(ovr)
     block = 2 * 2 * 4 * 256 * 1 * 128
     state = 24 * (1280 * 4 + 16 * 64 * 128) * 2
