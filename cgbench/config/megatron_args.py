@@ -171,7 +171,8 @@ _MODEL_FLAGS = frozenset(r.flag for r in RULES if r.kind == _T and ("model." in 
 
 @cache
 def megatron_names() -> frozenset[str]:
-    """Megatron's argument flags: from an installed megatron-core when there is one, else the list."""
+    """Megatron's argument flags, from the committed list (tests/config/test_megatron_args.py compares
+    it with an installed megatron-core when there is one; building Megatron's parser needs torch)."""
     return frozenset(n for n in _read_names() if n.startswith("--"))
 
 
