@@ -453,9 +453,9 @@ def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:
              "no effect: only learned_absolute positions cap the context")
     if pos is not None:
         _add(t, "--position-embedding-type", [pos], [], "" if pos == "learned_absolute" else "prices alike")
-    if "--inference-dynamic-batching-max-requests" in g and seq is not None:
+    if "--inference-dynamic-batching-max-requests" in g:
         r = _int("--inference-dynamic-batching-max-requests", g["--inference-dynamic-batching-max-requests"])
-        if seq < r:
+        if (seq if seq is not None else 2560) < r:  # 2560: Megatron's --inference-max-seq-length default
             seq, note = r, f"raised to max_requests {r}, as Megatron"
     if seq is not None:
         _add(t, "--inference-max-seq-length", g.get("--inference-max-seq-length", []),

@@ -160,3 +160,13 @@ def test_a_group_option_typed_after_replaces_the_translated_keys_of_its_group():
     assert "yours wins   cg=dense" in shown and "replaces the translated cg.*" in shown
     cfg = load_config(ovr)
     assert cfg.cg.non_decode is True and cfg.cg.sizes_per_octave > 1  # dense, not the translated grid
+
+
+def test_the_context_length_is_raised_to_max_requests_as_megatron_does():
+    t = translate("--inference-dynamic-batching-max-requests 4096")
+    assert "engine.max_sequence_length=4096" in t.overrides  # above the default 2560
+    t = translate("--inference-max-seq-length 8192 --inference-dynamic-batching-max-requests 64")
+    assert "engine.max_sequence_length=8192" in t.overrides
+    t = translate("--position-embedding-type learned_absolute --max-position-embeddings 4096 "
+                  "--inference-max-seq-length 8192")
+    assert "engine.max_sequence_length=4096" in t.overrides
