@@ -52,11 +52,11 @@ PyPI wheel into `cgbench/config/data/megatron_args.txt` by `scripts/megatron_arg
 
 The model flags set the fields they name on top of the default `model=hybrid` preset, whose other
 fields stay (a full launch line states them all). Where Megatron has a default that differs from
-cgbench's and the line relies on it, the translation applies Megatron's and says so (`cg.all_prefills=false` when graphs are on without
-`--inference-cuda-graph-all-prefills`; `cg.num_cuda_graphs=null` with `--inference-dynamic-batching`
-and no `--cuda-graph-impl local`; `model.dtype_bytes=4` with model flags and neither `--bf16` nor
-`--fp16`; head dim hidden / heads; FFN 4 x hidden; KV heads = attention heads without
-`--group-query-attention`; the 40 GiB buffer).
+cgbench's and the line relies on it, the translation applies Megatron's and says so
+(`cg.all_prefills=false` when graphs are on without `--inference-cuda-graph-all-prefills`;
+`cg.num_cuda_graphs=null` with `--inference-dynamic-batching` and no `--cuda-graph-impl local`;
+`model.dtype_bytes=4` with model flags and neither `--bf16` nor `--fp16`; head dim hidden / heads;
+FFN 4 x hidden; KV heads = attention heads without `--group-query-attention`; the 40 GiB buffer).
 
 **KV cache.** Megatron sizes its KV cache in GiB per GPU (`--inference-dynamic-batching-buffer-size-gb`),
 cgbench in blocks. The translation converts with the composed model, as Megatron's
