@@ -518,11 +518,14 @@ def _translate_graphs(g: dict[str, list[str]], t: Translation) -> None:
         _add(t, "--inference-cuda-graph-all-prefills", [], ["cg.all_prefills=true"])
     else:
         _add(t, "(no --inference-cuda-graph-all-prefills)", [], ["cg.all_prefills=false"], "Megatron's default")
-    for flag, key, conv in (("--inference-cuda-graph-max-tokens", "cuda_graph_max_tokens", _int),
-                            ("--inference-dynamic-batching-cuda-graph-mixed-prefill-count",
-                             "mixed_prefill_count", _int)):
-        if flag in g:
-            _add(t, flag, g[flag], [f"cg.{key}={conv(flag, g[flag])}"])
+    cap = "--inference-cuda-graph-max-tokens"
+    if cap in g and "--inference-cuda-graph-all-prefills" in g:
+        _add(t, cap, g[cap], [], "no effect: ignored with --inference-cuda-graph-all-prefills, as Megatron")
+    elif cap in g:
+        _add(t, cap, g[cap], [f"cg.cuda_graph_max_tokens={_int(cap, g[cap])}"])
+    mixed = "--inference-dynamic-batching-cuda-graph-mixed-prefill-count"
+    if mixed in g:
+        _add(t, mixed, g[mixed], [f"cg.mixed_prefill_count={_int(mixed, g[mixed])}"])
     dist = "--inference-dynamic-batching-cuda-graph-sizing-distribution"
     if dist in g:
         v = _one(dist, g[dist])

@@ -170,3 +170,12 @@ def test_the_context_length_is_raised_to_max_requests_as_megatron_does():
     t = translate("--position-embedding-type learned_absolute --max-position-embeddings 4096 "
                   "--inference-max-seq-length 8192")
     assert "engine.max_sequence_length=4096" in t.overrides
+
+
+def test_the_graph_cap_is_dropped_with_all_prefills_as_megatron_ignores_it():
+    line = ("--cuda-graph-impl local --inference-dynamic-batching --inference-cuda-graph-all-prefills "
+            "--inference-cuda-graph-max-tokens 1024")
+    ovr, shown = with_megatron_args(line, [])
+    assert "cg.all_prefills=true" in ovr and not [o for o in ovr if "cuda_graph_max_tokens" in o]
+    assert "ignored with --inference-cuda-graph-all-prefills" in shown
+    assert load_config(ovr).cg.all_prefills is True
