@@ -22,6 +22,7 @@ from cgbench.engine.policy_registry import make_policy, needs_oracle
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
+from cgbench.grids.megatron import idle_mixed_prefill_count
 from cgbench.results.document import environment, provenance
 from cgbench.results.health import (
     explain_wait_limit,
@@ -84,7 +85,11 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
     grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
     msg = gating_without_prefill_graphs(make_policy(cfg.policy), cfg.cg, grid,
                                         chunked_prefill=cfg.engine.chunked_prefill)
-    return [{"code": "gating_without_prefill_graphs", "message": msg}] if msg else []
+    out = [{"code": "gating_without_prefill_graphs", "message": msg}] if msg else []
+    idle = idle_mixed_prefill_count(cfg.cg, cfg.engine)
+    if idle:
+        out.append({"code": "mixed_prefill_count_no_effect", "message": idle})
+    return out
 
 
 def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:

@@ -120,6 +120,9 @@ def run(
     allow_oversize: Annotated[bool, typer.Option(
         "--allow-oversize", help="Run even if weights + KV cache exceed hardware.memory_gb x tp_size "
         "(what-if studies).")] = False,
+    megatron_args: Annotated[Optional[str], typer.Option(
+        "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
+        "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
@@ -137,6 +140,11 @@ def run(
         fmt = "json" if as_json else fmt
         check_format(fmt)
         _refuse_sweep_keys("run", ovr)
+        if megatron_args is not None:
+            from cgbench.config.megatron_args import with_megatron_args
+
+            ovr, translation = with_megatron_args(megatron_args, ovr, config_dirs=dirs)
+            err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return

@@ -35,6 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from cgbench.config.errors import did_you_mean
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
+from cgbench.config.model_files import check_model_file
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
@@ -261,6 +262,7 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
         with plugin_schema((*plugins, name), grid_plugins_named(ovr)):
             cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
     _check_read(cfg, ovr)
+    check_model_file(ovr, config_dirs)  # a model file states its whole architecture
     return cfg
 
 

@@ -51,7 +51,8 @@ EP_ROUTINGS = ("least_loaded", "round_robin")
 @dataclass
 class ModelConfig:
     """Model dimensions. ``layer_pattern`` uses Megatron's hybrid notation, one char per layer:
-    ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP. It is repeated ``pattern_repeat`` times."""
+    ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP. It is repeated ``pattern_repeat`` times.
+    The defaults serve Python callers; a ``model=NAME`` file states every field its layers use."""
 
     name: str = "hybrid"
     kind: str = "hybrid"
@@ -69,7 +70,9 @@ class ModelConfig:
     mamba_num_groups: int = 8
     mamba_conv_kernel: int = 4
     dtype_bytes: int = 2
-    gated_mlp: Optional[bool] = None  # SwiGLU (3 matrices) vs squared-ReLU (2); None = by kind
+    # SwiGLU (3 matrices) vs squared-ReLU / GeLU (2). None = by kind (SwiGLU for transformer) is for
+    # ModelConfig built in Python only: a model file must say (cgbench.config.model_files)
+    gated_mlp: Optional[bool] = None
 
     @property
     def is_hybrid(self) -> bool:

@@ -9,8 +9,10 @@ The only non-Megatron part is ``sizes_per_octave`` / ``p_per_octave`` (used by `
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import pairwise
 
+from cgbench.config.registry.grids import grid_kind
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig
 from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape
 
@@ -201,3 +203,29 @@ def megatron_family(cg: CGConfig, engine: EngineConfig, non_decode: bool) -> lis
         num_speculative_tokens=engine.num_speculative_tokens, distribution=cg.distribution,
         sizes_per_octave=cg.sizes_per_octave, p_per_octave=cg.p_per_octave)
     return graphs
+
+
+DEFAULT_MIXED_PREFILL_COUNT = CGConfig().mixed_prefill_count
+
+
+def idle_mixed_prefill_count(cg: CGConfig, engine: EngineConfig) -> str | None:
+    """A warning when ``cg.mixed_prefill_count`` is set but yields the very grid the default does
+    (under EXPONENTIAL sizing the P values are the powers of two up to ``max_requests`` whatever the
+    count, only 0 versus > 0 matters; decode-only grids never read it)."""
+    n = cg.mixed_prefill_count
+    if n == DEFAULT_MIXED_PREFILL_COUNT or "mixed_prefill_count" not in grid_kind(cg.kind).reads:
+        return None
+    non_decode = cg.non_decode and cg.kind != "decode_only"
+    mine = megatron_family(cg, engine, non_decode)
+    default = megatron_family(replace(cg, mixed_prefill_count=DEFAULT_MIXED_PREFILL_COUNT), engine, non_decode)
+    if mine != default:
+        return None
+    if not non_decode:
+        why = "a decode-only grid has no mixed-prefill graphs"
+    elif cg.distribution == "exponential" and n > 0:
+        why = ("under cg.distribution=exponential the prefill counts are the powers of two up to "
+               "max_requests; only 0 versus > 0 matters")
+    else:
+        why = "no graph it would change is valid for this engine"
+    return (f"cg.mixed_prefill_count={n} gives the same {len(mine)} graphs as the default "
+            f"{DEFAULT_MIXED_PREFILL_COUNT}: it changes nothing ({why})")

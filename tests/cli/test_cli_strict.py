@@ -122,7 +122,7 @@ def test_own_config_dir_adds_an_option_without_forking(tmp_path, monkeypatch):
     (own / "model" / "my70b.yaml").write_text(
         "name: my70b\nkind: transformer\nlayer_pattern: '*-'\npattern_repeat: 80\nhidden_size: 8192\n"
         "num_attention_heads: 64\nnum_kv_heads: 8\nhead_dim: 128\nffn_hidden_size: 28672\nvocab_size: 128256\n"
-        "gated_mlp: true\n")
+        "gated_mlp: true\ndtype_bytes: 2\n")
     r = runner.invoke(app, ["run", "model=my70b", "--config-dir", str(own), "--cfg", "job"])
     assert r.exit_code == 0 and "name: my70b" in r.stdout
     # the environment variable adds the folder too (the shipped tree stays), and the guard sees 70B weights
