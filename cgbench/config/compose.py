@@ -302,6 +302,7 @@ class Composer:
         self._bases: dict[tuple[str, ...], _Base] = {}
         self._parsed: dict[str, typing.Any] = {}
         self._parser: OverridesParser | None = None
+        self._models_checked: set[tuple[str, ...]] = set()
         self.compositions = 0  # Hydra compositions so far (the cost this class saves)
 
     def load(self, overrides: Sequence[str]) -> BenchConfig:
@@ -310,6 +311,10 @@ class Composer:
         if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
             self.compositions += 1
             return load_config(ovr, config_dirs=self.config_dirs)
+        model_keys = tuple(o for o in ovr if override_key(o) == "model" or override_key(o).startswith("model."))
+        if model_keys not in self._models_checked:  # what load_config checks before composing
+            check_model_file(ovr, self.config_dirs)
+            self._models_checked.add(model_keys)
         groups = tuple(o for o in ovr if override_key(o) in GROUPS)
         values = [o for o in ovr if override_key(o) not in GROUPS]
         try:

@@ -100,3 +100,22 @@ def test_the_quick_path_leaves_the_cached_composition_unchanged():
     assert (first.seed, first.engine.chunked_prefill) == (7, True)
     assert asdict(again) == asdict(load_config(["model=hybrid"]))
     assert composer.compositions == 1
+
+
+def test_a_partial_model_file_is_refused_as_a_fresh_composition_refuses_it(tmp_path, monkeypatch):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "partial.yaml").write_text(
+        "name: partial\nkind: transformer\nlayer_pattern: '*-'\npattern_repeat: 2\nhidden_size: 64\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", f"{ROOT / 'conf'}:{tmp_path}")
+    point = ["model=partial", "seed=3"]
+    with pytest.raises(ConfigError) as fresh:
+        load_config(point)
+    composer = Composer()
+    with pytest.raises(ConfigError) as once:
+        composer.load(point)
+    assert str(once.value) == str(fresh.value) and "missing: vocab_size" in str(once.value)
+    # stated as overrides, the same fields complete it on both paths
+    filled = point + ["model.vocab_size=256", "model.dtype_bytes=2", "model.num_attention_heads=4",
+                      "model.num_kv_heads=2", "model.head_dim=16", "model.ffn_hidden_size=128",
+                      "model.gated_mlp=true"]
+    assert asdict(composer.load(filled)) == asdict(load_config(filled))
