@@ -238,15 +238,16 @@ def _known_formats() -> str:
 
 
 class _Layout:
-    """The trace's format, resolved against its first record, and a getter per field."""
+    """The trace's container and format, resolved against its first record, and its records."""
 
     def __init__(self, path: Path, label: str, options: TraceOptions) -> None:
         self.path, self.label, self.options = path, label, options
         self.kind = _format(path)
-        first = next(self._raw(), None)
+        header, header_where, data = self._open()
+        first = next(data, None)
         if first is None:
             raise ConfigError(f"workload.trace: {path}: the trace has no requests")
-        names = list(self._header) if self.kind == "csv" else list(first[1])
+        names = header if header is not None else list(first[1])
         c = options.columns
         if options.format is not None:
             self.spec, self.how = trace_format(options.format), "workload.trace_format"
@@ -258,54 +259,47 @@ class _Layout:
         else:
             found = detect_format(names)
             self.spec = found if found is not None else _closest_format(names)
-            self.how = f"detected from its {'header' if self.kind == 'csv' else 'first record'}"
+            self.how = f"detected from its {'header' if header is not None else 'first record'}"
             if found is None:
                 missing = next(f for f in self.spec.fields if f not in names)
-                if self.kind == "csv":
-                    raise ConfigError(f"{self._header_where}: missing column {missing!r} (header: {', '.join(names)}; "
-                                      f"the formats cgbench reads: {_known_formats()}; or map the columns with "
-                                      "workload.trace_columns)")
-                raise ConfigError(f"{first[0]}: {missing}: missing (keys: {', '.join(names)}; the formats cgbench "
-                                  f"reads: {_known_formats()}; or map the fields with workload.trace_columns)")
-        wanted = [*self.spec.fields, *([self.spec.hash_ids] if self.spec.hash_ids else [])]
-        if self.kind == "csv":
-            for f in wanted:
-                if f not in self._header:
-                    raise ConfigError(f"{self._header_where}: missing column {f!r} ({self.spec.name} format, "
-                                      f"{self.how}; header: {', '.join(self._header)})")
-            self.index = {f: self._header.index(f) for f in wanted}
+                known = f"the formats cgbench reads: {_known_formats()}; or map the fields with workload.trace_columns"
+                if header is not None:
+                    raise ConfigError(f"{header_where}: missing column {missing!r} (header: {', '.join(names)}; "
+                                      f"{known})")
+                raise ConfigError(f"{first[0]}: {missing}: missing (keys: {', '.join(names)}; {known})")
+        self.wanted = [*self.spec.fields, *([self.spec.hash_ids] if self.spec.hash_ids else [])]
+        self.index: dict[str, int] = {}
+        if header is not None:
+            for f in self.wanted:
+                if f not in header:
+                    raise ConfigError(f"{header_where}: missing column {f!r} ({self.spec.name} format, "
+                                      f"{self.how}; header: {', '.join(header)})")
+            self.index = {f: header.index(f) for f in self.wanted}
 
-    _header: list[str] | None = None
-    _header_where = ""
-
-    def _raw(self) -> Iterator[tuple[str, Any]]:
-        """Data records: (where, dict or cells); the CSV header is kept in ``_header``."""
+    def _open(self) -> tuple[list[str] | None, str, Iterator[tuple[str, Any]]]:
+        """(the CSV header or None for JSONL, where it is, the data records: a dict or a row's cells each)."""
         lines = trace_lines(self.path, self.label)
         if self.kind == "jsonl":
-            yield from _jsonl_records(lines, self.label)
-            return
+            return None, "", _jsonl_records(lines, self.label)
         rows = _csv_records(lines, self.label)
-        for where, cells in rows:
-            if self._header is None:
-                self._header = [c.strip() for c in cells]
-                self._header_where = where
-                continue
-            yield where, cells
+        top = next(rows, None)
+        if top is None:
+            return [], "", iter(())
+        return [c.strip() for c in top[1]], top[0], rows
 
     def records(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(where, {field: raw value}) of every data record, each field present (else ConfigError)."""
-        spec = self.spec
-        wanted = [*spec.fields, *([spec.hash_ids] if spec.hash_ids else [])]
+        _, _, data = self._open()
         if self.kind == "jsonl":
-            for where, obj in self._raw():
+            wanted = self.wanted
+            for where, obj in data:
                 for f in wanted:
                     if f not in obj:
                         raise ConfigError(f"{where}: {f}: missing")
                 yield where, obj
             return
-        self._header = None
         index = self.index
-        for where, cells in self._raw():
+        for where, cells in data:
             values = {}
             for f, i in index.items():
                 if i >= len(cells) or not cells[i].strip():
@@ -401,25 +395,30 @@ class TraceSource:
         sample = [r[spec.arrival] for _, r in _take(self.layout.records(), UNIT_SAMPLE)]
         unit, unit_how = self._unit(spec, sample)
         self.arrivals = _Arrivals(unit, sample[0], spec.arrival)
-        self.summary = TraceSummary(file=p.name, format=spec.name, format_how=self.layout.how, arrival_unit=unit,
-                                    unit_how=unit_how, block_tokens=spec.block_tokens, time_scale=time_scale,
-                                    window=self._window_json())
+        self.in_order = True  # until a record arrives before the one above it
+        self.rows = 0
         self._sorted: list[RequestSpec] | None = None
-        self.in_order = True
-        for s in self._windowed(self._rows()):
-            self.summary.add(s)
+        summary = self._new_summary(unit, unit_how, time_scale)
+        for spec_ in self._windowed(self._rows(), stop_early=False):  # every record checked
+            summary.add(spec_)
         if not self.in_order:
             self._sorted = self._sorted_specs()
-            self.summary = replace(self.summary, requests=0, prompt_tokens=0, output_tokens=0, max_prompt_tokens=0,
-                                   max_request_tokens=0, prompt_lengths=array("I"), request_lengths=array("I"),
-                                   arrival_sample=[], blocks=0, distinct_blocks=0, reused_prefix_tokens=0,
-                                   _seen=set())
-            for s in self._sorted:
-                self.summary.add(s)
+            summary = self._new_summary(unit, unit_how, time_scale)
+            for spec_ in self._sorted:
+                summary.add(spec_)
+        summary.rows = self.rows
+        self.summary = summary
         if self.summary.requests == 0:
             what = "the window holds no requests" if self.options.window else "the trace has no requests"
             raise ConfigError(f"workload.{'window' if self.options.window else 'trace'}: {p}: {what}")
-        self.summary.note = self._note()
+        check_trace_memory(summary.requests, str(p))  # what the run keeps per request, as for generated ones
+        summary.note = self._note()
+
+    def _new_summary(self, unit: str, unit_how: str, time_scale: float) -> TraceSummary:
+        spec = self.layout.spec
+        return TraceSummary(file=self.path.name, format=spec.name, format_how=self.layout.how, arrival_unit=unit,
+                            unit_how=unit_how, block_tokens=spec.block_tokens, time_scale=time_scale,
+                            window=self._window_json())
 
     @property
     def total(self) -> int:
@@ -447,13 +446,13 @@ class TraceSource:
         return {k: getattr(w, k) for k in keys if getattr(w, k) is not None}
 
     def _rows(self) -> Iterator[tuple[float, int, int, array | None]]:
-        """Every record as (arrival s, prompt, output, blocks), in file order; notes the order."""
+        """Every record as (arrival s, prompt, output, blocks), in file order; counts them and notes
+        whether they are in arrival order."""
         spec, arrival = self.layout.spec, self.arrivals
         prev = -math.inf
         rows = 0
         for where, r in self.layout.records():
             rows += 1
-            self.summary.rows = max(self.summary.rows, rows)
             t = arrival(r[spec.arrival], where)
             if t < prev:
                 self.in_order = False
@@ -461,46 +460,47 @@ class TraceSource:
             blocks = _blocks(r[spec.hash_ids], where, spec.hash_ids) if spec.hash_ids else None
             yield (t, _tokens(r[spec.prompt], where, spec.prompt), _tokens(r[spec.output], where, spec.output),
                    blocks)
+        self.rows = max(self.rows, rows)
 
-    def _windowed(self, rows: Iterable[tuple[float, int, int, array | None]]) -> Iterator[RequestSpec]:
-        """The rows of the window (all without one), shifted to start at 0, ids 0..n-1. Stops reading
-        past the window's end while the rows are in arrival order."""
+    def _windowed(self, rows: Iterable[tuple[float, int, int, array | None]], *,
+                  stop_early: bool) -> Iterator[RequestSpec]:
+        """The rows of the window (all without one), shifted to start at 0, ids 0..n-1, from rows in
+        arrival order. ``stop_early``: stop reading at the window's end (the rows are known in order)."""
         w = self.options.window
         k = 0
         if w is None or w.by_time:
             start = w.start_s if w is not None and w.start_s is not None else 0.0
             end = w.end_s if w is not None and w.end_s is not None else math.inf
             for t, p, o, b in rows:
-                if t >= end and self.in_order:
-                    return
                 if start <= t < end:
-                    yield RequestSpec(k, t - start if start else t, p, o, b)
+                    yield RequestSpec(k, t - start if start else t, p, o, b)  # no window: t as read, bit for bit
                     k += 1
+                elif t >= end and stop_early:
+                    return
             return
         first = w.first or 0
         last = w.last if w.last is not None else math.inf
         origin = 0.0
         for i, (t, p, o, b) in enumerate(rows):
-            if i > last and self.in_order:
-                return
             if i == first:
                 origin = t
             if first <= i <= last:
                 yield RequestSpec(k, t - origin, p, o, b)
                 k += 1
+            elif i > last and stop_early:
+                return
 
     def _sorted_specs(self) -> list[RequestSpec]:
-        check_trace_memory(self.summary.rows, str(self.path))
+        check_trace_memory(self.rows, str(self.path))
         rows = list(self._rows())
         rows.sort(key=lambda r: r[0])
-        self.in_order = False  # keeps _windowed reading every row
-        return list(self._windowed(rows))
+        return list(self._windowed(rows, stop_early=True))
 
     def specs(self) -> Iterator[RequestSpec]:
         """The window's requests in arrival order, ids ``0..n-1`` (the file read again, or the sorted list)."""
         if self._sorted is not None:
             return iter(self._sorted)
-        return self._windowed(self._rows())
+        return self._windowed(self._rows(), stop_early=True)
 
     def _note(self) -> str:
         s, spec = self.summary, self.layout.spec

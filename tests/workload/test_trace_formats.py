@@ -180,6 +180,14 @@ def test_a_trace_out_of_order_is_sorted(tmp_path):
     assert [(s.arrival_s, s.prompt_tokens) for s in src.specs()] == [(1.0, 2), (2.0, 1), (2.0, 3)]
 
 
+def test_a_window_sees_a_late_row_of_an_unsorted_trace(tmp_path):
+    """Reading stops at a window's end only once the trace is known to be in order."""
+    path = write(tmp_path, "t.csv", "arrival_s,prompt_tokens,output_tokens\n0,1,1\n5,2,1\n20,3,1\n3,4,1\n")
+    src = TraceSource(path, TraceOptions(window=TraceWindowConfig(end_s=10.0)))
+    assert [(s.arrival_s, s.prompt_tokens) for s in src.specs()] == [(0.0, 1), (3.0, 4), (5.0, 2)]
+    assert src.summary.rows == 4 and src.summary.requests == 3
+
+
 # ---------------------------------------------------------------- errors
 
 
