@@ -32,7 +32,7 @@ Trace flags (``trace_warnings``, from the ``TraceSummary`` of a replayed trace):
   the value of the key that fits every request; ``trace_beyond_max_tokens``: without chunked
   prefill, prompts longer than ``engine.max_tokens`` fail.
 * ``trace_overload``: the engine finished the last request long after the last arrival (more than
-  half the trace's span and a minute): the offered load exceeds what it serves, and the replay
+  half the trace's span and a minute; open loop only): the offered load exceeds what it serves, and the replay
   measures a growing queue rather than the trace's latencies.
 """
 
@@ -112,7 +112,8 @@ def fitting_length(tokens: int, cfg: BenchConfig) -> int:
 def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The trace flags (module docstring) of a replayed trace."""
     flags: list[dict[str, Any]] = []
-    if trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit" and trace.looks_like_ms():
+    timed = cfg.workload.arrival.process != "closed_loop"  # a closed loop ignores the trace's arrival times
+    if timed and trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit" and trace.looks_like_ms():
         flags.append({"code": "trace_arrival_units",
                       "message": f"the arrivals of {trace.file} look like milliseconds read as seconds (whole "
                                  f"numbers, {trace.requests:,} requests over {number(trace.span_s)} s): set "
@@ -137,7 +138,7 @@ def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, 
                                      f"{e.max_tokens} and fail without chunked prefill: set "
                                      "engine.chunked_prefill=true or raise engine.max_tokens"})
     makespan, span = metrics.get("makespan_s"), trace.span_s
-    if isinstance(makespan, (int, float)) and span > 0:
+    if timed and isinstance(makespan, (int, float)) and span > 0:
         end_of_arrivals = trace.last_arrival_s * trace.time_scale
         drain = makespan - end_of_arrivals
         if drain > max(OVERLOAD_DRAIN * span, OVERLOAD_MIN_DRAIN_S):

@@ -58,6 +58,9 @@ def test_millisecond_arrivals_in_seconds_are_flagged(tmp_path):
                for w in doc["warnings"])
     fixed = run(["workload=trace", f"workload.trace={tmp_path / 'ms.jsonl'}", "workload.trace_arrival_unit=ms"])
     assert not fixed["warnings"] and fixed["metrics"]["makespan_s"] < 10
+    closed = run(["workload=trace", f"workload.trace={tmp_path / 'ms.jsonl'}", "workload.arrival.process=closed_loop",
+                  "workload.arrival.concurrency=4"])
+    assert not closed["warnings"]  # a closed loop ignores the arrival times
 
 
 def test_overload_is_flagged():
