@@ -113,7 +113,8 @@ def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, 
     """The trace flags (module docstring) of a replayed trace."""
     flags: list[dict[str, Any]] = []
     timed = cfg.workload.arrival.process != "closed_loop"  # a closed loop ignores the trace's arrival times
-    if timed and trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit" and trace.looks_like_ms():
+    assumed_seconds = trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit"
+    if timed and assumed_seconds and trace.looks_like_ms():
         flags.append({"code": "trace_arrival_units",
                       "message": f"the arrivals of {trace.file} look like milliseconds read as seconds (whole "
                                  f"numbers, {trace.requests:,} requests over {number(trace.span_s)} s): set "
