@@ -93,7 +93,7 @@ def hostile(tmp_path: Path) -> Iterator[dict[str, Path]]:
     sock.bind(str(f["sock"]))
     f["big_jsonl"] = d / "big.jsonl"
     with open(f["big_jsonl"], "wb") as big:
-        big.truncate(300 * 2**20)  # sparse: 300 MiB that take no disk
+        big.truncate(9 * 2**30)  # sparse: 9 GiB that take no disk (a trace streams: its limit is 8 GiB)
     f["a_file"] = d / "a_file"
     f["a_file"].write_text("x")
 

@@ -1,6 +1,8 @@
-"""Opening a trace file: a regular file of bounded size (``cgbench.safeio``'s rules), gzip'd or not
-(told by its first two bytes, whatever its name), read line by line as UTF-8, each line at most
-``MAX_LINE_CHARS`` characters, so that a trace of any length is read in bounded memory."""
+"""Opening a trace file: a regular file (``cgbench.safeio``'s rules) of at most ``MAX_TRACE_BYTES``,
+gzip'd or not (told by its first two bytes, whatever its name), read line by line as UTF-8, each
+line at most ``MAX_LINE_CHARS`` characters, so that a trace of any length is read in bounded
+memory. The size limit is far above ``safeio.MAX_FILE_BYTES`` (a file read whole): a trace
+streams, and a week of production traffic is a few GB."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cgbench.config.errors import ConfigError
-from cgbench.safeio import MAX_FILE_BYTES, MAX_LINE_CHARS, describe_missing, kind_of
+from cgbench.safeio import MAX_LINE_CHARS, describe_missing, kind_of
 
 GZIP_MAGIC = b"\x1f\x8b"
-# a gzip'd trace expands ~5-10x; more than this is a bomb, not a trace (a million-row trace is ~40 MB)
-MAX_DECOMPRESSED_BYTES = 4 * MAX_FILE_BYTES
+MAX_TRACE_BYTES = 8 * 2**30
+# a gzip'd trace expands ~5-10x; more than this is a bomb, not a trace (a million-row trace is ~35 MB)
+MAX_DECOMPRESSED_BYTES = 4 * MAX_TRACE_BYTES
 _COMPRESSED_SUFFIXES = (".gz", ".gzip")
 
 
@@ -61,10 +64,10 @@ def _open_binary(path: Path, label: str) -> io.BufferedReader:
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise ConfigError(f"workload.trace: {label}: is {kind_of(st.st_mode)}, not a regular file")
-    if st.st_size > MAX_FILE_BYTES:
+    if st.st_size > MAX_TRACE_BYTES:
         os.close(fd)
         raise ConfigError(f"workload.trace: {label}: is {st.st_size:,} bytes, more than the "
-                          f"{MAX_FILE_BYTES:,}-byte limit")
+                          f"{MAX_TRACE_BYTES:,}-byte limit")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
