@@ -58,7 +58,7 @@ from cgbench.config.registry.traces import (
 from cgbench.config.schema import ConfigError, TraceColumnsConfig, TraceWindowConfig, WorkloadConfig
 from cgbench.safeio import INT64_MAX, BigInt, describe_missing, parse_int64, write_text_atomic
 from cgbench.workload.arrivals import RequestSpec
-from cgbench.workload.trace_file import container_suffix, trace_lines
+from cgbench.workload.trace_file import container_suffix, count_lines, is_gzip, trace_lines
 from cgbench.workload.trace_summary import UNIT_SAMPLE, TraceSummary, looks_like_ms
 
 FIELDS = TRACE_FORMATS["cgbench"].fields
@@ -390,6 +390,10 @@ class TraceSource:
                               f"current directory, {cwd})")
         self.path, self.label = p, str(path)
         self.options = options or TraceOptions()
+        if self.options.window is None and not is_gzip(p, self.label):
+            # every line may be a request: refused before parsing when they could not fit (a window's
+            # requests, or a gzip'd trace's, are counted as read, below)
+            check_trace_memory(count_lines(p, self.label), str(p))
         self.layout = _Layout(p, self.label, self.options)
         spec = self.layout.spec
         sample = [r[spec.arrival] for _, r in _take(self.layout.records(), UNIT_SAMPLE)]

@@ -77,6 +77,15 @@ def is_gzip(path: Path, label: str) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+def count_lines(path: Path, label: str) -> int:
+    """Lines of an uncompressed file (newlines + 1), counted in 1 MiB chunks without decoding."""
+    newlines = 0
+    with _open_binary(path, label) as f:
+        while chunk := f.read(1 << 20):
+            newlines += chunk.count(b"\n")
+    return newlines + 1
+
+
 def trace_lines(path: Path, label: str) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` for every line of the file (newlines kept, as ``csv`` wants them)."""
     raw = _open_binary(path, label)
