@@ -49,6 +49,13 @@ def test_azure_wall_clock_counts_from_the_first_timestamp(tmp_path):
     assert (s.prompt_tokens, s.output_tokens, s.max_request_tokens) == (780, 155, 505)
 
 
+def test_wall_clock_with_zones_bom_and_crlf(tmp_path):
+    """A spreadsheet's byte-order mark and CRLF lines; ISO 'T', 'Z' and offsets (Azure's 2024 traces)."""
+    text = ("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\r\n2024-05-10 00:00:00.003000+00:00,10,2\r\n"
+            "2024-05-10T00:00:01.5Z,10,2\r\n2024-05-10 02:00:02+02:00,1,1\r\n")
+    assert [s.arrival_s for s in TraceSource(write(tmp_path, "az.csv", text)).specs()] == [0.0, 1.497, 1.997]
+
+
 def test_mooncake_milliseconds_and_prefix_blocks(tmp_path):
     src = TraceSource(write(tmp_path, "mc.jsonl", MOONCAKE))
     specs = list(src.specs())
