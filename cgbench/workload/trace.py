@@ -508,11 +508,13 @@ class TraceSource:
 
     def _note(self) -> str:
         s, spec = self.summary, self.layout.spec
-        unit = {"datetime": f"wall-clock {spec.arrival}, counted from the first record's",
-                "s": f"{spec.arrival} in seconds", "ms": f"{spec.arrival} in milliseconds",
-                "us": f"{spec.arrival} in microseconds"}.get(s.arrival_unit,
-                                                            f"{spec.arrival} as {s.arrival_unit.replace('_', ' ')} "
-                                                            "(subtracted the first record's)")
+        names = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
+        if s.arrival_unit == "datetime":
+            unit = f"wall-clock {spec.arrival}, counted from the first record's"
+        elif s.arrival_unit.startswith("epoch_"):
+            unit = f"{spec.arrival} in epoch {names[s.arrival_unit[6:]]}, counted from the first record's"
+        else:
+            unit = f"{spec.arrival} in {names[s.arrival_unit]}"
         window = ""
         if s.window:
             shown = ", ".join(f"{k}={v}" for k, v in s.window.items())

@@ -115,7 +115,7 @@ def test_epoch_seconds_are_detected_and_counted_from_the_first(tmp_path):
     src = TraceSource(path)
     assert [s.arrival_s for s in src.specs()] == [0.0, 1.5]
     assert (src.summary.arrival_unit, src.summary.unit_how) == ("epoch_s", "detected")
-    assert "epoch s (subtracted the first record's)" in src.summary.note
+    assert "arrival_s in epoch seconds, counted from the first record's (detected)" in src.summary.note
 
 
 def test_epoch_milliseconds_are_detected(tmp_path):
