@@ -88,15 +88,17 @@ def _columns_trace(tmp_path: Path) -> str:
     return str(tmp_path / "mapped.csv")
 
 
-@pytest.mark.parametrize("case", ["cgbench", "azure", "mooncake", "columns", "mooncake_tight"])
+@pytest.mark.parametrize("case", ["cgbench", "azure", "mooncake", "columns", "mooncake_tight", "mooncake_defer"])
 def test_fast_engine_matches_the_step_by_step_engine_on_each_format(tmp_path, case):
     overrides = {
-        "cgbench": ["workload=trace", "engine.kv_blocks=60"],
+        "cgbench": ["workload=trace", "engine.kv_blocks=8"],  # a pause and an eviction
         "azure": ["workload=azure_conv", "workload.window={first: 0, last: 119}"],
         "mooncake": ["workload=mooncake_conv", "workload.window={first: 0, last: 59}"],
         "columns": ["workload=trace", f"workload.trace={_columns_trace(tmp_path)}",
                     "workload.trace_columns={arrival: ts, prompt: in, output: out}", "workload.trace_arrival_unit=ms"],
         "mooncake_tight": ["workload=mooncake_conv", "workload.window={first: 0, last: 29}", "engine.kv_blocks=700"],
+        "mooncake_defer": ["workload=mooncake_conv", "workload.window={first: 0, last: 59}", "policy=defer",
+                           "cg=sparse"],  # 380 deferrals
     }[case]
     docs = [run([*overrides, f"engine.oracle={oracle}"], trace=True, requests=True) for oracle in (False, True)]
     fast, oracle = docs
