@@ -40,7 +40,7 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,8 +49,8 @@ from typing import Any
 from cgbench.config.limits import check_trace_memory
 from cgbench.config.registry.traces import (
     COLUMNS,
+    PER_SECOND,
     TRACE_FORMATS,
-    UNIT_SECONDS,
     TraceFormat,
     detect_format,
     trace_format,
@@ -194,9 +194,6 @@ class TraceOptions:
                    w.window if (w.window.by_time or w.window.by_rows) else None)
 
 
-Record = tuple[str, Callable[[str], Any]]  # (where, field -> raw value or a KeyError)
-
-
 def _jsonl_records(lines: Iterable[tuple[int, str]], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for lineno, line in lines:
         if not line.strip():
@@ -334,7 +331,7 @@ class _Arrivals:
 
     def __init__(self, unit: str, first_raw: Any, field: str) -> None:
         self.unit, self.field = unit, field
-        self.divisor = 1.0 / UNIT_SECONDS[unit] if unit != "s" else 1.0
+        self.divisor = PER_SECOND[unit]
         self.counted = unit.startswith("epoch") or unit == "datetime"
         self.origin: float | int = 0
         if unit == "datetime":

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from cgbench.config.errors import ConfigError, did_you_mean
 
 ARRIVAL_UNITS = ("s", "ms", "us", "epoch_s", "epoch_ms", "epoch_us", "datetime")
-UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "epoch_s": 1.0, "epoch_ms": 1e-3, "epoch_us": 1e-6,
-                "datetime": 1.0}
+PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "epoch_s": 1.0, "epoch_ms": 1e3, "epoch_us": 1e6,
+              "datetime": 1.0}  # units in a second: a value / this is seconds
 CONTAINERS = ("csv", "jsonl")
 
 
