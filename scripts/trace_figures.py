@@ -1,7 +1,7 @@
 """Regenerate README.md's "Real traffic" tables: what gating does on the two shipped production
 traces (workload=azure_conv, workload=mooncake_conv), full hour, per model, grid and policy.
 
-    python scripts/trace_figures.py            # full hour: ~25 s compiled (make native), ~1 minute pure Python
+    python scripts/trace_figures.py            # full hour: ~25 s compiled (make native), ~1.5 minutes pure Python
     python scripts/trace_figures.py --window 600   # the first ten minutes only
 """
 
