@@ -32,7 +32,8 @@ from cgbench.results.health import (
     throughput_collapse,
 )
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
-from cgbench.workload.stream import RequestStream, make_stream
+from cgbench.workload.stream import RequestStream, make_stream, open_workload
+from cgbench.workload.trace_summary import TraceSummary
 
 
 def make_backend(cfg: BenchConfig, grid: Grid) -> tuple[StepBackend, str, str | None]:
@@ -110,7 +111,8 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     """Run one benchmark point and return its complete result document."""
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, device, torch_version = make_backend(cfg, grid)
-    engine = build_engine(cfg, trace=trace, backend=backend, grid=grid)
+    stream, trace_summary = open_workload(cfg.workload, cfg.seed)
+    engine = build_engine(cfg, trace=trace, backend=backend, grid=grid, stream=stream)
     state = engine.run()
     doc: dict[str, Any] = provenance()
     doc["overrides"] = list(overrides or [])
@@ -118,7 +120,9 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo)
-    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"])
+    if trace_summary is not None:
+        doc["trace"] = trace_summary.to_json()
+    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
     extra = backend.report()
@@ -131,11 +135,12 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     return doc
 
 
-def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any],
+                   trace: TraceSummary | None = None) -> list[dict[str, Any]]:
     """Every warning a result carries: the config's (known before it ran), the run's health flags
     and, for a gating flag on the simulator, the throughput comparison with the no-gating ``budget``
     policy (``throughput_collapse``: one more simulation, of that policy)."""
-    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg)
+    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace)
     if gating_flag(flags) is not None and cfg.backend.name == "sim" and cfg.policy.name != "budget":
         collapse = throughput_collapse(metrics, simulate(replace(cfg, policy=PolicyConfig(name="budget"))))
         if collapse is not None:

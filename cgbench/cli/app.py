@@ -178,6 +178,8 @@ def run(
             if verbose:
                 out.print(graph_usage_table(doc))
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
+        if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
+            err.print(f"note: {doc['trace']['note']}", highlight=False, markup=False, soft_wrap=True)
         for w in doc["warnings"]:
             err.print(f"warning: {w['message']}" + (f"; explain: {w['explain']}" if w.get("explain") else ""),
                       highlight=False, markup=False, soft_wrap=True)

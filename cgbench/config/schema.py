@@ -22,6 +22,7 @@ from cgbench.config.registry.policies import (
     policy_spec,
 )
 from cgbench.config.registry.pricers import COST_MODELS as PRICERS
+from cgbench.config.registry.traces import ARRIVAL_UNITS, TRACE_FORMATS, trace_format
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES as ARRIVALS
 from cgbench.config.registry.workloads import (
     LENGTH_DISTRIBUTIONS,
@@ -134,6 +135,43 @@ class ArrivalConfig:
 
 
 @dataclass
+class TraceColumnsConfig:
+    """``workload.trace_columns``: the fields of a CSV / JSONL trace in no native format (all three
+    of arrival, prompt and output, or none); ``hash_ids``: a field holding a list of prefix-block
+    hashes of ``block_tokens`` tokens each (optional)."""
+
+    arrival: Optional[str] = None
+    prompt: Optional[str] = None
+    output: Optional[str] = None
+    hash_ids: Optional[str] = None
+    block_tokens: int = 512
+
+    @property
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.arrival, self.prompt, self.output, self.hash_ids))
+
+
+@dataclass
+class TraceWindowConfig:
+    """``workload.window``: the part of a trace replayed, by trace time (``start_s`` <= arrival <
+    ``end_s``, in seconds after the trace's first arrival) or by rows (``first`` to ``last``, 0-based,
+    both included, in arrival order); not both. The window's start becomes t = 0."""
+
+    start_s: Optional[float] = None
+    end_s: Optional[float] = None
+    first: Optional[int] = None
+    last: Optional[int] = None
+
+    @property
+    def by_time(self) -> bool:
+        return self.start_s is not None or self.end_s is not None
+
+    @property
+    def by_rows(self) -> bool:
+        return self.first is not None or self.last is not None
+
+
+@dataclass
 class WorkloadConfig:
     name: str = "default"
     num_requests: int = 64
@@ -142,6 +180,10 @@ class WorkloadConfig:
     output_len: DistConfig = field(default_factory=DistConfig)
     trace: Optional[str] = None  # JSONL / CSV path with arrival_s, prompt_tokens, output_tokens
     time_scale: float = 1.0  # trace replay: arrival_s is multiplied by this
+    trace_format: Optional[str] = None  # cgbench | azure | mooncake; null = detected from the first record
+    trace_columns: TraceColumnsConfig = field(default_factory=TraceColumnsConfig)  # another trace's fields
+    trace_arrival_unit: Optional[str] = None  # s | ms | us | epoch_s | epoch_ms | epoch_us | datetime; null = detected
+    window: TraceWindowConfig = field(default_factory=TraceWindowConfig)
 
 
 @dataclass
@@ -287,6 +329,53 @@ def check_dist(d: DistConfig, key: str) -> None:
                  "must be strictly increasing and start at >= 1")
 
 
+def check_trace_options(w: WorkloadConfig) -> None:
+    """``workload.trace_format``, ``trace_columns``, ``trace_arrival_unit`` and ``window``."""
+    if w.trace_format is not None:
+        trace_format(w.trace_format)
+    if w.trace_arrival_unit is not None:
+        _check_choice(w.trace_arrival_unit, ARRIVAL_UNITS, "workload.trace_arrival_unit")
+    c = w.trace_columns
+    if c.is_set:
+        for key in ("arrival", "prompt", "output"):
+            _require(bool(getattr(c, key)), f"workload.trace_columns.{key}",
+                     "names the trace's field of each request's "
+                     f"{dict(arrival='arrival time', prompt='prompt tokens', output='output tokens')[key]}: "
+                     "trace_columns needs arrival, prompt and output")
+        _require(c.block_tokens >= 1, "workload.trace_columns.block_tokens", f"must be >= 1, got {c.block_tokens}")
+    win = w.window
+    _require(not (win.by_time and win.by_rows), "workload.window",
+             "a window is by time (start_s, end_s) or by rows (first, last), not both")
+    if win.start_s is not None:
+        _require(win.start_s >= 0, "workload.window.start_s", f"must be >= 0, got {win.start_s}")
+    if win.end_s is not None:
+        _require(win.end_s > (win.start_s or 0.0), "workload.window.end_s",
+                 f"must be > workload.window.start_s ({win.start_s or 0.0:g}), got {win.end_s}")
+    if win.first is not None:
+        _require(win.first >= 0, "workload.window.first", f"must be >= 0, got {win.first}")
+    if win.last is not None:
+        _require(win.last >= (win.first or 0), "workload.window.last",
+                 f"must be >= workload.window.first ({win.first or 0}), got {win.last}")
+
+
+def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
+    """The trace keys this workload's trace settings leave unread."""
+    keys = ("trace_format", "trace_columns", "trace_arrival_unit", "window")
+    if not w.trace:
+        return {f"workload.{k}": "no workload.trace (it describes how a trace file is read)" for k in keys}
+    unread: dict[str, str] = {}
+    if w.trace_format is not None and w.trace_format in TRACE_FORMATS:
+        native = TRACE_FORMATS[w.trace_format]
+        unread["workload.trace_columns"] = (f"workload.trace_format={native.name} (a native format names its own "
+                                            "fields; trace_columns maps those of another trace)")
+        if native.unit is not None:
+            unread["workload.trace_arrival_unit"] = (f"workload.trace_format={native.name} (its arrivals are "
+                                                     f"{native.unit} by definition)")
+    elif w.trace_columns.is_set and w.trace_columns.hash_ids is None:
+        unread["workload.trace_columns.block_tokens"] = "no workload.trace_columns.hash_ids (the blocks' size)"
+    return unread
+
+
 HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency", "memory_gb",
                      "interconnect_bandwidth")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
@@ -378,6 +467,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
                  "must be >= 1 for process=closed_loop")
     _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
+    check_trace_options(w)
     check_dist(w.prompt_len, "workload.prompt_len")
     check_dist(w.output_len, "workload.output_len")
 
@@ -418,6 +508,7 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
     cg, w, p, b = cfg.cg, cfg.workload, cfg.policy, cfg.backend
     unread: dict[str, str] = grid_unread(cg)
 
+    unread.update(_trace_unread(w))
     if w.trace:
         why = f"workload.trace={Path(w.trace).name} (the trace is the workload)"
         for k in ("num_requests", "prompt_len", "output_len"):

@@ -20,6 +20,20 @@ Flags:
 * ``memory``: weights + the modelled KV pool exceed ``hardware.memory_gb`` per GPU.
 * ``throughput_collapse``: output throughput below ``1 / factor`` of the same config under the
   ``budget`` policy (no gating), when that figure is known (``throughput_collapse``).
+
+Trace flags (``trace_warnings``, from the ``TraceSummary`` of a replayed trace):
+
+* ``trace_arrival_units``: arrivals read as seconds look like milliseconds (whole numbers, median
+  gap of 10 s or more over the first 1,000): the key to set, ``workload.trace_arrival_unit=ms``.
+  (Epoch and wall-clock arrivals are detected and counted from the first one: the result's
+  ``trace.note`` says so.)
+* ``trace_beyond_max_sequence_length``: prompts the engine fails (longer than
+  ``engine.max_sequence_length``) or whose outputs it cuts (prompt + output longer), counted, with
+  the value of the key that fits every request; ``trace_beyond_max_tokens``: without chunked
+  prefill, prompts longer than ``engine.max_tokens`` fail.
+* ``trace_overload``: the engine finished the last request long after the last arrival (more than
+  half the trace's span and a minute; open loop only): the offered load exceeds what it serves, and the replay
+  measures a growing queue rather than the trace's latencies.
 """
 
 from __future__ import annotations
@@ -30,9 +44,12 @@ from typing import Any
 
 from cgbench.config.schema import BenchConfig
 from cgbench.results.formatting import number, percent
+from cgbench.workload.trace_summary import TraceSummary
 
 COLLAPSE_FACTOR = 2.0
 HEAVY_DEFERRAL = 0.5  # deferral events per step
+OVERLOAD_DRAIN = 0.5  # of the trace's span: the last request finishing this much later means a backlog
+OVERLOAD_MIN_DRAIN_S = 60.0
 GATING_FLAGS = ("long_graph_wait", "heavy_deferral", "starvation")
 
 
@@ -40,17 +57,20 @@ def wait_threshold(cfg: BenchConfig) -> int:
     return max(100, cfg.engine.max_sequence_length)
 
 
-def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
-    """The flags that ``metrics`` (a result's ``metrics`` block) raises."""
-    flags: list[dict[str, Any]] = []
+def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig,
+                    trace: TraceSummary | None = None) -> list[dict[str, Any]]:
+    """The flags that ``metrics`` (a result's ``metrics`` block) raises, and ``trace``'s."""
+    flags: list[dict[str, Any]] = trace_warnings(trace, cfg, metrics) if trace is not None else []
     if metrics.get("outcome") not in (None, "completed"):
         flags.append({"code": "incomplete",
                       "message": f"run {metrics['outcome']}: {metrics.get('diagnosis') or 'no diagnosis'}"})
     req = metrics.get("requests") or {}
     if req.get("failed"):
-        reasons = ", ".join(f"{k} {v}" for k, v in (req.get("failed_by_reason") or {}).items())
+        by_reason = req.get("failed_by_reason") or {}
+        reasons = ", ".join(f"{k} {v}" for k, v in by_reason.items())
         flags.append({"code": "failed_requests",
-                      "message": f"{req['failed']} of {req.get('total', '?')} requests failed ({reasons})"})
+                      "message": f"{req['failed']} of {req.get('total', '?')} requests failed ({reasons})"
+                                 + _failure_fix(by_reason, cfg, trace)})
     threshold = wait_threshold(cfg)
     worst, who = metrics.get("max_cg_wait_iters") or 0, metrics.get("max_cg_wait_request")
     if metrics.get("starvation_warnings"):
@@ -69,6 +89,68 @@ def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig) -> list[dict[s
                                  f"({number(deferrals)} deferrals in {number(steps)} steps; longest wait "
                                  f"{number(worst)} iterations, request {who}): the queue is served one at a time"})
     flags += memory_flags(cfg)
+    return flags
+
+
+def _failure_fix(by_reason: Mapping[str, int], cfg: BenchConfig, trace: TraceSummary | None) -> str:
+    """The keys to raise for the length failures among ``by_reason`` ("" when there are none)."""
+    fixes = []
+    if by_reason.get("prompt_exceeds_max_sequence_length"):
+        fit = f" to {fitting_length(trace.max_request_tokens, cfg)}" if trace is not None else ""
+        fixes.append(f"raise engine.max_sequence_length{fit} (now {cfg.engine.max_sequence_length})")
+    if by_reason.get("prompt_exceeds_max_tokens"):
+        fixes.append(f"set engine.chunked_prefill=true or raise engine.max_tokens (now {cfg.engine.max_tokens})")
+    return "; " + "; ".join(fixes) if fixes else ""
+
+
+def fitting_length(tokens: int, cfg: BenchConfig) -> int:
+    """The ``engine.max_sequence_length`` that holds ``tokens``: rounded up to whole KV blocks."""
+    block = cfg.engine.block_size
+    return -(-tokens // block) * block
+
+
+def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The trace flags (module docstring) of a replayed trace."""
+    flags: list[dict[str, Any]] = []
+    timed = cfg.workload.arrival.process != "closed_loop"  # a closed loop ignores the trace's arrival times
+    assumed_seconds = trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit"
+    if timed and assumed_seconds and trace.looks_like_ms():
+        flags.append({"code": "trace_arrival_units",
+                      "message": f"the arrivals of {trace.file} look like milliseconds read as seconds (whole "
+                                 f"numbers, {trace.requests:,} requests over {number(trace.span_s)} s): set "
+                                 "workload.trace_arrival_unit=ms"})
+    e = cfg.engine
+    msl = e.max_sequence_length
+    prompts, requests = trace.over(msl)
+    if requests:
+        n = trace.requests
+        flags.append({"code": "trace_beyond_max_sequence_length", "prompts": prompts, "cut": requests - prompts,
+                      "fits": fitting_length(trace.max_request_tokens, cfg),
+                      "message": f"{number(prompts)} of {number(n)} prompts ({percent(prompts / n)}) exceed "
+                                 f"engine.max_sequence_length={msl} and fail, {number(requests - prompts)} more have "
+                                 f"their output cut (prompt + output > {msl}); "
+                                 f"engine.max_sequence_length={fitting_length(trace.max_request_tokens, cfg)} "
+                                 "fits every request"})
+    if not e.chunked_prefill:
+        long_prompts = sum(1 for x in trace.prompt_lengths if e.max_tokens < x <= msl)
+        if long_prompts:
+            flags.append({"code": "trace_beyond_max_tokens", "prompts": long_prompts,
+                          "message": f"{number(long_prompts)} prompts are longer than engine.max_tokens="
+                                     f"{e.max_tokens} and fail without chunked prefill: set "
+                                     "engine.chunked_prefill=true or raise engine.max_tokens"})
+    makespan, span = metrics.get("makespan_s"), trace.span_s
+    if timed and isinstance(makespan, (int, float)) and span > 0:
+        end_of_arrivals = trace.last_arrival_s * trace.time_scale
+        drain = makespan - end_of_arrivals
+        if drain > max(OVERLOAD_DRAIN * span, OVERLOAD_MIN_DRAIN_S):
+            offered = (trace.requests - 1) / span
+            prompt_rate, output_rate = number(trace.prompt_tokens / span, 0), number(trace.output_tokens / span, 0)
+            flags.append({"code": "trace_overload", "drain_s": drain,
+                          "message": f"the trace offers {number(offered, 2)} req/s ({prompt_rate} prompt + "
+                                     f"{output_rate} output tok/s over "
+                                     f"{number(span)} s), more than the engine serves: the last request finished "
+                                     f"{number(drain)} s after the last arrival, so latencies measure a growing queue; "
+                                     "raise workload.time_scale or replay a workload.window"})
     return flags
 
 

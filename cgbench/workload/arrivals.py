@@ -27,6 +27,7 @@ import itertools
 import math
 import operator
 import random
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -45,12 +46,17 @@ class RequestSpec:
     arrival_s: float  # seconds from the start of the run
     prompt_tokens: int
     output_tokens: int
+    # a trace's prefix-block hashes (Mooncake's hash_ids), packed int64: kept for prefix caching,
+    # read by no scheduler yet; None without them
+    prefix_blocks: array[int] | None
 
-    def __init__(self, id: int, arrival_s: float, prompt_tokens: int, output_tokens: int) -> None:
+    def __init__(self, id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,
+                 prefix_blocks: array[int] | None = None) -> None:
         self.id = id
         self.arrival_s = arrival_s
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
+        self.prefix_blocks = prefix_blocks
 
 
 def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:

@@ -7,11 +7,13 @@ changing the arrival process leaves the lengths unchanged, and the same seed giv
 requests on every machine and Python run. Each stream draws sequentially, so the first ``k``
 requests of an ``n``-request workload do not depend on ``n``.
 
-Trace replay: when ``workload.trace`` is set, the trace *is* the workload. ``num_requests`` and the
-length distributions are ignored (every row is replayed; trim the file to replay fewer), arrival
-times are the trace's ``arrival_s`` multiplied by ``time_scale`` (0.5 replays twice as fast), and
-the arrival process is ignored except ``closed_loop``, which replays the trace's lengths in arrival
-order at the configured concurrency.
+Trace replay: when ``workload.trace`` is set, the trace *is* the workload (any format
+``cgbench.workload.trace`` reads). ``num_requests`` and the length distributions are ignored (the
+rows of ``workload.window``, every row without one, are replayed), arrival times are the trace's
+multiplied by ``time_scale`` (0.5 replays twice as fast), and the arrival process is ignored except
+``closed_loop``, which replays the trace's lengths in arrival order at the configured concurrency.
+An open-loop replay streams the file (``OrderedStream`` over ``TraceSource.specs``): a trace of any
+length replays in bounded memory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import itertools
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 
 from cgbench.config.schema import WorkloadConfig
 from cgbench.workload.arrivals import (
@@ -31,10 +34,12 @@ from cgbench.workload.arrivals import (
 )
 from cgbench.workload.lengths import sample_lengths
 from cgbench.workload.sources import lengths_drawer, times_drawer
-from cgbench.workload.trace import read_trace, scale_arrivals, write_trace
+from cgbench.workload.trace import TraceOptions, TraceSource, check_time_scale, read_trace, scale_arrivals, write_trace
+from cgbench.workload.trace_summary import TraceSummary
 
 __all__ = ["ArrivalStream", "OrderedStream", "RequestSpec", "RequestStream", "generate_requests", "iter_requests",
-           "make_stream", "request_batches", "read_trace", "sample_lengths", "stream_rng", "write_trace"]
+           "make_stream", "open_workload", "request_batches", "read_trace", "sample_lengths", "stream_rng",
+           "write_trace"]
 
 
 def stream_rng(seed: int, stream: str) -> random.Random:
@@ -47,7 +52,7 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     """The workload's requests, ids ``0..n-1`` in arrival order (closed-loop arrivals are 0.0 here;
     the stream sets them on release). ``w`` is trusted as validated; a bad trace file is a ConfigError."""
     if w.trace:
-        return scale_arrivals(read_trace(w.trace), w.time_scale)
+        return scale_arrivals(read_trace(w.trace, TraceOptions.of(w)), w.time_scale)
     return next(request_batches(w, seed, max(w.num_requests, 1)), [])
 
 
@@ -71,8 +76,27 @@ def iter_requests(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
 
 def make_stream(w: WorkloadConfig, seed: int) -> ArrivalStream | OrderedStream:
     """The stream the engine consumes for workload ``w`` and ``seed``. A generated open-loop workload
-    is drawn as the run goes (``OrderedStream``: arrival times never decrease along the ids)."""
+    is drawn as the run goes (``OrderedStream``: arrival times never decrease along the ids), and so
+    is a trace's (read again as the run goes)."""
+    return open_workload(w, seed)[0]
+
+
+def _scaled(specs: Iterator[RequestSpec], time_scale: float) -> Iterator[RequestSpec]:
+    for s in specs:
+        yield replace(s, arrival_s=s.arrival_s * time_scale)
+
+
+def open_workload(w: WorkloadConfig, seed: int) -> tuple[ArrivalStream | OrderedStream, TraceSummary | None]:
+    """``make_stream``'s stream and, for a trace, what the trace holds (``TraceSummary``: the result
+    document's ``trace`` block and the trace health flags read it)."""
     closed = w.arrival.process == "closed_loop"
-    if not w.trace and not closed:
-        return OrderedStream(iter_requests(w, seed), w.num_requests)
-    return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency if closed else 0)
+    if not w.trace:
+        if closed:
+            return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency), None
+        return OrderedStream(iter_requests(w, seed), w.num_requests), None
+    source = TraceSource(w.trace, TraceOptions.of(w), time_scale=w.time_scale)
+    check_time_scale(source.summary, w.time_scale)
+    if closed:
+        specs = scale_arrivals(list(source.specs()), w.time_scale)
+        return ArrivalStream(specs, concurrency=w.arrival.concurrency), source.summary
+    return OrderedStream(_scaled(source.specs(), w.time_scale), source.total), source.summary

@@ -73,6 +73,21 @@ def test_run_and_the_packaged_trace(installed):
     assert len(list((work / "results" / "runs").glob("*.json"))) == 2
 
 
+
+def test_the_packaged_production_traces_and_their_notice(installed):
+    exe, work, env = installed
+    for preset in ("azure_conv", "mooncake_conv"):
+        p = _run(installed, "run", f"workload={preset}", "workload.window={first: 0, last: 49}", "--format", "json",
+                 "--out", str(work / f"{preset}.json"))
+        assert p.returncode == 0, p.stderr
+        assert '"outcome": "completed"' in p.stdout and "note: trace " in p.stderr
+    code = ("import cgbench, pathlib; "
+            "print((pathlib.Path(cgbench.__file__).parent / 'examples/traces/NOTICE').read_text())")
+    notice = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work,
+                            env=env, check=True).stdout
+    assert "CC BY 4.0" in notice and "Apache License 2.0" in notice and "Splitwise" in notice
+
+
 def test_optional_features_give_the_install_command(installed):
     exe, work, _ = installed
     result = next((work / "results" / "runs").glob("*.json"), None)

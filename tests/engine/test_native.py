@@ -106,6 +106,8 @@ _POINTS = [
     ["workload=burst", "policy=wait_timeout", "engine.chunked_prefill=false"],
     ["workload=bimodal", "engine.oracle=true"],
     ["engine.ep_size=2", "workload.num_requests=64"],
+    ["workload=azure_conv", "workload.window={end_s: 900}"],  # the shipped production traces, streamed
+    ["workload=mooncake_conv", "workload.window={end_s: 600}", "model=transformer"],
 ]
 
 _RUN = """

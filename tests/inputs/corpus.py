@@ -415,7 +415,7 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     sock.bind(str(f["sock"]))
     f["big_jsonl"] = d / "big.jsonl"
     with open(f["big_jsonl"], "wb") as big:
-        big.truncate(300 * 2**20)  # sparse: 300 MiB that take no disk
+        big.truncate(9 * 2**30)  # sparse: 9 GiB that take no disk (a trace streams: its limit is 8 GiB)
 
     # -- deep nesting, huge and non-finite numbers, oversized cells, YAML surprises
     text("deep.json", "[" * DEEP + "]" * DEEP)

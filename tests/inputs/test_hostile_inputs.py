@@ -305,7 +305,7 @@ def test_a_group_set_to_null_names_the_group_and_its_options():
     r = runner.invoke(app, ["run", "engine=null"])
     assert r.exit_code == 2
     assert r.stderr.strip() == ("error: engine=null: a config group needs one of its options "
-                                "(engine: chunked, default, kv_tight, small)")
+                                "(engine: azure_conv, chunked, default, kv_tight, mooncake_conv, small)")
 
 
 def test_sweep_jobs_zero_blames_sweep_jobs(tmp_path):

@@ -587,6 +587,7 @@ def _fields(cls) -> set[str]:
 
 def load_preset(path: Path) -> WorkloadConfig:
     raw = yaml.safe_load(path.read_text())
+    raw.pop("defaults", None)  # a trace preset chooses the engine limits its trace needs
     assert set(raw) <= _fields(WorkloadConfig), path.name
     nested = {"arrival": ArrivalConfig, "prompt_len": DistConfig, "output_len": DistConfig}
     kw = dict(raw)
@@ -627,8 +628,10 @@ def test_preset_loads_and_streams(path, monkeypatch):
     assert sorted(s.id for s in got) == list(range(stream.total))
     if not w.trace:
         assert stream.total == w.num_requests
-    # every request fits the default engine's max_sequence_length
-    msl = EngineConfig().max_sequence_length
+    # every request fits the max_sequence_length of the engine the preset composes with
+    from cgbench.config.compose import load_config
+
+    msl = load_config([f"workload={path.stem}"]).engine.max_sequence_length
     assert all(s.prompt_tokens + s.output_tokens <= msl for s in got)
     if not w.trace:
         for d in (w.prompt_len, w.output_len):

@@ -5,7 +5,8 @@ Validation and ``schema.unread_keys`` derive from ``reads``: a process that read
 open-loop process (a rate > 0 is required without a trace), one that reads ``concurrency`` is a
 closed loop. The generators themselves are ``cgbench.workload.arrivals.arrival_drawer`` and
 ``cgbench.workload.lengths.length_drawer`` (compiled modules, dispatching on the same names; a test
-checks each registered name draws). Trace files: ``cgbench.workload.trace`` (``.jsonl`` / ``.csv``).
+checks each registered name draws). Trace files: ``cgbench.workload.trace``, their formats in
+``cgbench.config.registry.traces``.
 
 A plug-in (entry-point group ``cgbench.workloads``) is a ``WorkloadSource`` with its ``family``
 (``arrival`` or ``length``) and a ``build``: ``(record, random.Random) -> draw``, where ``draw(n)``
