@@ -103,3 +103,31 @@ def tight_pools(draw):
                    max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
                    num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
     return cfg, reqs
+
+
+_VALIDATORS: dict = {}
+
+
+def _validator(kind: str):
+    """The jsonschema validator of the committed ``cgbench/schemas/<kind>.schema.json``, built once."""
+    if kind not in _VALIDATORS:
+        import json
+
+        from jsonschema import Draft202012Validator
+
+        from cgbench.analysis.schemas import schema_path
+
+        _VALIDATORS[kind] = Draft202012Validator(json.loads(schema_path(kind).read_text(encoding="utf-8")))
+    return _VALIDATORS[kind]
+
+
+def schema_errors(doc) -> tuple[str | None, list[str]]:
+    """(the document's kind, its schema violations) for a parsed JSON document; (None, []) when it is
+    none of the kinds cgbench has a schema for."""
+    from cgbench.analysis.schemas import document_kind
+
+    kind = document_kind(doc)
+    if kind is None:
+        return None, []
+    errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    return kind, [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]
