@@ -77,3 +77,12 @@ def _results_are_strict_json(tmp_path):
             shown = "\n  ".join(errors[:5])
             pytest.fail(f"{path}: a {kind} document that violates cgbench/schemas/{kind}.schema.json "
                         f"({len(errors)} errors):\n  {shown}")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line: how many documents the schema check validated, by kind, and what it cost."""
+    from tests.helpers import SCHEMA_TALLY
+
+    if SCHEMA_TALLY:
+        kinds = ", ".join(f"{k} {int(n)}" for k, n in sorted(SCHEMA_TALLY.items()) if k != "seconds")
+        terminalreporter.write_line(f"schema-validated documents: {kinds} in {SCHEMA_TALLY['seconds']:.2f} s")

@@ -106,6 +106,8 @@ def tight_pools(draw):
 
 
 _VALIDATORS: dict = {}
+# documents the suite's fixture validated, by kind, and the seconds it spent (conftest prints them)
+SCHEMA_TALLY: dict[str, float] = {}
 
 
 def _validator(kind: str):
@@ -126,8 +128,13 @@ def schema_errors(doc) -> tuple[str | None, list[str]]:
     none of the kinds cgbench has a schema for."""
     from cgbench.analysis.schemas import document_kind
 
+    import time
+
+    t0 = time.perf_counter()
     kind = document_kind(doc)
     if kind is None:
         return None, []
     errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    SCHEMA_TALLY[kind] = SCHEMA_TALLY.get(kind, 0) + 1
+    SCHEMA_TALLY["seconds"] = SCHEMA_TALLY.get("seconds", 0.0) + time.perf_counter() - t0
     return kind, [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]
