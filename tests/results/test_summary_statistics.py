@@ -93,3 +93,32 @@ def test_compare_gate_passes_against_a_base_without_the_new_fields(doc: dict, tm
     write_json_atomic(tmp_path / "moved.json", moved)
     r = CliRunner().invoke(app, ["compare", str(tmp_path / "base.json"), str(tmp_path / "moved.json")])
     assert r.exit_code == 1, r.output
+
+
+def test_plots_compare_and_tables_take_the_new_fields(tmp_path) -> None:
+    """They resolve names through the registry: an axis label, a compare rule, a table header."""
+    from cgbench.analysis.compare import judge, load_rules
+    from cgbench.analysis.plots_data import metric_label
+    from cgbench.results.names import label
+
+    assert metric_label("ttft_ms.p95") == "TTFT p95 (ms)"
+    assert label("e2e_ms.std") == "E2E std (ms)" and label("queue_wait_iters.min") == "queue wait min (iterations)"
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  ttft_ms.p95: {rel_tol: 0.05}\n  tpot_ms.std: {abs_tol: 1}\n")
+    p95, std = load_rules(rules)
+    assert p95.better == "lower" and std.better == "lower"
+    assert judge(p95, 100.0, 104.0) == "within" and judge(p95, 100.0, 106.0) == "regressed"
+
+
+def test_a_rule_naming_a_new_field_skips_it_against_an_older_base(doc: dict) -> None:
+    """Even a rule that names p95 does not fail the gate on a BASE that has none; a metric NEW lost
+    is still a change."""
+    from cgbench.analysis.compare import CHANGED, SKIPPED, Rule, compare_docs
+
+    base = dict(doc, metrics=_without_new_fields(doc["metrics"]))
+    rules = [Rule("ttft_ms.p95", "lower", rel_tol=0.05), Rule("ttft_ms.p99", "lower", rel_tol=0.05)]
+    (p95, p99) = compare_docs(base, doc, rules, "point")
+    assert (p95.metric, p95.status, p95.note) == ("ttft_ms.p95", SKIPPED, "only in new (the base predates it)")
+    assert (p99.metric, p99.status) == ("ttft_ms.p99", "same")
+    (lost, _) = compare_docs(doc, base, rules, "point")
+    assert (lost.metric, lost.status, lost.note) == ("ttft_ms.p95", CHANGED, "only in base")
