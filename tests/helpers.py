@@ -126,9 +126,9 @@ def _validator(kind: str):
 def schema_errors(doc) -> tuple[str | None, list[str]]:
     """(the document's kind, its schema violations) for a parsed JSON document; (None, []) when it is
     none of the kinds cgbench has a schema for."""
-    from cgbench.analysis.schemas import document_kind
-
     import time
+
+    from cgbench.analysis.schemas import document_kind
 
     t0 = time.perf_counter()
     kind = document_kind(doc)
