@@ -137,7 +137,7 @@ def test_a_result_that_violates_the_schema_is_caught(run_doc: dict, change, wher
     assert any(where in e for e in errors), errors
 
 
-def test_sweep_index_and_state_file_validate_and_violations_are_caught(tmp_path) -> None:
+def test_a_sweep_index_validates_and_violations_are_caught(tmp_path) -> None:
     from typer.testing import CliRunner
 
     from cgbench.cli.app import app
