@@ -47,8 +47,11 @@ def _strict_constant(name: str):
 @pytest.fixture(autouse=True)
 def _results_are_strict_json(tmp_path):
     """After every test, every JSON file under its tmp folder parses with a strict parser (no NaN,
-    Infinity or -Infinity). Inputs a test writes on purpose as hostile live under ``hostile_inputs/``;
-    files that are not JSON at all (a test's broken fixture) are not results and are skipped."""
+    Infinity or -Infinity), and every result document, sweep index, advise report and state file
+    among them (recognised by content) that claims the current ``schema_version`` validates against
+    its schema in ``cgbench/schemas/``. Inputs a
+    test writes on purpose as hostile (or as schema violations) live under ``hostile_inputs/``; files
+    that are not JSON at all (a test's broken fixture) are not results and are skipped."""
     import json
 
     yield
@@ -61,6 +64,25 @@ def _results_are_strict_json(tmp_path):
         except (ValueError, OSError, RecursionError):
             continue
         try:
-            json.loads(text, parse_constant=_strict_constant)
+            doc = json.loads(text, parse_constant=_strict_constant)
         except ValueError as e:
             pytest.fail(f"{path}: {e}: a file written during the test is not strict JSON")
+        from cgbench.results.document import SCHEMA_VERSION
+        from tests.helpers import schema_errors
+
+        if isinstance(doc, dict) and doc.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            continue  # another version's document (a test of the loaders' version check) is not v1's to judge
+        kind, errors = schema_errors(doc)
+        if errors:
+            shown = "\n  ".join(errors[:5])
+            pytest.fail(f"{path}: a {kind} document that violates cgbench/schemas/{kind}.schema.json "
+                        f"({len(errors)} errors):\n  {shown}")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line: how many documents the schema check validated, by kind, and what it cost."""
+    from tests.helpers import SCHEMA_TALLY
+
+    if SCHEMA_TALLY:
+        kinds = ", ".join(f"{k} {int(n)}" for k, n in sorted(SCHEMA_TALLY.items()) if k != "seconds")
+        terminalreporter.write_line(f"schema-validated documents: {kinds} in {SCHEMA_TALLY['seconds']:.2f} s")

@@ -103,3 +103,38 @@ def tight_pools(draw):
                    max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
                    num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
     return cfg, reqs
+
+
+_VALIDATORS: dict = {}
+# documents the suite's fixture validated, by kind, and the seconds it spent (conftest prints them)
+SCHEMA_TALLY: dict[str, float] = {}
+
+
+def _validator(kind: str):
+    """The jsonschema validator of the committed ``cgbench/schemas/<kind>.schema.json``, built once."""
+    if kind not in _VALIDATORS:
+        import json
+
+        from jsonschema import Draft202012Validator
+
+        from cgbench.analysis.schemas import schema_path
+
+        _VALIDATORS[kind] = Draft202012Validator(json.loads(schema_path(kind).read_text(encoding="utf-8")))
+    return _VALIDATORS[kind]
+
+
+def schema_errors(doc) -> tuple[str | None, list[str]]:
+    """(the document's kind, its schema violations) for a parsed JSON document; (None, []) when it is
+    none of the kinds cgbench has a schema for."""
+    import time
+
+    from cgbench.analysis.schemas import document_kind
+
+    t0 = time.perf_counter()
+    kind = document_kind(doc)
+    if kind is None:
+        return None, []
+    errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    SCHEMA_TALLY[kind] = SCHEMA_TALLY.get(kind, 0) + 1
+    SCHEMA_TALLY["seconds"] = SCHEMA_TALLY.get("seconds", 0.0) + time.perf_counter() - t0
+    return kind, [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]

@@ -11,10 +11,11 @@ Every metric check gets one class, and every point the worst class of its checks
   failed      the point failed (or never ran) in NEW
   missing     the point is in BASE and not in NEW
   regressed   a metric moved the wrong way beyond its tolerance
-  changed     an exact metric differs (or a metric exists on one side only)
+  changed     an exact metric differs (or a metric exists in BASE only)
   improved    a metric moved the right way beyond its tolerance
   within      a metric moved, within its tolerance
   same        nothing changed
+  skipped     not compared: a deterministic rule on unequal configs, or a metric only in NEW
 
 ``--fail-on`` picks the classes that fail the gate (default: regressed, missing, failed, changed).
 """
@@ -288,8 +289,10 @@ def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], l
             continue
         if rule.deterministic and not exact_ok:
             out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), "not sim with equal configs"))
-        elif b is None or n is None:
-            out.append(Delta(label, name, b, n, CHANGED, rule.describe(), f"only in {'new' if b is None else 'base'}"))
+        elif b is None:  # a metric added since BASE was written (a new summary field): nothing to compare
+            out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), "only in new (the base predates it)"))
+        elif n is None:
+            out.append(Delta(label, name, b, n, CHANGED, rule.describe(), "only in base"))
         else:
             out.append(Delta(label, name, b, n, judge(rule, b, n), rule.describe(), trend=trend(name, b, n)))
     return out

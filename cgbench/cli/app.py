@@ -251,6 +251,7 @@ def _register_commands() -> None:
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
     from cgbench.cli.schedule import schedule_cmd
+    from cgbench.cli.schema import schema_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
 
     app.command("sweep")(sweep_cmd)
@@ -260,6 +261,7 @@ def _register_commands() -> None:
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)
+    app.command("schema")(schema_cmd)
 
 
 _register_commands()

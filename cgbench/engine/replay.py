@@ -60,6 +60,9 @@ _REQUIRED_TOP = ("model", "engine", "batch", "queue")
 _BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused")
 _CHUNKED_KEYS = ("id", "remaining", "finished")
 _QUEUE_KEYS = ("id", "prompt_tokens", "finished", "cg_wait_iters")
+# The format's keys, read by its JSON Schema (cgbench.results.schema): top level, required, per record.
+STATE_KEYS: dict[str, tuple[str, ...]] = {"top": _TOP_KEYS, "required": _REQUIRED_TOP, "batch": _BATCH_KEYS,
+                                          "chunked_request": _CHUNKED_KEYS, "queue": _QUEUE_KEYS}
 
 
 # ---------------------------------------------------------------------------------------------

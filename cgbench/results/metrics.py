@@ -14,7 +14,9 @@ from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, Ledger
 from cgbench.engine.request import Request
 from cgbench.engine.stats import StepStats
 
-PERCENTILES = (50, 90, 99)
+# Nearest rank: every percentile is a value that was observed (a real request's latency, a whole
+# number of iterations), never a blend of two neighbours; see docs/metrics.md for the difference.
+PERCENTILES = (50, 90, 95, 99)
 
 
 def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
@@ -32,21 +34,60 @@ def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
 
 
 def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float]:
-    """Count, mean, percentiles and max of a numpy array ``values``, each value scaled by ``scale``
-    (elementwise ``v * scale``: the same float as in Python). The mean is Python's ``sum`` over the
-    ascending values as Python floats (fed a chunk at a time), so it is the float that summing a list
-    of them gives, on any Python version."""
+    """Count, min, mean, standard deviation, percentiles and max of a numpy array ``values``, each
+    value scaled by ``scale`` (elementwise ``v * scale``: the same float as in Python). The mean is
+    Python's ``sum`` over the ascending values as Python floats (fed a chunk at a time), so it is the
+    float that summing a list of them gives, on any Python version; the standard deviation (of the
+    population: over n, not n - 1) sums the squared deviations from that mean the same way."""
     n = len(values)
     if n == 0:
-        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
+        return empty_summary()
     vals = values * scale
     vals.sort()
-    chunks = (vals[i:i + _SUM_CHUNK].tolist() for i in range(0, n, _SUM_CHUNK))
-    total: float = sum(itertools.chain.from_iterable(chunks))
-    out: dict[str, float] = {"count": n, "mean": round(total / n, digits)}
+    total = _python_sum(vals)
+    mean = total / n
+    deviation = vals - mean
+    spread = _python_sum(deviation * deviation)
+    del deviation
+    out: dict[str, float] = {"count": n, "min": round(float(vals[0]), digits), "mean": round(mean, digits),
+                             "std": round(math.sqrt(spread / n), digits)}
     for q in PERCENTILES:
         out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)
     out["max"] = round(float(vals[-1]), digits)
+    return out
+
+
+def empty_summary() -> dict[str, float]:
+    """The summary of no values: a count of 0 and every statistic 0.0."""
+    out: dict[str, float] = {"count": 0, "min": 0.0, "mean": 0.0, "std": 0.0}
+    for q in PERCENTILES:
+        out[f"p{q}"] = 0.0
+    out["max"] = 0.0
+    return out
+
+
+def _python_sum(vals: Any) -> float:
+    """Python's ``sum`` of a numpy float array's values in order, a chunk at a time."""
+    n = len(vals)
+    chunks = (vals[i:i + _SUM_CHUNK].tolist() for i in range(0, n, _SUM_CHUNK))
+    total: float = sum(itertools.chain.from_iterable(chunks))
+    return total
+
+
+def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+    """The ``summary`` of (value, count) pairs sorted by value (each value counted ``count`` times),
+    scaled after the statistics are taken (the ITL histogram's record)."""
+    total = sum(c for _, c in items)
+    if total == 0:
+        return empty_summary()
+    mean = sum(v * c for v, c in items) / total
+    spread = sum(c * (v - mean) * (v - mean) for v, c in items)
+    out: dict[str, float] = {"count": total, "min": round(items[0][0] * scale, digits),
+                             "mean": round(mean * scale, digits),
+                             "std": round(math.sqrt(spread / total) * scale, digits)}
+    for q in PERCENTILES:
+        out[f"p{q}"] = round(weighted_percentile(items, q) * scale, digits)
+    out["max"] = round(items[-1][0] * scale, digits)
     return out
 
 
@@ -193,12 +234,7 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
     e2e = summary(e2e_all[k.done], ms)
     del e2e_all
     itl_items = sorted(stats.itl.items())
-    itl_count = sum(c for _, c in itl_items)
-    itl = {"count": itl_count,
-           "mean": round(sum(v * c for v, c in itl_items) / itl_count * ms, 6) if itl_count else 0.0}
-    for q in PERCENTILES:
-        itl[f"p{q}"] = round(weighted_percentile(itl_items, q) * ms, 6)
-    itl["max"] = round(itl_items[-1][0] * ms, 6) if itl_items else 0.0
+    itl = weighted_summary(itl_items, ms)
     n_good, n_done = int(good.sum()), int(k.done.sum())
     return {
         "makespan_s": round(makespan_s, 6),

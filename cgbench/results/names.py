@@ -18,7 +18,11 @@ LOWER, HIGHER, NEITHER = "lower", "higher", "neither"
 FRACTION, ITERATIONS, MS, S, TOKENS, REQUESTS, COUNT, TOK_S, REQ_S, TEXT, FLAG = (
     "fraction", "iterations", "ms", "s", "tokens", "requests", "count", "tok/s", "req/s", "text", "flag")
 
-SUMMARY_FIELDS = ("count", "mean", "p50", "p90", "p99", "max")
+# A summary record's fields, in the order a result stores them: the statistics peers (AIPerf,
+# GuideLLM, vLLM's benchmarks) report. Percentiles are nearest-rank (cgbench.results.metrics); std
+# is the population standard deviation (over n).
+SUMMARY_FIELDS = ("count", "min", "mean", "std", "p50", "p90", "p95", "p99", "max")
+PERCENTILE_METHOD = "nearest-rank"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +32,12 @@ class Metric:
     better: str  # lower | higher | neither
     label: str  # short, for table headers and axis labels
     description: str
-    summary: bool = False  # a {count, mean, p50, p90, p99, max} record of ``unit`` values
+    summary: bool = False  # a record of SUMMARY_FIELDS, each in ``unit`` (count: values)
     keyed: bool = False  # a {name: count} record whose keys depend on the run (reasons, kinds)
     deterministic: bool = False  # step accounting the simulator reproduces exactly for a config
     needs_clock: bool = False  # present only when the backend has a clock (time metrics)
     needs_ep: bool = False  # present only with expert parallelism (engine.ep_size > 1)
+    per_rank: bool = False  # a list of values, one per expert-parallel rank
 
 
 _M = Metric
@@ -146,18 +151,18 @@ METRICS: tuple[Metric, ...] = (
     _M("ep.lockstep_steps", COUNT, NEITHER, "lockstep steps", "collective steps (each is ep_size rank-steps)",
        deterministic=True, needs_ep=True),
     _M("ep.rank_eager_step_fraction", FRACTION, LOWER, "eager steps per rank",
-       "per rank (a list): eager rank-steps / rank-steps", deterministic=True, needs_ep=True),
+       "per rank (a list): eager rank-steps / rank-steps", deterministic=True, needs_ep=True, per_rank=True),
     _M("ep.dummy_steps", COUNT, LOWER, "dummy steps", "dummy decode steps (1 + spec, 0, 1) run by idle ranks "
        "while another rank had work", deterministic=True, needs_ep=True),
     _M("ep.rank_dummy_steps", COUNT, LOWER, "dummy steps per rank", "per rank (a list): dummy steps",
-       deterministic=True, needs_ep=True),
+       deterministic=True, needs_ep=True, per_rank=True),
     _M("ep.forced_eager_fraction", FRACTION, LOWER, "eager forced by another rank",
        "eager rank-steps forced by another rank's prefill (nccl/te) / all eager rank-steps",
        deterministic=True, needs_ep=True),
     _M("ep.rank_requests", REQUESTS, NEITHER, "requests per rank", "per rank (a list): requests routed to it",
-       deterministic=True, needs_ep=True),
+       deterministic=True, needs_ep=True, per_rank=True),
     _M("ep.rank_completed", REQUESTS, NEITHER, "completed per rank", "per rank (a list): completed requests",
-       deterministic=True, needs_ep=True),
+       deterministic=True, needs_ep=True, per_rank=True),
     _M("ep.load_imbalance", COUNT, LOWER, "load imbalance", "max over ranks of tokens generated / the mean "
        "over ranks (1 = balanced)", deterministic=True, needs_ep=True),
 )

@@ -128,3 +128,11 @@ def test_an_installed_copy_records_its_version_and_no_commit(installed):
                              env=env, check=True).stdout.strip()
     assert (doc["git_sha"], doc["git_dirty"], doc["git_diff_hash"]) == (None, None, None)
     assert doc["cgbench_version"] == version
+
+
+def test_the_schemas_ship_in_the_wheel(installed):
+    """`cgbench schema` from the wheel (no jsonschema installed) prints the committed files."""
+    for kind in ("result", "sweep", "advise", "state"):
+        p = _run(installed, "schema", kind)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == (ROOT / "cgbench" / "schemas" / f"{kind}.schema.json").read_text(encoding="utf-8")

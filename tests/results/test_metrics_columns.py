@@ -50,14 +50,35 @@ def _weighted_percentile(items, q):
     return float(items[-1][0])
 
 
+def _empty():
+    return {"count": 0, "min": 0.0, "mean": 0.0, "std": 0.0, "p50": 0.0, "p90": 0.0, "p95": 0.0, "p99": 0.0,
+            "max": 0.0}
+
+
 def _summary(values, scale=1.0, digits=6):
     vals = sorted(v * scale for v in values)
     if not vals:
-        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
-    out = {"count": len(vals), "mean": round(sum(vals) / len(vals), digits)}
-    for q in (50, 90, 99):
+        return _empty()
+    n = len(vals)
+    mean = sum(vals) / n
+    out = {"count": n, "min": round(vals[0], digits), "mean": round(mean, digits),
+           "std": round(math.sqrt(sum((v - mean) * (v - mean) for v in vals) / n), digits)}
+    for q in (50, 90, 95, 99):
         out[f"p{q}"] = round(_percentile(vals, q), digits)
     out["max"] = round(vals[-1], digits)
+    return out
+
+
+def _weighted_summary(items, scale, digits=6):
+    total = sum(c for _, c in items)
+    if not total:
+        return _empty()
+    mean = sum(v * c for v, c in items) / total
+    out = {"count": total, "min": round(items[0][0] * scale, digits), "mean": round(mean * scale, digits),
+           "std": round(math.sqrt(sum(c * (v - mean) * (v - mean) for v, c in items) / total) * scale, digits)}
+    for q in (50, 90, 95, 99):
+        out[f"p{q}"] = round(_weighted_percentile(items, q) * scale, digits)
+    out["max"] = round(items[-1][0] * scale, digits)
     return out
 
 
@@ -110,12 +131,7 @@ def oracle_metrics(stats, requests, *, makespan_s, slo, outcome, diagnosis, coun
     tpot = [(r.last_token_s - r.first_token_s) / (r.generated - 1) for r in done if r.generated > 1]
     e2e = [r.finish_s - r.arrival_s for r in done]
     itl_items = sorted(stats.itl.items())
-    itl_count = sum(c for _, c in itl_items)
-    itl = {"count": itl_count,
-           "mean": round(sum(v * c for v, c in itl_items) / itl_count * ms, 6) if itl_count else 0.0}
-    for q in (50, 90, 99):
-        itl[f"p{q}"] = round(_weighted_percentile(itl_items, q) * ms, 6)
-    itl["max"] = round(itl_items[-1][0] * ms, 6) if itl_items else 0.0
+    itl = _weighted_summary(itl_items, ms)
 
     def meets(r):
         if slo.ttft_ms is not None:

@@ -1,0 +1,162 @@
+"""The JSON Schemas of every document cgbench writes, by kind, and their committed copies.
+
+``cgbench.results.schema`` builds the result document's and the state file's; this module adds the
+sweep index (``sweep.json``, ``cgbench.analysis.sweep_folder``) and the advise report
+(``cgbench.analysis.advise_report``). ``scripts/json_schemas.py`` writes them to ``cgbench/schemas/``
+(shipped in the wheel; ``cgbench schema KIND`` prints one) and a test fails when a committed file
+differs from what this module generates. docs/schema.md says how they are versioned.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cgbench.analysis.advise_report import HEADLINE as ADVISE_HEADLINE
+from cgbench.analysis.advise_report import REPORT_KIND
+from cgbench.analysis.sweep_folder import DONE, FAILED, HEADLINE, INDEX_KIND, PENDING
+from cgbench.results import schema as base
+from cgbench.results.names import metric
+from cgbench.results.schema import (
+    BOOLEAN,
+    DRAFT,
+    INTEGER,
+    NUMBER,
+    PROVENANCE_REQUIRED,
+    STRING,
+    STRINGS,
+    nullable,
+    provenance_properties,
+    record,
+    schema_id,
+)
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"  # cgbench/schemas, inside the package
+SWEEP_STATUSES = ("running", "complete", "failed", "incomplete", "interrupted")
+
+
+def schema_path(kind: str) -> Path:
+    return SCHEMA_DIR / f"{kind}.schema.json"
+
+
+def _headline(names: tuple[str, ...], *, every: bool) -> dict[str, Any]:
+    """A headline record (dotted metric names as keys, as the sweep index and the advise report
+    copy them): each key's type is its metric's (via the result schema's ``$defs``)."""
+    props = {}
+    for name in names:
+        m = metric(name)
+        if m is None:
+            raise TypeError(f"headline metric {name!r} is not registered")
+        props[name] = base.metric_schema(m)
+        if every:  # the advise report writes every headline key, null where the run has none
+            props[name] = nullable(props[name])
+    return record(props, props if every else ())
+
+
+def sweep_schema() -> dict[str, Any]:
+    """``sweep.json``: the index of a sweep folder."""
+    point = record({
+        "index": INTEGER, "overrides": STRINGS, "params": {"type": "object", "additionalProperties": STRING},
+        "file": STRING, "status": {"enum": [DONE, FAILED, PENDING]}, "reused": BOOLEAN, "wall_s": NUMBER,
+        "error": nullable(STRING), "metrics": _headline(HEADLINE, every=False),
+        "fingerprint": nullable(STRING),
+    }, ("index", "overrides", "file", "status"))
+    props = provenance_properties()
+    props.update({
+        "kind": {"const": INDEX_KIND}, "name": STRING, "updated_at": STRING,
+        "status": {"enum": list(SWEEP_STATUSES)},
+        "axes": {"type": "object", "additionalProperties": STRINGS},
+        "axis_sources": {"type": "object", "additionalProperties": STRING},
+        "repeat": INTEGER, "jobs": INTEGER, "executor": STRING, "pid": INTEGER, "host": STRING,
+        "counts": record({s: INTEGER for s in (DONE, FAILED, PENDING)}, (DONE, FAILED, PENDING)),
+        "points": {"type": "array", "items": point},
+        "stale": {"type": "string", "description": "set on reading an index a killed sweep left"},
+    })
+    doc = {"$schema": DRAFT, "$id": schema_id("sweep"), "title": "cgbench sweep index (sweep.json)"}
+    doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "name", "status", "counts", "points")))
+    return doc
+
+
+def advise_schema() -> dict[str, Any]:
+    """The report of ``cgbench advise`` (``advise.json``)."""
+    estimate = {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}}
+    graphs = {"type": "array", "items": {"type": "array", "items": INTEGER, "minItems": 3, "maxItems": 3}}
+    args = nullable({"type": "object", "additionalProperties": {"type": ["integer", "string", "boolean"]}})
+    metrics = {"anyOf": [{"$ref": "#/$defs/metrics"}, record(
+        {"outcome": {"const": "failed"}, "diagnosis": STRING}, ("outcome", "diagnosis"))]}
+    candidate = record({
+        "rank": INTEGER, "name": STRING, "space": STRING, "origin": STRING, "feasible": BOOLEAN,
+        "violations": STRINGS, "num_graphs": INTEGER, "objective": nullable(NUMBER), "estimate": estimate,
+        "megatron_args": args, "megatron_command": nullable(STRING), "overrides": STRINGS, "graphs": graphs,
+        "reused": BOOLEAN, "metrics": metrics,
+    }, ("rank", "name", "feasible", "num_graphs", "overrides", "graphs", "metrics"))
+    headline = _headline(ADVISE_HEADLINE, every=True)
+    side = record({"objective": nullable(NUMBER), "metrics": headline}, ("objective", "metrics"))
+    check = record({"check": STRING, "overrides": STRINGS, "same_as_search": BOOLEAN, "recommended": side,
+                    "default": side}, ("check", "recommended", "default"), extra=True)
+    props = provenance_properties()
+    props.update({
+        "kind": {"const": REPORT_KIND}, "overrides": STRINGS,
+        "objective": record({"name": STRING, "metric": STRING, "direction": {"enum": ["max", "min"]},
+                             "unit": STRING}, ("name", "metric", "direction")),
+        "budgets": {"type": "object", "additionalProperties": nullable(NUMBER)},
+        "slo": {"type": "array", "items": {"type": "object"}},
+        "demand": record({"steps": INTEGER, "distinct_shapes": INTEGER}, ("steps", "distinct_shapes")),
+        "runs": record({"ran": INTEGER, "reused": INTEGER}, ("ran", "reused")),
+        "recommended": nullable(record({
+            "name": STRING, "space": STRING, "num_graphs": INTEGER, "graphs": graphs, "all_prefills": BOOLEAN,
+            "overrides": STRINGS, "explicit_overrides": STRINGS, "megatron_args": args,
+            "megatron_command": nullable(STRING), "megatron_args_from": nullable(STRING), "estimate": estimate,
+            "metrics": metrics}, ("name", "num_graphs", "graphs", "metrics"))),
+        "improvement": nullable({"type": "object"}),
+        "default": record({"name": STRING, "num_graphs": INTEGER, "rank": INTEGER, "feasible": BOOLEAN,
+                           "violations": STRINGS, "estimate": estimate, "metrics": metrics},
+                          ("name", "num_graphs", "metrics")),
+        "eager_free": nullable({"type": "object"}),
+        "megatron": nullable(candidate),
+        "explicit": nullable(candidate),
+        "pareto": STRINGS,
+        "robustness": {"type": "array", "items": check},
+        "notes": STRINGS,
+        "candidates": {"type": "array", "items": candidate},
+    })
+    doc = {"$schema": DRAFT, "$id": schema_id("advise"), "title": "cgbench advise report (advise.json)"}
+    doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "objective", "recommended", "default",
+                              "candidates")))
+    result_defs = base.result_schema()["$defs"]
+    doc["$defs"] = {"metrics": result_defs["metrics"], "summary": result_defs["summary"]}
+    return doc
+
+
+BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
+    "result": base.result_schema,
+    "sweep": sweep_schema,
+    "advise": advise_schema,
+    "state": base.state_schema,
+}
+KINDS = tuple(BUILDERS)
+
+
+def render(kind: str) -> str:
+    """The committed text of ``kind``'s schema (2-space JSON, a final newline)."""
+    return json.dumps(BUILDERS[kind](), indent=2, ensure_ascii=False) + "\n"
+
+
+def document_kind(doc: Any) -> str | None:
+    """Which of ``KINDS`` a parsed JSON document is, by its content; None for anything else."""
+    if not isinstance(doc, dict):
+        return None
+    kind = doc.get("kind")
+    if kind == INDEX_KIND:
+        return "sweep"
+    if kind == REPORT_KIND:
+        return "advise"
+    if kind is None and "schema_version" in doc and "metrics" in doc:
+        return "result"
+    from cgbench.engine.replay import STATE_KEYS
+
+    if kind is None and set(STATE_KEYS["required"]) <= set(doc) <= set(STATE_KEYS["top"]):
+        return "state"
+    return None
