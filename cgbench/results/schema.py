@@ -203,6 +203,21 @@ def _request_record() -> dict[str, Any]:
     return record(props, ("id",), extra=True, description="one request (--requests)")
 
 
+def _trace_summary() -> dict[str, Any]:
+    counts = ("rows", "requests", "prompt_tokens", "output_tokens", "max_prompt_tokens", "max_request_tokens")
+    props: dict[str, Any] = {k: INTEGER for k in counts}
+    props.update({k: nullable(STRING) for k in ("file", "format", "format_how", "arrival_unit", "arrival_unit_how",
+                                                "note")})
+    props.update({"window": {"type": ["object", "null"]}, "time_scale": nullable(NUMBER), "span_s": NUMBER,
+                  "offered_req_s": nullable(NUMBER),
+                  "prefix_blocks": record({"block_tokens": INTEGER, "blocks": INTEGER, "distinct_blocks": INTEGER,
+                                           "reused_prefix_tokens": INTEGER, "reused_prefix_share": NUMBER},
+                                          ("block_tokens", "blocks", "distinct_blocks"))})
+    return record(props, ("file", "format", "requests"), extra=True,
+                  description="the replayed trace (workload=trace): its format and arrival unit and how each was "
+                              "decided, its counts, and its prefix blocks where the format has them")
+
+
 def result_schema() -> dict[str, Any]:
     """The result document of ``cgbench run`` (and of every sweep point)."""
     props = provenance_properties()
@@ -221,6 +236,7 @@ def result_schema() -> dict[str, Any]:
         "backend_report": {"type": "object"},
         "steps": {"type": "array", "items": _step_record()},
         "requests": {"type": "array", "items": _request_record()},
+        "trace": _trace_summary(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))
