@@ -30,6 +30,8 @@ from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
 from cgbench.results.deferrals import deferral_record, deferral_rows
 
+NO_CHUNK_SIZE = "no_chunk_size"  # the miss reason of a chunk that no graph's token size can take exactly
+
 
 @dataclass(frozen=True)
 class EngineRound:
@@ -212,18 +214,22 @@ def rebuild_rounds(doc: dict[str, Any], source: str, *, requests: set[int] | Non
 
 
 def explain_round(cfg: BenchConfig, state_doc: dict[str, Any], engine_round: EngineRound, request: int | None,
-                  waits: dict[str, int] | None) -> Explanation:
-    """Replay one rebuilt round under the run's policy and the what-ifs."""
+                  rows: dict[int, dict[str, int]]) -> Explanation:
+    """Replay one rebuilt round under the run's policy and the what-ifs; ``rows``: the run's
+    deferral record by request id (``deferral_rows``)."""
     state = parse_state(state_doc, f"step {engine_round.step}")
     policy = cfg.policy.name
     decision = replay_round(state, policy)
     focus = request if request is not None else decision.deferred
     miss = None
     if decision.deferred is not None and decision.deferred_candidate is not None:
-        miss = state.grid.lookup(*decision.deferred_candidate)[1]
+        # chunked prefill snaps a chunk to fill a graph exactly: a candidate a larger graph covers
+        # (with padding) is still deferred when no graph's token size is within the chunk's reach
+        miss = state.grid.lookup(*decision.deferred_candidate)[1] or NO_CHUNK_SIZE
     what_ifs: tuple[WhatIf, ...] = ()
     if focus is not None and focus == decision.deferred:
         what_ifs = _what_ifs(state, state_doc, policy, focus, decision)
+    waits = rows.get(focus) if focus is not None else None
     return Explanation(focus, engine_round.step, policy, state_doc, decision, engine_round, miss, what_ifs, waits)
 
 
@@ -294,11 +300,11 @@ def explain(doc: dict[str, Any], source: str, *, request: int | None = None,
     else:
         assert request is not None
         state_doc, eng = found[first[request]]
-    return explain_round(cfg, state_doc, eng, request, rows.get(request) if request is not None else None)
+    return explain_round(cfg, state_doc, eng, request, rows)
 
 
 def explain_all(doc: dict[str, Any], source: str) -> list[Explanation]:
     """Every deferred request of ``doc`` explained at its first deferral (two simulations in all)."""
     rows = deferral_rows(doc["deferrals"]) if "deferrals" in doc else {}
     cfg, first, _, found = rebuild_rounds(doc, source, requests=set(rows))
-    return [explain_round(cfg, *found[first[rid]], rid, rows[rid]) for rid in sorted(rows)]
+    return [explain_round(cfg, *found[first[rid]], rid, rows) for rid in sorted(rows)]

@@ -248,6 +248,7 @@ def _register_commands() -> None:
     from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
+    from cgbench.cli.explain import explain_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
 
@@ -255,6 +256,7 @@ def _register_commands() -> None:
     app.command("compare")(compare_cmd)
     app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
+    app.command("explain")(explain_cmd)
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)
