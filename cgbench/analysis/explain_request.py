@@ -237,10 +237,13 @@ def _admits(d: RoundDecision, rid: int) -> bool:
     return any(i == rid for i, _, _ in d.admitted)
 
 
+def _shape(s: tuple[int, ...] | list[int]) -> str:
+    return "(" + ", ".join(str(v) for v in s) + ")"
+
+
 def _graph_text(d: RoundDecision) -> str:
-    T, P, D = d.batch_after
-    ran = f"graph {list(d.graph)}" if d.graph is not None else f"eager ({d.eager_reason})"
-    return f"step ({T}, {P}, {D}) runs {ran}"
+    ran = f"graph {_shape(d.graph)}" if d.graph is not None else f"eager ({d.eager_reason})"
+    return f"step {_shape(d.batch_after)} runs {ran}"
 
 
 def _what_ifs(state: RoundState, state_doc: dict[str, Any], policy: str, rid: int,
@@ -256,9 +259,9 @@ def _what_ifs(state: RoundState, state_doc: dict[str, Any], policy: str, rid: in
         try:
             more = replay_round(parse_state(doc, "what-if"), policy)
         except ConfigError as e:  # the shape is not a valid graph for these limits
-            out.append(WhatIf(f"capture {list(cand)} as one more graph", False, f"not a valid graph: {e}"))
+            out.append(WhatIf(f"capture {_shape(cand)} as one more graph", False, f"not a valid graph: {e}"))
         else:
-            out.append(WhatIf(f"capture {list(cand)} as one more graph", _admits(more, rid), _graph_text(more)))
+            out.append(WhatIf(f"capture {_shape(cand)} as one more graph", _admits(more, rid), _graph_text(more)))
     b = state.batch
     if b.prefill == 0 and b.decode > 0:
         q = 1 + state.engine.num_speculative_tokens
