@@ -68,6 +68,8 @@ def test_explain_a_step_names_the_request_it_deferred(run_file):
     assert got["step"] == 11 and got["request"] == 255 and got["agrees"]
     r = runner.invoke(app, ["explain", str(run_file), "--step", "0", "--request", "3"])
     assert r.exit_code == 0 and "request 3 was admitted in this round" in r.stdout
+    r = runner.invoke(app, ["explain", str(run_file), "--step", "0"])
+    assert r.exit_code == 0 and "no request was deferred in this round" in r.stdout
 
 
 def test_refusals(run_file, tmp_path):
