@@ -23,10 +23,15 @@ _LEDGER_COLUMN = {"max_cg_wait_iters": "max_cg_wait"}
 def deferral_record(requests: Ledger) -> dict[str, Any]:
     """``{"columns": [...], "rows": [[...], ...]}`` of the requests of ``requests`` with a deferral,
     ordered by id (a few integers per deferred request; nothing per request that never waited)."""
-    cols = [list(requests.int_column(_LEDGER_COLUMN.get(c, c))) for c in DEFERRAL_COLUMNS]
-    at = DEFERRAL_COLUMNS.index("deferrals")
-    rows = sorted(list(row) for row in zip(*cols, strict=True) if row[at] > 0)
-    return {"columns": list(DEFERRAL_COLUMNS), "rows": rows}
+    import numpy as np
+
+    def column(name: str) -> Any:
+        col = requests.int_column(_LEDGER_COLUMN.get(name, name))
+        return np.frombuffer(col, dtype=np.dtype(col.typecode))
+
+    waited = np.flatnonzero(column("deferrals") > 0)  # the columns share one order
+    cols = [column(c)[waited].tolist() for c in DEFERRAL_COLUMNS]
+    return {"columns": list(DEFERRAL_COLUMNS), "rows": sorted(list(row) for row in zip(*cols, strict=True))}
 
 
 def deferral_rows(record: dict[str, Any]) -> dict[int, dict[str, int]]:
