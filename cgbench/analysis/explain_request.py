@@ -28,7 +28,7 @@ from cgbench.engine.core import Engine
 from cgbench.engine.replay import Batch, RoundDecision, RoundState, parse_state, replay_round, state_from_engine
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
-from cgbench.results.deferrals import deferral_record, deferral_rows
+from cgbench.results.deferrals import DEFERRAL_COLUMNS, deferral_record, deferral_rows
 
 NO_CHUNK_SIZE = "no_chunk_size"  # the miss reason of a chunk that no graph's token size can take exactly
 
@@ -87,6 +87,13 @@ def explainable_config(doc: dict[str, Any], source: str) -> BenchConfig:
     if "deferrals" not in doc:
         raise ConfigError(f"{source}: no 'deferrals' record (a result written by an older cgbench): run it "
                           "again to explain it")
+    record = doc["deferrals"]
+    if (not isinstance(record, dict) or record.get("columns") != list(DEFERRAL_COLUMNS)
+            or not isinstance(record.get("rows"), list)
+            or not all(isinstance(r, list) and len(r) == len(DEFERRAL_COLUMNS)
+                       and all(isinstance(v, int) and not isinstance(v, bool) for v in r) for r in record["rows"])):
+        raise ConfigError(f"{source}: 'deferrals' must be {{\"columns\": {list(DEFERRAL_COLUMNS)}, \"rows\": "
+                          "[[integers], ...]}")
     config = doc.get("config")
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: no 'config' record: the run cannot be rebuilt")
