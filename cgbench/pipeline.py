@@ -23,6 +23,7 @@ from cgbench.engine.scheduler import gating_active, gating_without_prefill_graph
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.megatron import idle_mixed_prefill_count
+from cgbench.results.deferrals import deferral_record
 from cgbench.results.document import environment, provenance
 from cgbench.results.health import (
     explain_wait_limit,
@@ -125,6 +126,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
+    doc["deferrals"] = deferral_record(state.requests)  # what ``cgbench explain`` reads
     extra = backend.report()
     if extra is not None:
         doc["backend_report"] = extra

@@ -74,15 +74,16 @@ class SweepOutcome:
         return sum(r.status == status for r in self.results)
 
 
-def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path) -> dict[str, Any]:
+def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path, records: bool = False) -> dict[str, Any]:
     """One point (an executor's task): run it, write its JSON atomically; its headline metrics.
+    ``records``: with per-step and per-request records (``sweep --export``).
 
     Not fsynced (``durable=False``): a file a power loss emptied is unreadable, and ``--resume``
     runs its point again; the index, written durably, never vouches for a file it has not read."""
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
-    doc = run_point(cfg, list(overrides))
+    doc = run_point(cfg, list(overrides), trace=records, requests=records)
     write_json_atomic(path, doc, durable=False)
     return headline(doc["metrics"])
 
@@ -96,7 +97,7 @@ def _result(point: SweepPoint, outcome: Outcome) -> PointResult:
 def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor: Executor | None = None,
               on_start: Callable[[int], None] | None = None,
               on_done: Callable[[PointResult], None] | None = None,
-              on_note: Callable[[str], None] | None = None) -> SweepOutcome:
+              on_note: Callable[[str], None] | None = None, records: bool = False) -> SweepOutcome:
     """Run every point not already complete (with ``resume``: a result whose config fingerprint
     changed runs again, and ``on_note`` is told so in one line). ``executor`` defaults to this
     process (``jobs == 1``) or a pool of ``jobs`` workers. ``on_start(n)`` is told how many points
@@ -109,7 +110,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
     claim_out_dir(plan, resume=resume)
     try:
         with sigterm_interrupts():
-            return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note)
+            return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note, records)
     finally:
         ex.close()
         release_out_dir(plan)
@@ -117,7 +118,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
 
 def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_start: Callable[[int], None] | None,
                  on_done: Callable[[PointResult], None] | None,
-                 on_note: Callable[[str], None] | None) -> SweepOutcome:
+                 on_note: Callable[[str], None] | None, records: bool = False) -> SweepOutcome:
     results = [PointResult(p, PENDING) for p in plan.points]
     notes = list(plan.notes)
     kept, rerun = resume_decisions(plan) if resume else ({}, {})
@@ -149,7 +150,8 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
                 on_done(r)
 
         base = plan.out_dir.resolve() if ex.name == "slurm" else plan.out_dir  # a SLURM task starts elsewhere
-        tasks = [Task(i, (plan.points[i].cfg, plan.points[i].overrides, base / plan.points[i].file)) for i in todo]
+        tasks = [Task(i, (plan.points[i].cfg, plan.points[i].overrides, base / plan.points[i].file, records))
+                 for i in todo]
         ex.run(execute_point, tasks, finish)  # looked up now, so a test can slow execute_point down
     except KeyboardInterrupt as e:
         interrupted = True

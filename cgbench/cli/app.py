@@ -17,6 +17,7 @@ import typer
 from cgbench import __version__
 from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
+from cgbench.cli.export import ExportDir
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs
 from cgbench.config.schema import ConfigError
@@ -123,6 +124,7 @@ def run(
     megatron_args: Annotated[Optional[str], typer.Option(
         "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
         "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
+    export_dir: ExportDir = None,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
@@ -160,6 +162,11 @@ def run(
         labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
+        if export_dir is not None:  # a user asking for exports wants the records they are made of
+            from cgbench.results.export import RUN_FILES, check_export_folder
+
+            check_export_folder(export_dir, RUN_FILES)
+            trace = requests = True
         from cgbench.pipeline import explain_gating_flag, run_point
 
         state_path = path.with_name(path.stem + ".state.json")
@@ -169,6 +176,10 @@ def run(
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
+        if export_dir is not None:
+            from cgbench.results.export import export_run
+
+            export_run(doc, str(written), export_dir)
         shown = run_output(doc, fmt, str(written))
         if isinstance(shown, str):
             sys.stdout.write(shown)
@@ -180,6 +191,8 @@ def run(
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
             err.print(f"note: {doc['trace']['note']}", highlight=False, markup=False, soft_wrap=True)
+        if export_dir is not None:
+            err.print(f"export: {export_dir}", highlight=False, markup=False, soft_wrap=True)
         for w in doc["warnings"]:
             err.print(f"warning: {w['message']}" + (f"; explain: {w['explain']}" if w.get("explain") else ""),
                       highlight=False, markup=False, soft_wrap=True)
@@ -250,6 +263,8 @@ def _register_commands() -> None:
     from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
+    from cgbench.cli.explain import explain_cmd
+    from cgbench.cli.export import export_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.schema import schema_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
@@ -258,6 +273,8 @@ def _register_commands() -> None:
     app.command("compare")(compare_cmd)
     app.command("plot")(plot_cmd)
     app.command("schedule")(schedule_cmd)
+    app.command("explain")(explain_cmd)
+    app.command("export")(export_cmd)
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
+from cgbench.cli.export import ExportDir
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, config_dirs_for_children
 from cgbench.config.overrides import split_override
@@ -171,7 +172,17 @@ def print_summary(outcome: SweepOutcome, fmt: str) -> None:
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
-def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None) -> SweepOutcome:
+def _export(sweep_dir: Path, export_dir: Path) -> None:
+    from cgbench.analysis.export_sweep import export_sweep
+
+    _, notes = export_sweep(sweep_dir, export_dir)
+    for note in notes:
+        ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    ui.err.print(f"export: {export_dir}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None, *,
+                       records: bool = False) -> SweepOutcome:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -206,7 +217,7 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
             progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
         return run_sweep(plan, jobs=jobs, resume=resume, executor=executor, on_start=on_start, on_done=on_done,
-                         on_note=on_note)
+                         on_note=on_note, records=records)
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
@@ -295,6 +306,7 @@ def sweep_cmd(
         "'setup=[\"source ~/venv/bin/activate\"]'.", show_default=False)] = None,
     launcher: Annotated[Optional[str], typer.Option("--launcher", hidden=True)] = None,
     config_dirs: ConfigDirs = None,
+    export_dir: ExportDir = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -345,6 +357,11 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
 
+        if export_dir is not None:
+            from cgbench.analysis.export_sweep import SWEEP_EXPORT_NAMES
+            from cgbench.results.export import check_export_folder
+
+            check_export_folder(export_dir, SWEEP_EXPORT_NAMES)
         if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
             _slurm_executor(plan, list(slurm or []), jobs)
         try:
@@ -359,9 +376,11 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
-            outcome = _run_with_progress(plan, n_jobs, resume, ex)
+            outcome = _run_with_progress(plan, n_jobs, resume, ex, records=export_dir is not None)
         finally:
             release_out_dir(plan)
+        if export_dir is not None and not outcome.interrupted:
+            _export(plan.out_dir, export_dir)
     print_summary(outcome, fmt)
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)

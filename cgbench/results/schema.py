@@ -203,6 +203,17 @@ def _request_record() -> dict[str, Any]:
     return record(props, ("id",), extra=True, description="one request (--requests)")
 
 
+def _deferrals() -> dict[str, Any]:
+    from cgbench.results.deferrals import DEFERRAL_COLUMNS
+
+    columns = {"type": "array", "items": {"enum": list(DEFERRAL_COLUMNS)}}
+    rows = {"type": "array", "items": {"type": "array", "items": INTEGER, "minItems": len(DEFERRAL_COLUMNS),
+                                       "maxItems": len(DEFERRAL_COLUMNS)}}
+    return record({"columns": columns, "rows": rows}, ("columns", "rows"),
+                  description="every deferred request's waits, one row per request by id (what cgbench explain "
+                              "reads); columns: " + ", ".join(DEFERRAL_COLUMNS))
+
+
 def _trace_summary() -> dict[str, Any]:
     counts = ("rows", "requests", "prompt_tokens", "output_tokens", "max_prompt_tokens", "max_request_tokens")
     props: dict[str, Any] = {k: INTEGER for k in counts}
@@ -237,6 +248,7 @@ def result_schema() -> dict[str, Any]:
         "steps": {"type": "array", "items": _step_record()},
         "requests": {"type": "array", "items": _request_record()},
         "trace": _trace_summary(),
+        "deferrals": _deferrals(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))

@@ -55,8 +55,8 @@ def test_the_usage_block_is_what_the_test_runs():
 
 
 def _chained(argv: list[str]) -> bool:
-    """Commands that write or read the sweep folders the block names run in order, in one test."""
-    return any("results/sweeps/" in a for a in argv)
+    """Commands that write or read the sweep folders and run files the block names run in order, in one test."""
+    return any("results/sweeps/" in a or "results/runs/" in a for a in argv)
 
 
 def test_the_sweep_commands_run_in_order(repo_like):

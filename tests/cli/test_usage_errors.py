@@ -12,7 +12,8 @@ from cgbench.cli.formats import FORMATS, TABLE_OR_JSON, check_format
 from cgbench.config.schema import ConfigError
 
 runner = CliRunner()
-COMMANDS = ("run", "grid", "sweep", "compare", "plot", "schedule", "calibrate", "cost", "advise", "schema")
+COMMANDS = ("run", "grid", "sweep", "compare", "plot", "schedule", "calibrate", "cost", "advise", "schema",
+            "explain", "export")
 BOX = ("╭", "╰", "│", "Usage:", "Try ")
 # every command with its positional arguments, so the --format check is what refuses the line
 FORMAT_LINES = {
@@ -61,6 +62,8 @@ def test_a_bad_format_is_the_same_one_line_everywhere(command, tmp_path, monkeyp
     (["compare"], "Missing argument"),
     (["schedule"], "Missing argument 'STATE.json'"),
     (["schema"], "Missing argument 'KIND'"),
+    (["explain"], "Missing argument 'RUN.json'"),
+    (["export", "r.json"], "Missing option '--out'"),
     (["run", "--out"], "requires an argument"),
     (["no-such-command"], "No such command 'no-such-command'"),
 ])

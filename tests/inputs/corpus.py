@@ -202,6 +202,19 @@ CASES: list[Case] = [
         ("schedule {not_json}", "not.json"),
         ("schedule {bad_state}", "batch.decode"),
     ),
+    # -- explain and export
+    *_section(
+        ("explain /nonexistent/run.json -r 1", "run.json"),
+        ("explain {not_json} -r 1", "not.json"),
+        ("explain {wrong_schema} -r 1", "wrong.json"),
+        ("explain {not_json}", "--request N"),
+        ("explain {not_json} -r 1 --format yaml", "--format"),
+        ("export /nonexistent/run.json -o exported", "no such file"),
+        ("export {not_json} -o exported", "not.json"),
+        ("export {wrong_schema} -o exported", "wrong.json"),
+        ("run " + SMALL + " --export {not_json}", "not a directory"),
+        ("sweep model=hybrid " + SMALL + " --export {not_json}", "not a directory"),
+    ),
     # -- special files as output
     *_section(
         ("run " + SMALL + " --out {fifo_json}", "FIFO"),

@@ -92,10 +92,11 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, bad_files, tmp
 
 
 def test_the_corpus_keeps_every_case_once():
-    # 216 cases before the merge (66 bad-input, 95 + 8 hostile, 47 strict-CLI), two of them twice
+    # 216 cases before the merge (66 bad-input, 95 + 8 hostile, 47 strict-CLI), two of them twice;
+    # then 10 of explain and export
     in_process = [c.line for c in CASES if not c.child]
     in_child = [c.line for c in CASES if c.child]
-    assert len(set(in_process)) == len(in_process) == 206 and len(set(in_child)) == len(in_child) == 8
+    assert len(set(in_process)) == len(in_process) == 216 and len(set(in_child)) == len(in_child) == 8
     assert all(c.needles and all(c.needles) for c in CASES)
 
 
