@@ -249,6 +249,7 @@ def result_schema() -> dict[str, Any]:
         "requests": {"type": "array", "items": _request_record()},
         "trace": _trace_summary(),
         "deferrals": _deferrals(),
+        "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))

@@ -89,8 +89,10 @@ def test_refusals(run_file, tmp_path):
     assert "backend=torch run" in _refused([str(tmp_path / "torch.json"), "-r", "251"])
     broken = json.loads(json.dumps(doc))
     broken["deferrals"]["rows"][0] = ["x"]
-    (tmp_path / "broken.json").write_text(json.dumps(broken))
-    assert "'deferrals' must be" in _refused([str(tmp_path / "broken.json"), "-r", "251"])
+    bad = tmp_path / "hostile_inputs" / "broken.json"  # broken on purpose: the schema check skips it
+    bad.parent.mkdir()
+    bad.write_text(json.dumps(broken))
+    assert "'deferrals' must be" in _refused([str(bad), "-r", "251"])
     changed = json.loads(json.dumps(doc))
     changed["deferrals"]["rows"][0][4] += 1  # not what this config makes
     (tmp_path / "changed.json").write_text(json.dumps(changed))
