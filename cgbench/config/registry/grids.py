@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cgbench.config.errors import ConfigError, did_you_mean
-from cgbench.config.registry.plugins import load_plugin, plugin_error, plugin_names
+from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
 
 if TYPE_CHECKING:
     from cgbench.config.schema import CGConfig, EngineConfig
@@ -127,21 +126,14 @@ def kinds_of(family: str) -> tuple[str, ...]:
 
 
 def grid_kind_names(*, plugins: bool = True) -> tuple[str, ...]:
-    names = tuple(BUILTIN_GRID_KINDS)
-    if not plugins:
-        return names
-    return names + tuple(n for n in plugin_names("grids") if n not in BUILTIN_GRID_KINDS)
+    return names_with_plugins(BUILTIN_GRID_KINDS, "grids") if plugins else tuple(BUILTIN_GRID_KINDS)
 
 
 def grid_kind(name: str, key: str = "cg.kind") -> GridKind:
     """The entry of ``cg.kind`` ``name``: a built-in, else an installed plug-in (loaded now)."""
-    kind = BUILTIN_GRID_KINDS.get(name)
-    if kind is not None:
-        return kind
-    plugin = load_plugin("grids", name) if isinstance(name, str) and name.isidentifier() else None
-    if plugin is None:
-        names = grid_kind_names()
-        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(names)}{did_you_mean(str(name), names)}")
+    plugin = builtin_or_plugin(BUILTIN_GRID_KINDS, "grids", name, key, grid_kind_names())
+    if name in BUILTIN_GRID_KINDS:
+        return BUILTIN_GRID_KINDS[name]
     if not isinstance(plugin, GridKind):
         raise plugin_error("grids", name, f"is a {type(plugin).__name__}, not a cgbench.config.registry.grids.GridKind")
     if not callable(plugin.build) or not callable(plugin.estimate):

@@ -15,10 +15,14 @@ one ``PluginError`` naming it (a ``ConfigError``: exit 2, no traceback).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
+from typing import TypeVar
 
-from cgbench.config.errors import ConfigError
+from cgbench.config.errors import ConfigError, did_you_mean
+
+T = TypeVar("T")
 
 ENTRY_POINT_GROUPS = {"policies": "cgbench.policies", "grids": "cgbench.grids", "workloads": "cgbench.workloads"}
 
@@ -39,6 +43,28 @@ def _points(family: str) -> dict[str, EntryPoint]:
 def plugin_names(family: str) -> tuple[str, ...]:
     """The names the installed plug-ins give ``family`` (read from metadata, nothing imported)."""
     return tuple(sorted(_points(family)))
+
+
+def names_with_plugins(builtin: Iterable[str], family: str) -> tuple[str, ...]:
+    """The built-in names, then the names of ``family``'s installed plug-ins that shadow none of them
+    (a plug-in named like a built-in is never loaded)."""
+    names = tuple(builtin)
+    return names + tuple(n for n in plugin_names(family) if n not in names)
+
+
+def builtin_or_plugin(builtin: Mapping[str, T], family: str, name: str, key: str,
+                      names: Iterable[str]) -> T | object:
+    """The built-in entry ``name``, else the entry an installed plug-in of ``family`` registers as
+    ``name`` (loaded now, for the family's registry to check); else one ``ConfigError`` naming
+    ``key`` with every name of ``names`` and the closest."""
+    entry = builtin.get(name)
+    if entry is not None:
+        return entry
+    plugin = load_plugin(family, name) if isinstance(name, str) and name.isidentifier() else None
+    if plugin is None:
+        known = tuple(names)
+        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(known)}{did_you_mean(str(name), known)}")
+    return plugin
 
 
 def describe(ep: EntryPoint) -> str:

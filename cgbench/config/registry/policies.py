@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cgbench.config.errors import ConfigError, did_you_mean
-from cgbench.config.registry.plugins import load_plugin, plugin_error, plugin_names
+from cgbench.config.errors import ConfigError
+from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
 
 
 @dataclass
@@ -75,22 +75,13 @@ def builtin_sections() -> tuple[str, ...]:
 
 def policy_names(*, plugins: bool = True) -> tuple[str, ...]:
     """Built-in policy names, then the installed plug-ins' (names only: nothing is imported)."""
-    names = tuple(BUILTIN_POLICIES)
-    if not plugins:
-        return names
-    return names + tuple(n for n in plugin_names("policies") if n not in BUILTIN_POLICIES)
+    return names_with_plugins(BUILTIN_POLICIES, "policies") if plugins else tuple(BUILTIN_POLICIES)
 
 
 def policy_spec(name: str, key: str = "policy.name") -> PolicySpec:
     """The spec of policy ``name``: a built-in, else an installed plug-in (loaded now)."""
-    spec = BUILTIN_POLICIES.get(name)
-    if spec is not None:
-        return spec
-    plugin = load_plugin("policies", name) if isinstance(name, str) and name.isidentifier() else None
-    if plugin is None:
-        names = policy_names()
-        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(names)}{did_you_mean(str(name), names)}")
-    return _checked_plugin(name, plugin)
+    entry = builtin_or_plugin(BUILTIN_POLICIES, "policies", name, key, policy_names())
+    return entry if name in BUILTIN_POLICIES else _checked_plugin(name, entry)
 
 
 def _checked_plugin(name: str, plugin: object) -> PolicySpec:

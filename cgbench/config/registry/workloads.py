@@ -21,8 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cgbench.config.errors import ConfigError, did_you_mean
-from cgbench.config.registry.plugins import load_plugin, plugin_error, plugin_names
+from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
 
 FAMILIES = ("arrival", "length")
 
@@ -59,20 +58,15 @@ BUILTIN = {"arrival": ARRIVAL_PROCESSES, "length": LENGTH_DISTRIBUTIONS}
 def source_names(family: str) -> tuple[str, ...]:
     """Built-in names of ``family``, then the installed plug-ins' names (not imported: a plug-in of
     the other family is refused when named)."""
-    names = tuple(BUILTIN[family])
-    return names + tuple(n for n in plugin_names("workloads") if n not in names)
+    return names_with_plugins(BUILTIN[family], "workloads")
 
 
 def workload_source(family: str, name: str, key: str) -> WorkloadSource:
     """The entry ``name`` of ``family`` (``arrival`` or ``length``): a built-in, else an installed
     plug-in (loaded now); else a ``ConfigError`` naming ``key`` with the closest name."""
-    source = BUILTIN[family].get(name)
-    if source is not None:
-        return source
-    plugin = load_plugin("workloads", name) if isinstance(name, str) and name.isidentifier() else None
-    if plugin is None:
-        names = source_names(family)
-        raise ConfigError(f"{key}: {name!r} is not one of {', '.join(names)}{did_you_mean(str(name), names)}")
+    plugin = builtin_or_plugin(BUILTIN[family], "workloads", name, key, source_names(family))
+    if name in BUILTIN[family]:
+        return BUILTIN[family][name]
     if not isinstance(plugin, WorkloadSource) or not callable(plugin.build):
         raise plugin_error("workloads", name, "is not a cgbench.config.registry.workloads.WorkloadSource "
                            "with a build function")
