@@ -1,0 +1,69 @@
+"""Regenerate the tables of docs/megatron-prs.md (python scripts/megatron_prs_figures.py): each row is
+one ``cgbench run`` whose exact overrides the row's first cell names."""
+
+from __future__ import annotations
+
+from cgbench.config.compose import load_config
+from cgbench.grids.build import build_grid
+from cgbench.pipeline import run_point
+
+POLICIES = ("budget", "megatron", "defer", "megatron_6675", "cover")
+GATING_HEADER = ("| `cgbench run` overrides | deferrals (events / requests) | longest wait (iters) | p99 TTFT ms "
+                 "| padding | eager steps | snap splits | steps | output tok/s |\n"
+                 "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+SIZING_HEADER = ("| `cgbench run` overrides | graphs (decode-only) | decode sizes (requests) | decode padding "
+                 "| padding | p99 TPOT ms | output tok/s |\n|---|--:|---|--:|--:|--:|--:|")
+
+
+def gating_row(overrides: list[str]) -> str:
+    m = run_point(load_config(overrides), overrides)["metrics"]
+    return (f"| `{' '.join(overrides)}` | {m['deferral_events']} / {m['deferred_requests']} | "
+            f"{m['max_cg_wait_iters']} | {m['ttft_ms']['p99']:,.1f} | {100 * m['padded_token_fraction']:.2f}% | "
+            f"{100 * m['eager_step_fraction']:.2f}% | {m['snap_splits']} | {m['steps']} | "
+            f"{m['output_throughput_tok_s']:,.0f} |")
+
+
+def gating_tables() -> None:
+    for title, extra in (("chat preset (8 req/s)", []), ("chat at 32 req/s (saturated)", ["workload.arrival.rate=32"])):
+        print(f"### Gating, {title}\n\n{GATING_HEADER}")
+        chunked_values = ("false", "true") if not extra else ("true",)
+        for model in ("hybrid", "transformer"):
+            for chunked in chunked_values:
+                for policy in POLICIES:
+                    print(gating_row([f"model={model}", "workload=chat", *extra, "cg=megatron",
+                                      f"engine.chunked_prefill={chunked}", f"policy={policy}"]))
+        print()
+
+
+def decode_padding(overrides: list[str]) -> tuple[int, int, list[int], float]:
+    """The grid's graph count, its decode-only graphs (count, request sizes) and the mean decode padding
+    over every decode batch size 1..max_requests (graph requests / real requests)."""
+    cfg = load_config(overrides)
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    sizes = sorted({g.decode_req_count for g in grid.graphs if g.prefill_req_count == 0})
+    ratios = [min(s for s in sizes if s >= d) / d for d in range(1, cfg.engine.max_requests + 1)]
+    return len(grid.graphs), len(sizes), sizes[::-1], sum(ratios) / len(ratios)
+
+
+def sizing_row(overrides: list[str]) -> str:
+    total, decode, sizes, pad = decode_padding(overrides)
+    m = run_point(load_config(overrides), overrides)["metrics"]
+    shown = ", ".join(map(str, sizes)) if len(sizes) <= 12 else ", ".join(map(str, sizes[:10])) + ", ..."
+    return (f"| `{' '.join(overrides)}` | {total} ({decode}) | {shown} | {pad:.3f}x | "
+            f"{100 * m['padded_token_fraction']:.2f}% | {m['tpot_ms']['p99']:.2f} | "
+            f"{m['output_throughput_tok_s']:,.0f} |")
+
+
+def sizing_table() -> None:
+    print(f"### Sizing: `cg.distribution` (#6667)\n\n{SIZING_HEADER}")
+    for model in ("hybrid", "transformer"):
+        for extra in ([], ["engine.max_requests=40"]):
+            for dist in ("exponential", "hybrid", "linear"):
+                print(sizing_row([f"model={model}", "workload=chat", "cg=megatron", *extra,
+                                  f"cg.distribution={dist}"]))
+    print()
+
+
+if __name__ == "__main__":
+    gating_tables()
+    sizing_table()
