@@ -1,7 +1,9 @@
 """Megatron's captured-graph generator (``generate_cuda_graph_batch_dimensions_list``).
 
 EXPONENTIAL and LINEAR token sizes, the geometric prefill-count grid, the validity rule, tensor
-parallelism and speculative tokens, list order included, as megatron-core 0.19.2 builds them.
+parallelism and speculative tokens, list order included, as megatron-core 0.19.2 builds them, and
+PR #6667's HYBRID sizing (``1ea7881b``: EXPONENTIAL sizes for the prefill/mixed graphs, LINEAR sizes
+for the decode-only graphs, the geometric prefill-count grid of EXPONENTIAL).
 The only non-Megatron part is ``sizes_per_octave`` / ``p_per_octave`` (used by ``cg=dense``), see
 ``_densify_sizes`` and ``_densify_p_grid``; with both at 1 the output is exactly Megatron's.
 """
@@ -100,6 +102,14 @@ def _densify_p_grid(p_grid: list[int], k: int) -> list[int]:
 # The generator (docs/design.md §2)
 
 
+def family_distributions(distribution: str) -> tuple[str, str]:
+    """The token-size distributions of the prefill/mixed graphs and of the decode-only graphs:
+    HYBRID (PR #6667) resolves to EXPONENTIAL and LINEAR, the others apply to both families."""
+    if distribution == "hybrid":
+        return "exponential", "linear"
+    return distribution, distribution
+
+
 def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_tokens: int | None,
                   mixed_prefill_count: int, max_requests: int, max_tokens: int, max_sequence_length: int,
                   non_decode_graphs: bool, num_speculative_tokens: int = 0,
@@ -108,8 +118,9 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
                   ) -> tuple[list[BatchShape], list[int] | None]:
     """Megatron's captured-graph list in stored order, and its token counts (descending).
 
-    ``sizes_per_octave`` / ``p_per_octave`` > 1 densify the EXPONENTIAL grid (cgbench extension;
-    ignored for LINEAR). With both at 1 the result is exactly Megatron's."""
+    ``distribution``: ``exponential``, ``linear`` or ``hybrid`` (#6667). ``sizes_per_octave`` /
+    ``p_per_octave`` > 1 densify the EXPONENTIAL prefill sizes and P-grid (cgbench extension; ignored for
+    LINEAR). With both at 1 the result is exactly Megatron's."""
     if num_cuda_graphs is None:
         return [], None
     tp, spec, R = tp_size, num_speculative_tokens, max_requests
@@ -123,13 +134,12 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     n = num_cuda_graphs
     if n != -1:
         n = min(max(n, 1), cap)
-    exponential = distribution == "exponential"
-    sizes_fn = exponential_sizes if exponential else linear_sizes
-    prefill_sizes = sizes_fn(tp, n, cap)
-    if exponential:
+    prefill_distribution, decode_distribution = family_distributions(distribution)
+    prefill_sizes = (exponential_sizes if prefill_distribution == "exponential" else linear_sizes)(tp, n, cap)
+    if prefill_distribution == "exponential":
         prefill_sizes = _densify_sizes(prefill_sizes, sizes_per_octave, tp)
     decode_cap = min(cap, R * q)
-    decode_sizes = sizes_fn(tp, n, decode_cap)
+    decode_sizes = (exponential_sizes if decode_distribution == "exponential" else linear_sizes)(tp, n, decode_cap)
     if n == -1:  # auto mode always keeps the 1- and 2-request decode graphs
         unit = math.lcm(q, tp)
         for k in (1, 2):
@@ -152,7 +162,7 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     if not mixed_prefill_count or mixed_prefill_count <= 0 or not non_decode_graphs:
         add_decode_graphs()
     else:
-        if exponential:
+        if distribution != "linear":  # Megatron keeps the fixed P for LINEAR only (HYBRID is geometric)
             p_grid = []
             p = 1
             while p < R:
@@ -222,8 +232,8 @@ def idle_mixed_prefill_count(cg: CGConfig, engine: EngineConfig) -> str | None:
         return None
     if not non_decode:
         why = "a decode-only grid has no mixed-prefill graphs"
-    elif cg.distribution == "exponential" and n > 0:
-        why = ("under cg.distribution=exponential the prefill counts are the powers of two up to "
+    elif cg.distribution != "linear" and n > 0:
+        why = (f"under cg.distribution={cg.distribution} the prefill counts are the powers of two up to "
                "max_requests; only 0 versus > 0 matters")
     else:
         why = "no graph it would change is valid for this engine"

@@ -432,7 +432,8 @@ def random_states(draw):
               "num_speculative_tokens": spec, "chunked_prefill": chunked}
     if draw(st.booleans()):
         cg = {"num_cuda_graphs": draw(st.sampled_from([None, 1, 4, 16, -1])), "all_prefills": draw(st.booleans()),
-              "non_decode": draw(st.booleans()), "distribution": draw(st.sampled_from(["exponential", "linear"]))}
+              "non_decode": draw(st.booleans()),
+              "distribution": draw(st.sampled_from(["exponential", "linear", "hybrid"]))}
     else:  # a random explicit list: any valid shapes, any stored order
         q = spec + 1
         shapes = []
@@ -496,7 +497,7 @@ def engine_runs(draw):
     per_req = -(-msl // block)
     kv = draw(st.sampled_from([0, per_req + 1, per_req * 2]))
     cg = CGConfig(num_cuda_graphs=draw(st.sampled_from([None, 2, 16, -1])), all_prefills=draw(st.booleans()),
-                  distribution=draw(st.sampled_from(["exponential", "linear"])),
+                  distribution=draw(st.sampled_from(["exponential", "linear", "hybrid"])),
                   non_decode=draw(st.sampled_from([True, True, False])),
                   kind=draw(st.sampled_from(["megatron", "megatron", "vllm"])))
     cfg = make_cfg(kind=draw(st.sampled_from(["transformer", "hybrid"])), policy=draw(st.sampled_from(POLICIES)),
