@@ -11,8 +11,9 @@ POLICIES = ("budget", "megatron", "defer", "megatron_6675", "cover")
 GATING_HEADER = ("| `cgbench run` overrides | deferrals (events / requests) | longest wait (iters) | p99 TTFT ms "
                  "| padding | eager steps | snap splits | steps | output tok/s |\n"
                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
-SIZING_HEADER = ("| `cgbench run` overrides | graphs (decode-only) | decode sizes (requests) | decode padding "
-                 "| padding | p99 TPOT ms | output tok/s |\n|---|--:|---|--:|--:|--:|--:|")
+SIZING_HEADER = ("| `cgbench run` overrides | graphs (decode-only) | decode sizes (requests) | decode padding, "
+                 "every batch size | decode-step padding, run | capture s (est.) | TPOT ms p50 / p99 | output tok/s |\n"
+                 "|---|--:|---|--:|--:|--:|--:|--:|")
 
 
 def gating_row(overrides: list[str]) -> str:
@@ -47,17 +48,21 @@ def decode_padding(overrides: list[str]) -> tuple[int, int, list[int], float]:
 
 def sizing_row(overrides: list[str]) -> str:
     total, decode, sizes, pad = decode_padding(overrides)
-    m = run_point(load_config(overrides), overrides)["metrics"]
+    doc = run_point(load_config(overrides), overrides)
+    m = doc["metrics"]
+    usage = [u for u in doc["graph_usage"] if u["graph"][1] == 0]
+    padded = sum(u["padded_tokens"] for u in usage)
+    run_pad = padded / max(1, padded + sum(u["real_tokens"] for u in usage))
     shown = ", ".join(map(str, sizes)) if len(sizes) <= 12 else ", ".join(map(str, sizes[:10])) + ", ..."
-    return (f"| `{' '.join(overrides)}` | {total} ({decode}) | {shown} | {pad:.3f}x | "
-            f"{100 * m['padded_token_fraction']:.2f}% | {m['tpot_ms']['p99']:.2f} | "
+    return (f"| `{' '.join(overrides)}` | {total} ({decode}) | {shown} | {pad:.3f}x | {100 * run_pad:.2f}% | "
+            f"{doc['capture']['capture_s']:.2f} | {m['tpot_ms']['p50']:.2f} / {m['tpot_ms']['p99']:.2f} | "
             f"{m['output_throughput_tok_s']:,.0f} |")
 
 
 def sizing_table() -> None:
     print(f"### Sizing: `cg.distribution` (#6667)\n\n{SIZING_HEADER}")
     for model in ("hybrid", "transformer"):
-        for extra in ([], ["engine.max_requests=40"]):
+        for extra in ([], ["engine.max_requests=40"], ["engine.max_requests=40", "engine.tp_size=8"]):
             for dist in ("exponential", "hybrid", "linear"):
                 print(sizing_row([f"model={model}", "workload=chat", "cg=megatron", *extra,
                                   f"cg.distribution={dist}"]))
