@@ -69,6 +69,30 @@ def sizing_table() -> None:
     print()
 
 
+COVERAGE_HEADER = ("| `cgbench run` overrides | graphs | eager steps | eager reasons | padding | p99 TTFT ms "
+                   "| TPOT ms p50 | capture s (est.) | output tok/s |\n|---|--:|--:|---|--:|--:|--:|--:|--:|")
+
+
+def coverage_row(overrides: list[str]) -> str:
+    doc = run_point(load_config(overrides), overrides)
+    m = doc["metrics"]
+    reasons = ", ".join(f"{k} {v}" for k, v in m["eager_steps_by_reason"].items()) or "-"
+    return (f"| `{' '.join(overrides)}` | {m['num_graphs']} | {100 * m['eager_step_fraction']:.2f}% | {reasons} | "
+            f"{100 * m['padded_token_fraction']:.2f}% | {m['ttft_ms']['p99']:,.1f} | {m['tpot_ms']['p50']:.2f} | "
+            f"{doc['capture']['capture_s']:.2f} | {m['output_throughput_tok_s']:,.0f} |")
+
+
+def coverage_table() -> None:
+    print(f"### Coverage: the #5797 cap (no `cg.all_prefills`)\n\n{COVERAGE_HEADER}")
+    for model in ("hybrid", "transformer"):
+        for chunked in ("false", "true"):
+            for cap in (["cg.cuda_graph_max_tokens=256"], []):
+                print(coverage_row([f"model={model}", "workload=chat", "cg=megatron_no_all_prefills", *cap,
+                                    f"engine.chunked_prefill={chunked}"]))
+    print()
+
+
 if __name__ == "__main__":
     gating_tables()
     sizing_table()
+    coverage_table()
