@@ -12,10 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cgbench.config.schema import ConfigError
 from cgbench.engine.policy_registry import build_policy
 from cgbench.engine.replay import load_state, parse_state, replay_all
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from tests.engine.test_fast_engine import _everything, _run
+from tests.engine.test_schedule_cmd import random_states
 from tests.helpers import examples, scenarios
 
 STATES = Path(__file__).resolve().parents[1] / "states"
@@ -174,3 +176,23 @@ def test_chat_run_cover_never_defers_more_than_defer(policy):
     assert not [s for s in doc["steps"] if s["graph"] is None and s["real"][1] > 0 and s["real"][2] > 0]
     if policy == "cover":
         assert m["deferral_events"] <= base["metrics"]["deferral_events"]
+
+
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(random_states())
+def test_6675_and_defer_agree_on_every_round_without_a_continuation(doc):
+    """On random round states: without a chunked request in flight, and with a prefill or mixed graph in
+    the list (cgbench's fourth condition holds), #6675 and defer make the same decision in every field
+    (they differ only on continuations and decode-only lists, the worked cases above). cover never
+    defers where defer admits, and its admissions begin with defer's: it decides as defer up to the
+    round where defer waits for nothing."""
+    try:
+        state = parse_state(doc)
+    except ConfigError:
+        return
+    by = {d.policy: d.to_json() for d in replay_all(state, ("defer", "megatron_6675", "cover"))}
+    if state.chunked_request_id < 0 and state.grid.non_decode:
+        assert {**by["megatron_6675"], "policy": "defer"} == by["defer"]
+    if by["defer"]["deferred"] is None:
+        assert by["cover"]["deferred"] is None
+    assert by["cover"]["admitted"][:len(by["defer"]["admitted"])] == by["defer"]["admitted"]
