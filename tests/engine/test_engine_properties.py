@@ -57,6 +57,11 @@ def test_engine_invariants(scenario):
     if eng.scheduler.gating_active and not cfg.engine.chunked_prefill and cfg.policy.name in gating_alike:
         eager_prefill = [t for t in state.trace if t.graph is None and t.real[1] > 0]
         assert not eager_prefill, eager_prefill[:3]
+    # cover, chunked too: an idle engine always has a graph serving (P=1, D=0) to snap to or pad into,
+    # so no step with a prefill ever runs eager
+    if eng.scheduler.gating_active and cfg.policy.name == "cover":
+        eager_prefill = [t for t in state.trace if t.graph is None and t.real[1] > 0]
+        assert not eager_prefill, eager_prefill[:3]
     # the policies that gate every chunk: a mixed step (decodes running) never runs eager
     if eng.scheduler.gating_active and cfg.policy.name in ("defer", "megatron_6675", "cover"):
         eager_mixed = [t for t in state.trace if t.graph is None and t.real[1] > 0 and t.real[2] > 0]
