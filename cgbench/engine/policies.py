@@ -51,6 +51,11 @@ class AdmissionPolicy(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
+    """A built-in policy's rules as a few fields (or a plug-in's object in ``plugin``). The chunked
+    path's rules beyond ``AdmissionPolicy`` (``snaps_continuing``, ``admits_covered``) and the gating
+    condition (``megatron_conditions``) are fields only: a plug-in returning a ``Policy`` may set them,
+    a plug-in's own object keeps their defaults."""
+
     name: str
     gates: bool  # gating can be active (still needs the reference's three conditions)
     # the chunked path is gated like the non-chunked one: a miss defers (unless the engine is idle),
