@@ -127,6 +127,23 @@ def test_6675_snaps_a_continuation_that_defer_leaves_whole():
     assert pr.admitted == ((0, 32, False),) and pr.batch_after == (32, 1, 0) and pr.graph == (32, 1, 31)
 
 
+def test_6675_holds_a_short_continuation_a_graph_covers():
+    """The chat preset's pathology (docs/megatron-prs.md): 4 decodes, the chunked request has 2 tokens
+    left. No graph T lies in [5, 6] (the sizes are powers of two), so #6675 holds the continuation,
+    and the queue behind it, until a decode finishes; (8, 1, 7) covers the unsnapped (6, 1, 4), so
+    defer, cover and 0.19.2 megatron admit it and go on to the next request."""
+    chunked = {"id": 6, "remaining": 2, "finished": 44}
+    doc = {"model": {"kind": "transformer"}, "engine": {"chunked_prefill": True}, "cg": {"all_prefills": True},
+           "batch": {"decode": 4}, "chunked_request": chunked,
+           "queue": [{"id": 6, "prompt_tokens": 2, "finished": 44}, {"id": 7, "prompt_tokens": 50}]}
+    by = decisions(doc)
+    pr = by["megatron_6675"]
+    assert pr.admitted == () and pr.deferred == 6 and pr.deferred_candidate == (6, 1, 4)
+    assert pr.graph == (4, 0, 4)  # the step runs the 4 decodes only
+    for name in ("megatron", "defer", "cover"):
+        assert by[name].admitted == ((6, 2, True), (7, 26, False)) and by[name].graph == (32, 2, 30), name
+
+
 def test_6675_gates_a_decode_only_list_that_defer_does_not():
     """Megatron's three gating conditions only: on a decode-only list a chunk waits while decodes run
     and runs eager on an idle engine; defer (and cover) keep cgbench's fourth condition and admit on
