@@ -42,6 +42,8 @@ def test_cover_admits_the_issues_request_that_defer_holds_back():
     it and the step runs on that graph (padded by 452 tokens), as budget's and megatron's do."""
     by = decisions(hybrid_chunked({"active_tokens": 1190, "prefill": 1, "decode": 5},
                                   [{"id": 7, "prompt_tokens": 406}]))
+    saved = {d.policy: d for d in replay_all(load_state(STATES / "cover_issue_round.json"), COMPARED)}
+    assert {k: d.to_json() for k, d in saved.items()} == {k: d.to_json() for k, d in by.items()}
     for held in ("defer", "wait_timeout", "megatron_6675"):
         d = by[held]
         assert d.admitted == () and d.deferred == 7 and d.deferred_candidate == (1596, 2, 5)
