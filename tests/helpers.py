@@ -63,7 +63,7 @@ def scenarios(draw):
     n_graphs = draw(st.sampled_from([None, 1, 2, 4, 16, -1]))
     cg = CGConfig(num_cuda_graphs=n_graphs, all_prefills=draw(st.booleans()),
                   cuda_graph_max_tokens=draw(st.sampled_from([16, 512])),
-                  distribution=draw(st.sampled_from(["exponential", "linear"])),
+                  distribution=draw(st.sampled_from(["exponential", "linear", "hybrid"])),
                   non_decode=draw(st.booleans()), sizes_per_octave=draw(st.sampled_from([1, 2])))
     n = draw(st.integers(1, 24))
     reqs = []

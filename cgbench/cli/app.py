@@ -241,10 +241,12 @@ def grid(
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         warn_before_running(cfg, g)
         from cgbench.backends.sim.capture import grid_capture_estimate
+        from cgbench.grids.megatron import family_sizing
 
         capture = grid_capture_estimate(g, cfg.model, cfg.hardware, cfg.engine)
+        families = family_sizing(cfg.cg, cfg.engine)
         if fmt == "json":
-            sys.stdout.write(json.dumps(grid_json(g, capture)) + "\n")
+            sys.stdout.write(json.dumps(grid_json(g, capture, families)) + "\n")
             return
         if fmt in ("csv", "markdown"):
             cols = ("order", "T", "P", "D")
@@ -254,7 +256,7 @@ def grid(
         e = cfg.engine
         cov = coverage(g, max_requests=e.max_requests, max_tokens=e.max_tokens,
                        max_sequence_length=e.max_sequence_length, num_speculative_tokens=e.num_speculative_tokens)
-        for table in grid_table(g, cov, capture):
+        for table in grid_table(g, cov, capture, families):
             out.print(table)
 
 

@@ -7,33 +7,56 @@ from rich.text import Text
 
 from cgbench.grids.coverage import Coverage
 from cgbench.grids.lookup import Grid
-from cgbench.grids.shapes import kind_of
+from cgbench.grids.megatron import FamilySizing
+from cgbench.grids.shapes import BatchShape, kind_of
 from cgbench.results.formatting import percent as _pct
 
 
-def grid_json(grid: Grid, capture: dict | None = None) -> dict:
-    """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order, and the capture estimate
-    (``cgbench.backends.sim.capture.grid_capture_estimate``) under ``capture`` when given."""
-    doc = {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
+def grid_json(grid: Grid, capture: dict | None = None, families: tuple[FamilySizing, ...] = ()) -> dict:
+    """``{"graphs": [[T, P, D], ...], "token_counts": [...]}`` in stored order, the capture estimate
+    (``cgbench.backends.sim.capture.grid_capture_estimate``) under ``capture`` when given, and the
+    generator's families with their sizing (``cgbench.grids.megatron.family_sizing``) under ``families``."""
+    doc: dict = {"graphs": [list(g) for g in grid.graphs], "token_counts": list(grid.token_counts or [])}
     if capture is not None:
         doc["capture"] = capture
+    if families:
+        doc["families"] = [{"family": f.family, "distribution": f.distribution, "cap": f.cap,
+                            "token_sizes": list(f.token_sizes), "prefill_counts": list(f.prefill_counts)}
+                           for f in families]
     return doc
+
+
+def family_of(g: BatchShape, families: tuple[FamilySizing, ...]) -> str:
+    """The generator family a graph came from, with its sizing: P > 0 graphs come from the
+    prefill/mixed token sizes, decode-only graphs from the decode ones."""
+    name = "prefill/mixed" if g.prefill_req_count > 0 else "decode-only"
+    return next((f"{name} ({f.distribution})" for f in families if f.family == name), name)
 
 
 def _sizes(values: set[int]) -> str:
     return ", ".join(str(v) for v in sorted(values, reverse=True)) or "-"
 
 
-def graphs_table(grid: Grid) -> Table:
+def graphs_table(grid: Grid, families: tuple[FamilySizing, ...] = ()) -> Table:
     t = Table(title=f"Captured graphs: {grid.name} (stored order)")
-    for col in ("#", "T", "P", "D", "kind"):
-        t.add_column(col, justify="left" if col == "kind" else "right")
+    cols = ("#", "T", "P", "D", "kind") + (("family",) if families else ())
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("kind", "family") else "right")
     for i, g in enumerate(grid.graphs):
-        t.add_row(str(i), str(g.token_count), str(g.prefill_req_count), str(g.decode_req_count), kind_of(g))
+        cells = [str(i), str(g.token_count), str(g.prefill_req_count), str(g.decode_req_count), kind_of(g)]
+        t.add_row(*cells, *((family_of(g, families),) if families else ()))
     return t
 
 
-def summary_table(grid: Grid) -> Table:
+def family_line(f: FamilySizing) -> str:
+    """One family's sizing in a line: distribution, cap, token sizes (and prefill counts)."""
+    line = f"{f.distribution}, cap {f.cap}: {_sizes(set(f.token_sizes))}"
+    if f.prefill_counts:
+        line += f"; P = {', '.join(str(p) for p in f.prefill_counts)}"
+    return line
+
+
+def summary_table(grid: Grid, families: tuple[FamilySizing, ...] = ()) -> Table:
     t = Table(title=f"Grid summary: {grid.name}", show_header=False)
     t.add_column("key")
     t.add_column("value")
@@ -47,6 +70,8 @@ def summary_table(grid: Grid) -> Table:
     t.add_row("token sizes", _sizes(set(grid.token_counts or [])))
     t.add_row("  prefill/mixed", _sizes({g.token_count for g in grid.graphs if g.prefill_req_count > 0}))
     t.add_row("  decode-only", _sizes({g.token_count for g in grid.graphs if g.prefill_req_count == 0}))
+    for f in families:
+        t.add_row(f"sizing: {f.family}", family_line(f))
     return t
 
 
@@ -96,9 +121,11 @@ def capture_table(capture: dict) -> Table:
     return t
 
 
-def grid_table(grid: Grid, cov: Coverage, capture: dict | None = None) -> list[Table]:
-    """The graphs in stored order, a summary, the coverage, example holes and the capture cost."""
-    tables = [graphs_table(grid), summary_table(grid), coverage_table(cov)]
+def grid_table(grid: Grid, cov: Coverage, capture: dict | None = None,
+               families: tuple[FamilySizing, ...] = ()) -> list[Table]:
+    """The graphs in stored order (with the generator family each came from), a summary (with each
+    family's sizing), the coverage, example holes and the capture cost."""
+    tables = [graphs_table(grid, families), summary_table(grid, families), coverage_table(cov)]
     if cov.holes:
         tables.append(holes_table(cov))
     if capture is not None:

@@ -48,8 +48,8 @@ def schedule_cmd(
         "(docs/schedule.md).")],
     policy: Annotated[str, typer.Option(
         "--policy", "-p",
-        help="budget, megatron, defer, pad_guard, wait_timeout (or an installed plug-in's), or all (every "
-        "policy side by side, installed plug-ins included).")] = "all",
+        help="budget, megatron, defer, pad_guard, wait_timeout, megatron_6675, cover (or an installed "
+        "plug-in's), or all (every policy side by side, installed plug-ins included).")] = "all",
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
         help="table, markdown, csv (one column per policy), or json (one object for one policy, a list for "

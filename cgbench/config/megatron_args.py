@@ -139,7 +139,7 @@ RULES: tuple[Rule, ...] = (
     Rule("--inference-cuda-graph-max-tokens", _T, "cg.cuda_graph_max_tokens", ""),
     Rule("--inference-dynamic-batching-cuda-graph-mixed-prefill-count", _T, "cg.mixed_prefill_count", ""),
     Rule("--inference-dynamic-batching-cuda-graph-sizing-distribution", _T, "cg.distribution",
-         "exponential | linear"),
+         "exponential | linear | hybrid (hybrid: PR #6667, not in 0.19.2)"),
     Rule("--inference-cuda-graph-scope", _X, "", "the graph ownership boundary (layer / block)"),
     Rule("--cuda-graph-modules", _X, "", "partial-layer training graphs"),
     # model features cgbench cannot describe (the MoE presets belong to the time-model issue)

@@ -51,11 +51,25 @@ class AdmissionPolicy(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
+    """A built-in policy's rules as a few fields (or a plug-in's object in ``plugin``). The chunked
+    path's rules beyond ``AdmissionPolicy`` (``snaps_continuing``, ``admits_covered``) and the gating
+    condition (``megatron_conditions``) are fields only: a plug-in returning a ``Policy`` may set them,
+    a plug-in's own object keeps their defaults."""
+
     name: str
     gates: bool  # gating can be active (still needs the reference's three conditions)
     # the chunked path is gated like the non-chunked one: a miss defers (unless the engine is idle),
     # and continuing chunks are guarded too (snapped or deferred when they would miss)
     gates_chunks: bool = False
+    # With gates_chunks: a continuing chunk is snapped like a new one, always (PR #6675), instead of
+    # only when its unsnapped chunk would miss (cgbench's defer / wait_timeout)
+    snaps_continuing: bool = False
+    # A chunk no graph boundary fits is admitted unsnapped when a larger graph covers its step
+    # (padded); only a step no graph covers is left to on_chunk_miss (cgbench's cover)
+    admits_covered: bool = False
+    # gating needs Megatron's three conditions only, not a prefill/mixed graph in the list
+    # (scheduler.gating_active): the policies that reproduce Megatron's own code
+    megatron_conditions: bool = False
     timeout_iters: int = -1  # >= 0: admit eager after this many consecutive deferrals
     pad_ratio: float = 0.0  # > 0: a prefill/mixed graph padding T beyond ratio x real runs eager
     plugin: Optional[AdmissionPolicy] = None  # a plug-in's policy: every answer is its answer

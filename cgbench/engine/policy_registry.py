@@ -30,10 +30,13 @@ def _wait_timeout(o: WaitTimeoutConfig) -> Policy:
 
 BUILDERS: dict[str, Callable[[Any], Policy]] = {
     "budget": lambda _: Policy("budget", gates=False),
-    "megatron": lambda _: Policy("megatron", gates=True),
+    "megatron": lambda _: Policy("megatron", gates=True, megatron_conditions=True),
     "defer": lambda _: Policy("defer", gates=True, gates_chunks=True),
     "pad_guard": _pad_guard,
     "wait_timeout": _wait_timeout,
+    "megatron_6675": lambda _: Policy("megatron_6675", gates=True, gates_chunks=True, snaps_continuing=True,
+                                      megatron_conditions=True),
+    "cover": lambda _: Policy("cover", gates=True, gates_chunks=True, admits_covered=True),
 }
 
 _CONTRACT = ("name", "gates", "gates_chunks", "on_non_chunked_miss", "on_chunk_miss", "forward_guard")

@@ -23,23 +23,29 @@ _CACHE_LIMIT = 1 << 18
 def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
     """Whether admission is gated on the grid.
 
-    ``megatron`` gates on Megatron's three conditions only: ``cg.all_prefills``, ``cg.non_decode`` and
-    a non-empty graph list. It does not check that the list holds a prefill or mixed graph, so with a
-    decode-only list every prefill candidate misses and non-chunked prefill defers forever (the run
-    ends ``stalled``; ``gating_without_prefill_graphs`` says so before running). The cgbench-only
-    gating policies (``defer``, ``wait_timeout``) add a fourth condition, a prefill/mixed graph in the
-    list, so that such a list admits on budgets and runs prefills eager instead."""
+    The policies that reproduce Megatron's code (``megatron``, ``megatron_6675``:
+    ``Policy.megatron_conditions``) gate on Megatron's three conditions only: ``cg.all_prefills``,
+    ``cg.non_decode`` and a non-empty graph list. They do not check that the list holds a prefill or
+    mixed graph, so with a decode-only list every prefill candidate misses and non-chunked prefill
+    defers forever (the run ends ``stalled``; ``gating_without_prefill_graphs`` says so before
+    running). The cgbench-only gating policies (``defer``, ``wait_timeout``, ``cover``) add a fourth
+    condition, a prefill/mixed graph in the list, so that such a list admits on budgets and runs
+    prefills eager instead."""
     if not (policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0):
         return False
-    return grid.non_decode or policy.name == "megatron"
+    return grid.non_decode or policy.megatron_conditions
 
 
 def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, chunked_prefill: bool) -> str | None:
     """A one-line warning for a gated run whose graph list has no prefill or mixed graph (None otherwise)."""
     if not gating_active(policy, cg, grid) or grid.non_decode:
         return None
-    what = ("every chunk misses and runs eager (Megatron's unsnapped-chunk fallback)" if chunked_prefill else
-            "every prefill is deferred forever and the run will stall without a step, as in Megatron")
+    if not chunked_prefill:
+        what = "every prefill is deferred forever and the run will stall without a step, as in Megatron"
+    elif policy.gates_chunks:
+        what = "every chunk misses and waits while other work runs, then runs eager on an idle engine (PR #6675)"
+    else:
+        what = "every chunk misses and runs eager (Megatron's unsnapped-chunk fallback)"
     return (f"policy={policy.name} gates admission but the captured graph list has no prefill or mixed graph: "
             f"{what}")
 
@@ -169,24 +175,28 @@ class Scheduler:
             max_chunk = min(rem, ctx.max_tokens - ctx.active_tokens)
             chunk = max_chunk
             split_by_snap = eager_on_purpose = False
-            # A continuing chunk is never gated in Megatron ("would deadlock"); policies that guard it
-            # too snap it only when the unsnapped chunk would miss, so it is not split needlessly.
-            if self.gating_active and (not continuing or (self.policy.gates_chunks
-                                                          and not self.candidate_hits(max_chunk))):
+            # A continuing chunk is never gated in Megatron 0.19.2 ("would deadlock"); #6675 snaps it
+            # like a new one (snaps_continuing); cgbench's policies that guard it snap it only when
+            # the unsnapped chunk would miss, so it is not split needlessly.
+            policy = self.policy
+            if self.gating_active and (not continuing or (policy.gates_chunks and (
+                    policy.snaps_continuing or not self.candidate_hits(max_chunk)))):
                 snapped = self.grid.find_chunk_size(ctx.active_tokens, ctx.prefill_count,
                                                     ctx.decode_count, max_chunk)
                 if snapped is not None:
                     chunk = snapped
                     req.cg_wait_iters = 0
                     split_by_snap = max_chunk >= rem > snapped
+                elif policy.admits_covered and self.candidate_hits(max_chunk):
+                    req.cg_wait_iters = 0  # no boundary fits, but a larger graph covers the step (padded)
                 else:
                     idle = ctx.prefill_count == 0 and ctx.decode_count == 0
-                    if self.policy.on_chunk_miss(req.cg_wait_iters, idle) == DEFER:
+                    if policy.on_chunk_miss(req.cg_wait_iters, idle) == DEFER:
                         self.register_waits(req, 1, result)
                         result.stop_reason = "deferred"
                         return result
                     req.cg_wait_iters = 0
-                    eager_on_purpose = self.policy.gates_chunks and not idle
+                    eager_on_purpose = policy.gates_chunks and not idle
             if self.flash_attn_guard and rem - chunk == 1:
                 if chunk > 1:
                     chunk -= 1

@@ -1,7 +1,9 @@
 """Megatron's captured-graph generator (``generate_cuda_graph_batch_dimensions_list``).
 
 EXPONENTIAL and LINEAR token sizes, the geometric prefill-count grid, the validity rule, tensor
-parallelism and speculative tokens, list order included, as megatron-core 0.19.2 builds them.
+parallelism and speculative tokens, list order included, as megatron-core 0.19.2 builds them, and
+PR #6667's HYBRID sizing (``1ea7881b``: EXPONENTIAL sizes for the prefill/mixed graphs, LINEAR sizes
+for the decode-only graphs, the geometric prefill-count grid of EXPONENTIAL).
 The only non-Megatron part is ``sizes_per_octave`` / ``p_per_octave`` (used by ``cg=dense``), see
 ``_densify_sizes`` and ``_densify_p_grid``; with both at 1 the output is exactly Megatron's.
 """
@@ -9,7 +11,7 @@ The only non-Megatron part is ``sizes_per_octave`` / ``p_per_octave`` (used by `
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from cgbench.config.registry.grids import grid_kind
@@ -100,6 +102,48 @@ def _densify_p_grid(p_grid: list[int], k: int) -> list[int]:
 # The generator (docs/design.md §2)
 
 
+def family_distributions(distribution: str) -> tuple[str, str]:
+    """The token-size distributions of the prefill/mixed graphs and of the decode-only graphs:
+    HYBRID (PR #6667) resolves to EXPONENTIAL and LINEAR, the others apply to both families."""
+    if distribution == "hybrid":
+        return "exponential", "linear"
+    return distribution, distribution
+
+
+def _token_sizes(tp: int, n: int, cap: int, decode_bound: int, q: int, distribution: str,
+                 sizes_per_octave: int) -> tuple[list[int], list[int]]:
+    """The prefill/mixed token sizes (up to ``cap``) and the decode-only ones (up to
+    ``min(cap, decode_bound)``), descending, for a checked ``n`` (``num_cuda_graphs``)."""
+    prefill_distribution, decode_distribution = family_distributions(distribution)
+    prefill_sizes = (exponential_sizes if prefill_distribution == "exponential" else linear_sizes)(tp, n, cap)
+    if prefill_distribution == "exponential":
+        prefill_sizes = _densify_sizes(prefill_sizes, sizes_per_octave, tp)
+    decode_cap = min(cap, decode_bound)
+    decode_sizes = (exponential_sizes if decode_distribution == "exponential" else linear_sizes)(tp, n, decode_cap)
+    if n == -1:  # auto mode always keeps the 1- and 2-request decode graphs
+        unit = math.lcm(q, tp)
+        for k in (1, 2):
+            if unit * k <= decode_cap and unit * k not in decode_sizes:
+                decode_sizes.append(unit * k)
+        decode_sizes = sorted(set(decode_sizes), reverse=True)
+    return prefill_sizes, decode_sizes
+
+
+def _prefill_counts(distribution: str, R: int, mixed_prefill_count: int, p_per_octave: int) -> tuple[list[int], int]:
+    """The prefill counts of the mixed graphs and the prefill-only graphs' floor: the geometric grid
+    1, 2, 4, ..., ``max_requests``, except under LINEAR, which keeps the fixed ``mixed_prefill_count``
+    (HYBRID's prefill family is EXPONENTIAL's)."""
+    if distribution == "linear":
+        return [min(mixed_prefill_count, R)], mixed_prefill_count
+    p_grid = []
+    p = 1
+    while p < R:
+        p_grid.append(p)
+        p *= 2
+    p_grid.append(R)
+    return _densify_p_grid(p_grid, p_per_octave), 1
+
+
 def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_tokens: int | None,
                   mixed_prefill_count: int, max_requests: int, max_tokens: int, max_sequence_length: int,
                   non_decode_graphs: bool, num_speculative_tokens: int = 0,
@@ -108,8 +152,9 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
                   ) -> tuple[list[BatchShape], list[int] | None]:
     """Megatron's captured-graph list in stored order, and its token counts (descending).
 
-    ``sizes_per_octave`` / ``p_per_octave`` > 1 densify the EXPONENTIAL grid (cgbench extension;
-    ignored for LINEAR). With both at 1 the result is exactly Megatron's."""
+    ``distribution``: ``exponential``, ``linear`` or ``hybrid`` (#6667). ``sizes_per_octave`` /
+    ``p_per_octave`` > 1 densify the EXPONENTIAL prefill sizes and P-grid (cgbench extension; ignored for
+    LINEAR). With both at 1 the result is exactly Megatron's."""
     if num_cuda_graphs is None:
         return [], None
     tp, spec, R = tp_size, num_speculative_tokens, max_requests
@@ -123,19 +168,7 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     n = num_cuda_graphs
     if n != -1:
         n = min(max(n, 1), cap)
-    exponential = distribution == "exponential"
-    sizes_fn = exponential_sizes if exponential else linear_sizes
-    prefill_sizes = sizes_fn(tp, n, cap)
-    if exponential:
-        prefill_sizes = _densify_sizes(prefill_sizes, sizes_per_octave, tp)
-    decode_cap = min(cap, R * q)
-    decode_sizes = sizes_fn(tp, n, decode_cap)
-    if n == -1:  # auto mode always keeps the 1- and 2-request decode graphs
-        unit = math.lcm(q, tp)
-        for k in (1, 2):
-            if unit * k <= decode_cap and unit * k not in decode_sizes:
-                decode_sizes.append(unit * k)
-        decode_sizes = sorted(set(decode_sizes), reverse=True)
+    prefill_sizes, decode_sizes = _token_sizes(tp, n, cap, R * q, q, distribution, sizes_per_octave)
 
     out: list[BatchShape] = []
 
@@ -152,18 +185,7 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     if not mixed_prefill_count or mixed_prefill_count <= 0 or not non_decode_graphs:
         add_decode_graphs()
     else:
-        if exponential:
-            p_grid = []
-            p = 1
-            while p < R:
-                p_grid.append(p)
-                p *= 2
-            p_grid.append(R)
-            p_grid = _densify_p_grid(p_grid, p_per_octave)
-            prefill_floor = 1
-        else:
-            p_grid = [min(mixed_prefill_count, R)]
-            prefill_floor = mixed_prefill_count
+        p_grid, prefill_floor = _prefill_counts(distribution, R, mixed_prefill_count, p_per_octave)
         for s in prefill_sizes:
             if s >= 2:
                 for p in p_grid:
@@ -205,6 +227,37 @@ def megatron_family(cg: CGConfig, engine: EngineConfig, non_decode: bool) -> lis
     return graphs
 
 
+@dataclass(frozen=True)
+class FamilySizing:
+    """How one family of Megatron's generator sizes its graphs (``cgbench grid`` shows it)."""
+
+    family: str  # "prefill/mixed" or "decode-only"
+    distribution: str  # the family's token-size distribution: exponential or linear
+    cap: int  # the family's largest token size
+    token_sizes: tuple[int, ...]  # the generated sizes, descending (the validity rule may drop a graph)
+    prefill_counts: tuple[int, ...] = ()  # the mixed graphs' prefill counts (prefill/mixed only)
+
+
+def family_sizing(cg: CGConfig, engine: EngineConfig) -> tuple[FamilySizing, ...]:
+    """The families ``cg.kind`` ``megatron`` or ``decode_only`` generates, each with its sizing (under
+    ``cg.distribution=hybrid`` the two differ); () for every other kind and without graphs."""
+    if cg.kind not in ("megatron", "decode_only") or cg.num_cuda_graphs is None:
+        return ()
+    R, q = engine.max_requests, engine.num_speculative_tokens + 1
+    cap = megatron_cap(cg, engine)
+    n = cg.num_cuda_graphs if cg.num_cuda_graphs == -1 else min(max(cg.num_cuda_graphs, 1), cap)
+    prefill_sizes, decode_sizes = _token_sizes(engine.tp_size, n, cap, R * q, q, cg.distribution,
+                                               cg.sizes_per_octave)
+    prefill_distribution, decode_distribution = family_distributions(cg.distribution)
+    families = []
+    if cg.kind == "megatron" and cg.non_decode and cg.mixed_prefill_count > 0:
+        p_grid, _ = _prefill_counts(cg.distribution, R, cg.mixed_prefill_count, cg.p_per_octave)
+        families.append(FamilySizing("prefill/mixed", prefill_distribution, cap, tuple(prefill_sizes),
+                                     tuple(p_grid)))
+    families.append(FamilySizing("decode-only", decode_distribution, min(cap, R * q), tuple(decode_sizes)))
+    return tuple(families)
+
+
 DEFAULT_MIXED_PREFILL_COUNT = CGConfig().mixed_prefill_count
 
 
@@ -222,8 +275,8 @@ def idle_mixed_prefill_count(cg: CGConfig, engine: EngineConfig) -> str | None:
         return None
     if not non_decode:
         why = "a decode-only grid has no mixed-prefill graphs"
-    elif cg.distribution == "exponential" and n > 0:
-        why = ("under cg.distribution=exponential the prefill counts are the powers of two up to "
+    elif cg.distribution != "linear" and n > 0:
+        why = (f"under cg.distribution={cg.distribution} the prefill counts are the powers of two up to "
                "max_requests; only 0 versus > 0 matters")
     else:
         why = "no graph it would change is valid for this engine"

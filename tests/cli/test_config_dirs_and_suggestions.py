@@ -72,7 +72,7 @@ def test_advise_reads_the_config_dir_in_its_candidate_runs(tree, tmp_path):
 def test_a_mistyped_group_option_gets_the_nearest(tmp_path):
     # a policy name is the policy registry's to check (built-ins and installed plug-ins)
     line = _one_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
-    assert line.startswith("error: policy: 'defr' is not one of budget, defer, megatron"), line
+    assert line.startswith("error: policy: 'defr' is not one of budget, cover, defer, megatron"), line
     assert line.endswith("did you mean defer?"), line
     line = _one_line(runner.invoke(app, ["sweep", "model=hybrd,transformer", "--dry-run"]))
     assert "did you mean model=hybrid?" in line

@@ -53,9 +53,16 @@ def test_engine_invariants(scenario):
     assert s.evicted_events <= s.paused_events  # only a paused request is ever evicted
     # under gating without a timeout, no step with a prefill runs eager, except for a chunk
     # admitted while the engine was idle (defer) or a chunk the merged megatron code falls back on
-    if eng.scheduler.gating_active and not cfg.engine.chunked_prefill and cfg.policy.name in ("megatron", "defer"):
+    gating_alike = ("megatron", "defer", "megatron_6675", "cover")  # the same non-chunked rule
+    if eng.scheduler.gating_active and not cfg.engine.chunked_prefill and cfg.policy.name in gating_alike:
         eager_prefill = [t for t in state.trace if t.graph is None and t.real[1] > 0]
         assert not eager_prefill, eager_prefill[:3]
-    if eng.scheduler.gating_active and cfg.policy.name == "defer":
+    # cover, chunked too: an idle engine always has a graph serving (P=1, D=0) to snap to or pad into,
+    # so no step with a prefill ever runs eager
+    if eng.scheduler.gating_active and cfg.policy.name == "cover":
+        eager_prefill = [t for t in state.trace if t.graph is None and t.real[1] > 0]
+        assert not eager_prefill, eager_prefill[:3]
+    # the policies that gate every chunk: a mixed step (decodes running) never runs eager
+    if eng.scheduler.gating_active and cfg.policy.name in ("defer", "megatron_6675", "cover"):
         eager_mixed = [t for t in state.trace if t.graph is None and t.real[1] > 0 and t.real[2] > 0]
         assert not eager_mixed, eager_mixed[:3]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cgbench.config.compose import load_config
-from cgbench.config.schema import ConfigError
+from cgbench.config.schema import POLICIES, ConfigError
 from cgbench.engine.ep import EP_PREFILL, EP_PREFILL_OTHER, EPEngine
 from cgbench.pipeline import build_engine, run_point
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -136,7 +136,7 @@ def test_config_ep_keys():
         load_config(["engine.ep_size=0"])
 
 
-@pytest.mark.parametrize("policy", ["budget", "megatron", "defer", "pad_guard", "wait_timeout"])
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("dispatcher", ["nccl", "nvls"])
 def test_ep8_runs_with_every_policy(policy, dispatcher):
     m = run_point(load_config(["model=hybrid", "engine.ep_size=8", f"engine.moe_dispatcher={dispatcher}",

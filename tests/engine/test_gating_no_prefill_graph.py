@@ -25,9 +25,9 @@ def test_the_list_is_decode_only_and_only_megatron_gates_on_it():
     grid = _grid(cfg)
     assert grid.graphs and not grid.non_decode and all(tuple(g)[1] == 0 for g in grid.graphs)
     active = {p: gating_active(make_policy(load_config(CASE + [f"policy={p}"]).policy), cfg.cg, grid)
-              for p in ("budget", "megatron", "defer", "pad_guard", "wait_timeout")}
+              for p in ("budget", "megatron", "defer", "pad_guard", "wait_timeout", "megatron_6675", "cover")}
     assert active == {"budget": False, "megatron": True, "defer": False, "pad_guard": False,
-                      "wait_timeout": False}
+                      "wait_timeout": False, "megatron_6675": True, "cover": False}
 
 
 def test_megatron_non_chunked_stalls_without_a_step_and_counts_the_warnings():
@@ -55,7 +55,20 @@ def test_megatron_chunked_counterpart_completes_on_the_unsnapped_chunk():
     assert m["snap_splits"] == 0  # no graph to snap to: every chunk is the largest that fits
 
 
-@pytest.mark.parametrize("policy", ["defer", "wait_timeout", "budget"])
+def test_6675_stalls_non_chunked_and_serializes_chunked_prefills():
+    """PR #6675 keeps Megatron's three conditions: non-chunked prefill stalls as under megatron; a chunk
+    waits while other work runs and runs eager on an idle engine, so the chunked run completes with
+    every prefill step eager and alone (no decode in it)."""
+    m = run_point(load_config(CASE + ["policy=megatron_6675"]))["metrics"]
+    assert m["outcome"] == "stalled" and m["steps"] == 0
+    doc = run_point(load_config(CASE + ["engine=chunked", "policy=megatron_6675"]), trace=True)
+    m = doc["metrics"]
+    assert m["outcome"] == "completed" and m["requests"]["completed"] == 20 and m["deferral_events"] > 0
+    prefill_steps = [s for s in doc["steps"] if s["real"][1] > 0]
+    assert prefill_steps and all(s["graph"] is None and s["real"][2] == 0 for s in prefill_steps)
+
+
+@pytest.mark.parametrize("policy", ["defer", "wait_timeout", "budget", "cover"])
 def test_cgbench_policies_keep_the_fourth_condition_and_complete(policy):
     m = run_point(load_config(CASE + [f"policy={policy}"]))["metrics"]
     assert m["outcome"] == "completed" and not m["gating_active"] and m["deferral_events"] == 0

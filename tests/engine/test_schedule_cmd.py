@@ -348,8 +348,14 @@ def ref_match(graphs, r, strict):
     return list(min(cands)) if cands else None
 
 
-def ref_round(doc: dict, graphs: list, gating: bool) -> dict:
-    """Reference 6.3 / 6.4 (after #4870; gating off = before) from the state document, by hand."""
+def ref_round(doc: dict, graphs: list, gating: bool, rule: str = "megatron") -> dict:
+    """Reference 6.3 / 6.4 (after #4870; gating off = before) from the state document, by hand.
+
+    ``rule`` is the chunked path's: ``megatron`` (0.19.2: only a new request is snapped, a miss takes
+    the unsnapped chunk), ``6675`` (PR #6675's ``_select_cg_chunk_size`` for every chunk, the
+    continuation included: snap, else wait while P or D is non-zero, else the unsnapped chunk) or
+    ``cover`` (cgbench's: a continuation its unsnapped step's graph covers is left alone; otherwise
+    snap, else admit unsnapped when a graph covers that step, else wait unless idle)."""
     e, b = doc["engine"], doc["batch"]
     strict = doc["model"]["kind"] == "hybrid"
     R, M, bs, msl = e["max_requests"], e["max_tokens"], e["block_size"], e["max_sequence_length"]
@@ -382,12 +388,17 @@ def ref_round(doc: dict, graphs: list, gating: bool) -> dict:
             if not ((request_ok or continuing) and kv_ok and A < M):
                 break
             chunk = min(rem, M - A)
-            if gating and not continuing:
-                for g in graphs:
-                    c = g[0] - A
-                    if 1 <= c <= chunk and ref_applicable(g, (g[0], P + 1, D), strict):
-                        chunk = c
-                        break
+            covered = ref_match(graphs, (A + chunk, P + 1, D), strict) is not None
+            guarded = gating and (not continuing if rule == "megatron" else
+                                  rule == "6675" or not (continuing and covered))
+            if guarded:
+                snapped = next((g[0] - A for g in graphs if 1 <= g[0] - A <= chunk
+                                and ref_applicable(g, (g[0], P + 1, D), strict)), None)
+                if snapped is None and rule != "megatron" and not (rule == "cover" and covered) and (P or D):
+                    waits[q["id"]] += 1
+                    warnings += waits[q["id"]] % max(100, msl) == 0
+                    break
+                chunk = snapped if snapped is not None else chunk
                 waits[q["id"]] = 0
             if rem - chunk == 1:
                 if chunk == 1:
@@ -421,7 +432,8 @@ def random_states(draw):
               "num_speculative_tokens": spec, "chunked_prefill": chunked}
     if draw(st.booleans()):
         cg = {"num_cuda_graphs": draw(st.sampled_from([None, 1, 4, 16, -1])), "all_prefills": draw(st.booleans()),
-              "non_decode": draw(st.booleans()), "distribution": draw(st.sampled_from(["exponential", "linear"]))}
+              "non_decode": draw(st.booleans()),
+              "distribution": draw(st.sampled_from(["exponential", "linear", "hybrid"]))}
     else:  # a random explicit list: any valid shapes, any stored order
         q = spec + 1
         shapes = []
@@ -456,7 +468,7 @@ def random_states(draw):
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(random_states())
-def test_megatron_and_budget_match_the_reference_pseudo_code(doc):
+def test_megatron_budget_6675_and_cover_match_the_reference_pseudo_code(doc):
     try:
         state = parse_state(copy.deepcopy(doc))
     except ConfigError as e:  # some random limits are invalid (e.g. a graph cap below max_requests)
@@ -465,9 +477,12 @@ def test_megatron_and_budget_match_the_reference_pseudo_code(doc):
     graphs = [list(g) for g in state.grid.graphs]
     # Megatron's three conditions (no check that the list holds a prefill or mixed graph)
     gating = doc["cg"].get("all_prefills", True) and doc["cg"].get("non_decode", True) and len(graphs) > 0
-    for policy, gates in (("megatron", gating), ("budget", False)):
+    # the cgbench-only cover keeps the fourth condition: a prefill or mixed graph in the list
+    covers = gating and any(g[1] > 0 for g in graphs)
+    for policy, gates, rule in (("megatron", gating, "megatron"), ("budget", False, "megatron"),
+                                ("megatron_6675", gating, "6675"), ("cover", covers, "cover")):
         got = replay_round(state, policy).to_json()
-        want = ref_round(doc, graphs, gates)
+        want = ref_round(doc, graphs, gates, rule)
         assert {k: got[k] for k in want} == want, policy
 
 
@@ -482,7 +497,7 @@ def engine_runs(draw):
     per_req = -(-msl // block)
     kv = draw(st.sampled_from([0, per_req + 1, per_req * 2]))
     cg = CGConfig(num_cuda_graphs=draw(st.sampled_from([None, 2, 16, -1])), all_prefills=draw(st.booleans()),
-                  distribution=draw(st.sampled_from(["exponential", "linear"])),
+                  distribution=draw(st.sampled_from(["exponential", "linear", "hybrid"])),
                   non_decode=draw(st.sampled_from([True, True, False])),
                   kind=draw(st.sampled_from(["megatron", "megatron", "vllm"])))
     cfg = make_cfg(kind=draw(st.sampled_from(["transformer", "hybrid"])), policy=draw(st.sampled_from(POLICIES)),

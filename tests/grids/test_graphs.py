@@ -384,7 +384,7 @@ def test_cap_below_decode_bound_is_an_error():
 @given(tp=st.sampled_from([1, 2, 4, 8]), spec=st.sampled_from([0, 1, 3]),
        n=st.sampled_from([None, -1, 0, 1, 2, 4, 8, 16, 32]), R_mult=st.integers(1, 16),
        extra_tokens=st.integers(0, 4000), msl=st.integers(2, 5000),
-       dist=st.sampled_from(["exponential", "linear"]), non_decode=st.booleans(),
+       dist=st.sampled_from(["exponential", "linear", "hybrid"]), non_decode=st.booleans(),
        mixed=st.sampled_from([0, 4, 16]), all_prefills=st.booleans(),
        k=st.sampled_from([1, 1, 2, 3]), kp=st.sampled_from([1, 2]))
 def test_generated_graphs_valid_sorted_deduped(tp, spec, n, R_mult, extra_tokens, msl, dist, non_decode,

@@ -63,6 +63,12 @@ def _megatron_graphs(cg: CGConfig, e: EngineConfig, non_decode: bool) -> tuple[i
             key = "cg.p_per_octave"
     if not non_decode or not cg.mixed_prefill_count:
         p_values = 0
+    if cg.distribution == "hybrid":  # PR #6667: LINEAR sizes for the decode-only graphs
+        decode_cap = min(cap, e.max_requests * (e.num_speculative_tokens + 1))
+        decode = decode_cap / 16 + 40 if n == -1 else min(n, decode_cap)
+        if decode > sizes * (p_values + 1):
+            key = "cg.num_cuda_graphs"
+        return int(sizes * (p_values + 1) + decode), key
     return int(sizes * (p_values + 2)), key
 
 

@@ -65,6 +65,9 @@ BUILTIN_POLICIES: dict[str, PolicySpec] = {s.name: s for s in (
                summary="budget, plus: a graph padding T beyond max_ratio x runs eager"),
     PolicySpec("wait_timeout", WaitTimeoutConfig, _check_wait_timeout,
                summary="defer on a miss for at most iters rounds, then run eager"),
+    PolicySpec("megatron_6675", summary="PR #6675 (73f34663): continuing chunks snapped too; a chunk miss "
+               "waits unless the engine is idle"),
+    PolicySpec("cover", summary="defer, but a chunk a larger graph covers (padded) is admitted, not held back"),
 )}
 
 

@@ -1,0 +1,98 @@
+"""Regenerate the tables of docs/megatron-prs.md (python scripts/megatron_prs_figures.py): each row is
+one ``cgbench run`` whose exact overrides the row's first cell names."""
+
+from __future__ import annotations
+
+from cgbench.config.compose import load_config
+from cgbench.grids.build import build_grid
+from cgbench.pipeline import run_point
+
+POLICIES = ("budget", "megatron", "defer", "megatron_6675", "cover")
+GATING_HEADER = ("| `cgbench run` overrides | deferrals (events / requests) | longest wait (iters) | p99 TTFT ms "
+                 "| padding | eager steps | snap splits | steps | output tok/s |\n"
+                 "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+SIZING_HEADER = ("| `cgbench run` overrides | graphs (decode-only) | decode sizes (requests) | decode padding, "
+                 "every batch size | decode-step padding, run | capture s (est.) | TPOT ms p50 / p99 | output tok/s |\n"
+                 "|---|--:|---|--:|--:|--:|--:|--:|")
+
+
+def gating_row(overrides: list[str]) -> str:
+    m = run_point(load_config(overrides), overrides)["metrics"]
+    return (f"| `{' '.join(overrides)}` | {m['deferral_events']} / {m['deferred_requests']} | "
+            f"{m['max_cg_wait_iters']} | {m['ttft_ms']['p99']:,.1f} | {100 * m['padded_token_fraction']:.2f}% | "
+            f"{100 * m['eager_step_fraction']:.2f}% | {m['snap_splits']} | {m['steps']} | "
+            f"{m['output_throughput_tok_s']:,.0f} |")
+
+
+def gating_tables() -> None:
+    for title, extra in (("chat preset (8 req/s)", []), ("chat at 32 req/s (saturated)", ["workload.arrival.rate=32"])):
+        print(f"### Gating, {title}\n\n{GATING_HEADER}")
+        chunked_values = ("false", "true") if not extra else ("true",)
+        for model in ("hybrid", "transformer"):
+            for chunked in chunked_values:
+                for policy in POLICIES:
+                    print(gating_row([f"model={model}", "workload=chat", *extra, "cg=megatron",
+                                      f"engine.chunked_prefill={chunked}", f"policy={policy}"]))
+        print()
+
+
+def decode_padding(overrides: list[str]) -> tuple[int, int, list[int], float]:
+    """The grid's graph count, its decode-only graphs (count, request sizes) and the mean decode padding
+    over every decode batch size 1..max_requests (graph requests / real requests)."""
+    cfg = load_config(overrides)
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    sizes = sorted({g.decode_req_count for g in grid.graphs if g.prefill_req_count == 0})
+    ratios = [min(s for s in sizes if s >= d) / d for d in range(1, cfg.engine.max_requests + 1)]
+    return len(grid.graphs), len(sizes), sizes[::-1], sum(ratios) / len(ratios)
+
+
+def sizing_row(overrides: list[str]) -> str:
+    total, decode, sizes, pad = decode_padding(overrides)
+    doc = run_point(load_config(overrides), overrides)
+    m = doc["metrics"]
+    usage = [u for u in doc["graph_usage"] if u["graph"][1] == 0]
+    padded = sum(u["padded_tokens"] for u in usage)
+    run_pad = padded / max(1, padded + sum(u["real_tokens"] for u in usage))
+    shown = ", ".join(map(str, sizes)) if len(sizes) <= 12 else ", ".join(map(str, sizes[:10])) + ", ..."
+    return (f"| `{' '.join(overrides)}` | {total} ({decode}) | {shown} | {pad:.3f}x | {100 * run_pad:.2f}% | "
+            f"{doc['capture']['capture_s']:.2f} | {m['tpot_ms']['p50']:.2f} / {m['tpot_ms']['p99']:.2f} | "
+            f"{m['output_throughput_tok_s']:,.0f} |")
+
+
+def sizing_table() -> None:
+    print(f"### Sizing: `cg.distribution` (#6667)\n\n{SIZING_HEADER}")
+    for model in ("hybrid", "transformer"):
+        for extra in ([], ["engine.max_requests=40"], ["engine.max_requests=40", "engine.tp_size=8"]):
+            for dist in ("exponential", "hybrid", "linear"):
+                print(sizing_row([f"model={model}", "workload=chat", "cg=megatron", *extra,
+                                  f"cg.distribution={dist}"]))
+    print()
+
+
+COVERAGE_HEADER = ("| `cgbench run` overrides | graphs | eager steps | eager reasons | padding | p99 TTFT ms "
+                   "| TPOT ms p50 | capture s (est.) | output tok/s |\n|---|--:|--:|---|--:|--:|--:|--:|--:|")
+
+
+def coverage_row(overrides: list[str]) -> str:
+    doc = run_point(load_config(overrides), overrides)
+    m = doc["metrics"]
+    reasons = ", ".join(f"{k} {v}" for k, v in m["eager_steps_by_reason"].items()) or "-"
+    return (f"| `{' '.join(overrides)}` | {m['num_graphs']} | {100 * m['eager_step_fraction']:.2f}% | {reasons} | "
+            f"{100 * m['padded_token_fraction']:.2f}% | {m['ttft_ms']['p99']:,.1f} | {m['tpot_ms']['p50']:.2f} | "
+            f"{doc['capture']['capture_s']:.2f} | {m['output_throughput_tok_s']:,.0f} |")
+
+
+def coverage_table() -> None:
+    print(f"### Coverage: the #5797 cap (no `cg.all_prefills`)\n\n{COVERAGE_HEADER}")
+    for model in ("hybrid", "transformer"):
+        for chunked in ("false", "true"):
+            for cap in (["cg.cuda_graph_max_tokens=256"], []):
+                print(coverage_row([f"model={model}", "workload=chat", "cg=megatron_no_all_prefills", *cap,
+                                    f"engine.chunked_prefill={chunked}"]))
+    print()
+
+
+if __name__ == "__main__":
+    gating_tables()
+    sizing_table()
+    coverage_table()

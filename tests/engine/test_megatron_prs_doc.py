@@ -1,0 +1,31 @@
+"""docs/megatron-prs.md's tables are what scripts/megatron_prs_figures.py prints: every row, from its
+own ``cgbench run`` overrides, today."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # about 60 simulator runs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_table_row_is_current():
+    spec = importlib.util.spec_from_file_location("megatron_prs_figures", ROOT / "scripts" / "megatron_prs_figures.py")
+    assert spec is not None and spec.loader is not None
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        figures.gating_tables()
+        figures.sizing_table()
+        figures.coverage_table()
+    rows = [line for line in out.getvalue().splitlines() if line.startswith("| `")]
+    doc = (ROOT / "docs" / "megatron-prs.md").read_text()
+    assert len(rows) == 60
+    assert [r for r in rows if r not in doc] == []
