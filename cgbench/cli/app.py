@@ -37,6 +37,17 @@ Overrides = Annotated[Optional[list[str]], typer.Argument(
     show_default=False)]
 
 
+def declare_config_inputs(cfg, megatron_args: str | None = None) -> None:
+    """The files a config reads (trace, calibration tables) and a ``--megatron-args @FILE`` are
+    the command's inputs: no output may replace them (``cgbench.safeio.declare_inputs``)."""
+    from cgbench.analysis.fingerprint import input_paths
+    from cgbench.safeio import declare_inputs
+
+    declare_inputs(input_paths(cfg))
+    if megatron_args is not None and megatron_args.startswith("@"):
+        declare_inputs({"--megatron-args": megatron_args[1:]})
+
+
 def warn_before_running(cfg, grid=None) -> None:
     """Configuration warnings known before any work (one line each on stderr)."""
     from cgbench.pipeline import preflight_warnings
@@ -149,6 +160,7 @@ def run(
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)
+        declare_config_inputs(cfg, megatron_args)
         warn_before_running(cfg)
         if cfg.backend.name == "torch":
             require_torch()
@@ -160,6 +172,7 @@ def run(
         labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
+        ensure_writable(path.with_name(path.stem + ".state.json"), "--out (its state file)")
         from cgbench.pipeline import explain_gating_flag, run_point
 
         state_path = path.with_name(path.stem + ".state.json")

@@ -410,11 +410,16 @@ missing, failed, changed, so a missing or failed point fails the gate); 2: bad i
 unreadable JSON, schema mismatch, no common points, bad rules).
     """
     with ui.user_errors():
+        from cgbench import safeio
         from cgbench.analysis import compare as cmp
         from cgbench.cli import render_compare as view
 
         check_format(fmt)
         classes = cmp.parse_fail_on(fail_on)
+        safeio.declare_inputs({"BASE": base, "NEW": new, "--rules": rules})
+        safeio.declare_folder_inputs({"BASE": base, "NEW": new})
+        if markdown is not None:
+            safeio.check_writable(markdown, "--markdown")
         comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
         failing = comp.failing(classes)
         for w in comp.warnings:
@@ -427,12 +432,7 @@ unreadable JSON, schema mismatch, no common points, bad rules).
                     "csv": lambda: view.to_csv(comp)}[fmt]()
             ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         if markdown is not None:
-            from cgbench.config.schema import ConfigError
-
-            try:
-                markdown.write_text(view.markdown(comp, classes))
-            except OSError as e:
-                raise ConfigError(f"--markdown: cannot write {markdown}: {e.strerror or e}") from e
+            safeio.write_text_atomic(markdown, view.markdown(comp, classes), "--markdown")
     if failing:
         raise typer.Exit(1)
 
@@ -489,9 +489,12 @@ sustainable rate. One run: a summary, a per-iteration timeline (needs [bold]run 
 queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     with ui.user_errors():
+        from cgbench import safeio
         from cgbench.analysis.plots import plot
         from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
 
+        safeio.declare_inputs({"TARGET": target})
+        safeio.declare_folder_inputs({"TARGET": target})
         spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
                         parse_slo(list(slo or [])))
         files, notes = plot(target, out_dir, spec)
