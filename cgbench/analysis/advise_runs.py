@@ -2,7 +2,9 @@
 overrides plus its ``cg`` overrides. ``Evaluator`` composes them (once per set of group selections,
 ``cgbench.config.compose.Composer``) and runs them on the sweep's executors (in this process, or in
 a pool of worker processes with ``jobs > 1``; results in submission order, so the same as one
-worker), and keeps each result for ``--resume``."""
+worker), and keeps each result for ``--resume``. A kept result is reused only when the config it
+ran has the same fingerprint (``cgbench.analysis.fingerprint``: the resolved config and the
+contents of its input files): a changed workload, trace or default reruns it."""
 
 from __future__ import annotations
 
@@ -66,12 +68,13 @@ class Evaluated:
         return not self.violations
 
 
-def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
+def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool,
+             fingerprint: str | None = None) -> dict[str, Any]:
     """One candidate: a plain run of ``overrides`` (composed as ``cfg``; an executor's task)."""
     from cgbench.pipeline import run_point
 
     doc = run_point(cfg, list(overrides), trace=want_shapes)
-    rec = {"kind": RUN_KIND, "overrides": list(overrides), "metrics": doc["metrics"],
+    rec = {"kind": RUN_KIND, "overrides": list(overrides), "fingerprint": fingerprint, "metrics": doc["metrics"],
            "graph_usage": doc["graph_usage"]}
     if want_shapes:
         rec["shapes"] = shape_counts(doc["steps"])
@@ -102,7 +105,7 @@ class Evaluator:
         digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:16]
         return self.out_dir / "runs" / f"{digest}.json"
 
-    def _kept(self, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any] | None:
+    def _kept(self, overrides: tuple[str, ...], want_shapes: bool, fingerprint: str) -> dict[str, Any] | None:
         path = self.path(overrides)
         if not self.resume or path is None or not path.is_file():
             return None
@@ -113,6 +116,7 @@ class Evaluator:
         except ConfigError:
             return None
         ok = (isinstance(rec, dict) and rec.get("kind") == RUN_KIND and rec.get("overrides") == list(overrides)
+              and rec.get("fingerprint") == fingerprint
               and isinstance(rec.get("metrics"), dict) and (not want_shapes or "shapes" in rec))
         return rec if ok else None
 
@@ -126,23 +130,25 @@ class Evaluator:
     def run(self, jobs: list[tuple[str, tuple[str, ...], bool]]) -> list[tuple[dict[str, Any], bool]]:
         """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order."""
         from cgbench.analysis.executors import describe
+        from cgbench.analysis.fingerprint import config_fingerprint
 
         out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
         tasks = []
         for i, (label, ovr, shapes) in enumerate(jobs):
-            rec = self._kept(ovr, shapes)
+            try:
+                cfg = self._composer.load(list(ovr))
+            except ConfigError as e:  # a candidate whose grid is refused is a failed run, not a failed search
+                out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
+                continue
+            fingerprint = config_fingerprint(cfg)
+            rec = self._kept(ovr, shapes, fingerprint)
             if rec is not None:
                 out[i] = (rec, True)
                 self.reused += 1
                 if self.on_done:
                     self.on_done(label, True)
                 continue
-            try:
-                cfg = self._composer.load(list(ovr))
-            except ConfigError as e:  # a candidate whose config is refused is a failed run, not a failed search
-                out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
-                continue
-            tasks.append(Task(i, (cfg, ovr, shapes)))
+            tasks.append(Task(i, (cfg, ovr, shapes, fingerprint)))
 
         def finished(o: Outcome) -> None:
             label, ovr, _ = jobs[o.key]
