@@ -210,12 +210,27 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
-    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed."""
+    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
+    log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
+    limit, take ~15 s: never minutes without a word)."""
     from cgbench.analysis.sweep import plan_sweep
 
     err = ui.err
     if not err.is_terminal:
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir)
+        import time
+
+        start = time.monotonic()
+        last = [start]
+
+        def note(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PLAN_NOTE_EVERY_S and done < total:
+                last[0] = now
+                left = (now - start) / done * (total - done)
+                err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
+                          markup=False, highlight=False, soft_wrap=True)
+
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -228,6 +243,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
 
 
+PLAN_NOTE_EVERY_S = 5.0
 EXECUTORS = ("local", "slurm")
 # the Hydra launchers that --launcher used to name, and what replaces each
 _OLD_LAUNCHERS = {"basic": "the default (--executor local --jobs 1)", "joblib": "--jobs N (local worker processes)",

@@ -38,7 +38,7 @@ BYTES_PER_REQUEST = 1_500
 DEFAULT_MEMORY_LIMIT_GB = 4.0
 MEMORY_LIMIT_ENV = "CGBENCH_MEMORY_LIMIT_GB"
 
-MAX_SWEEP_POINTS = 10_000  # composing one point takes ~10-50 ms; 10,000 points are minutes of planning
+MAX_SWEEP_POINTS = 10_000  # composing a point takes ~1.5 ms: 10,000 points plan in ~15 s (progress lines in a log)
 
 # config values that become parts of file names (result paths, sweep folders)
 NAME_KEYS = (("model", "name"), ("workload", "name"), ("hardware", "name"), ("sweep", "name"))
