@@ -585,6 +585,12 @@ def files_under(*folders: Path) -> set[Path]:
     return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_file() or p.is_symlink()}
 
 
+def folders_under(*folders: Path) -> set[Path]:
+    """Every folder under the folders: a refused command creates none (output folders are made only
+    when a file is written into them)."""
+    return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_dir() and not p.is_symlink()}
+
+
 def run_in_child(argv: list[str], *, cwd: Path, timeout: float = TIME_LIMIT_S, fsize: int | None = None,
                  address_space: int = CHILD_ADDRESS_SPACE) -> subprocess.CompletedProcess:
     """The CLI in a child process with an address-space limit (a blow-up dies, not the machine)."""

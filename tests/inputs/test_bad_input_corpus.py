@@ -23,6 +23,7 @@ from tests.inputs.corpus import (
     TIME_LIMIT_S,
     Case,
     files_under,
+    folders_under,
     make_bad_files,
     run_in_child,
 )
@@ -80,6 +81,7 @@ def _param(case: Case):
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, bad_files, tmp_path):
     argv = _argv(case, bad_files, tmp_path)
     before = files_under(tmp_path, bad_files["markup"])
+    folders = folders_under(tmp_path, bad_files["markup"])
     code, output, stderr, exception = _in_child(argv, tmp_path) if case.child else _invoke_bounded(argv)
     assert code == 2, (code, output[-2000:], exception)
     assert "Traceback" not in output
@@ -89,6 +91,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, bad_files, tmp
     for needle in case.needles:
         assert needle in err, (needle, err)
     assert files_under(tmp_path, bad_files["markup"]) == before, "a file was left behind"
+    assert folders_under(tmp_path, bad_files["markup"]) == folders, "a folder was left behind"
 
 
 def test_the_corpus_keeps_every_case_once():
