@@ -68,13 +68,12 @@ class Evaluated:
         return not self.violations
 
 
-def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool,
-             fingerprint: str | None = None) -> dict[str, Any]:
+def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
     """One candidate: a plain run of ``overrides`` (composed as ``cfg``; an executor's task)."""
     from cgbench.pipeline import run_point
 
     doc = run_point(cfg, list(overrides), trace=want_shapes)
-    rec = {"kind": RUN_KIND, "overrides": list(overrides), "fingerprint": fingerprint, "metrics": doc["metrics"],
+    rec = {"kind": RUN_KIND, "overrides": list(overrides), "metrics": doc["metrics"],
            "graph_usage": doc["graph_usage"]}
     if want_shapes:
         rec["shapes"] = shape_counts(doc["steps"])
@@ -133,6 +132,7 @@ class Evaluator:
         from cgbench.analysis.fingerprint import config_fingerprint
 
         out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
+        fingerprints: dict[int, str] = {}
         tasks = []
         for i, (label, ovr, shapes) in enumerate(jobs):
             try:
@@ -148,11 +148,14 @@ class Evaluator:
                 if self.on_done:
                     self.on_done(label, True)
                 continue
-            tasks.append(Task(i, (cfg, ovr, shapes, fingerprint)))
+            fingerprints[i] = fingerprint
+            tasks.append(Task(i, (cfg, ovr, shapes)))
 
         def finished(o: Outcome) -> None:
             label, ovr, _ = jobs[o.key]
-            out[o.key] = (self._finish(label, o.value if o.ok else _failed(ovr, o.error or "")), False)
+            # the fingerprint of the config it ran: --resume reuses the record only while it holds
+            rec = {**o.value, "fingerprint": fingerprints[o.key]} if o.ok else _failed(ovr, o.error or "")
+            out[o.key] = (self._finish(label, rec), False)
 
         self.executor.run(evaluate, tasks, finished)
         return [o for o in out if o is not None]

@@ -86,19 +86,19 @@ def check_user_tree(d: Path, source: str) -> list[Path]:
     key = tuple(signature)
     if _checked.get(d) != key:
         for f in files:
-            check_option_file(f, source)
+            check_option_file(f)
         _checked[d] = key
     return files
 
 
-def check_option_file(path: Path, source: str = "") -> None:
+def check_option_file(path: Path) -> None:
     """One user option file: bounded, UTF-8, YAML without aliases (``check_user_tree``)."""
     import yaml
 
     from cgbench.safeio import read_text
 
-    where = f"{source}: {path}" if source else str(path)
-    text = read_text(path, source, max_bytes=MAX_CONFIG_FILE_BYTES)
+    where = str(path)  # named as Hydra's own errors in a user file are (cgbench.config.suggest)
+    text = read_text(path, max_bytes=MAX_CONFIG_FILE_BYTES)
     try:
         for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
             if isinstance(event, yaml.AliasEvent):
