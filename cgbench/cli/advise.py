@@ -225,7 +225,7 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
 def _check_outputs(req: Any, plot: bool) -> None:
     """Before the search: the config's input files are this command's inputs, and every output
     (the report, the grid files, the plot) can be written and replaces none of them."""
-    from cgbench.cli.app import declare_config_inputs
+    from cgbench.cli.guards import declare_config_inputs
     from cgbench.config.compose import load_config
     from cgbench.results.document import ensure_writable
 

@@ -37,17 +37,6 @@ Overrides = Annotated[Optional[list[str]], typer.Argument(
     show_default=False)]
 
 
-def declare_config_inputs(cfg, megatron_args: str | None = None) -> None:
-    """The files a config reads (trace, calibration tables) and a ``--megatron-args @FILE`` are
-    the command's inputs: no output may replace them (``cgbench.safeio.declare_inputs``)."""
-    from cgbench.analysis.fingerprint import input_paths
-    from cgbench.safeio import declare_inputs
-
-    declare_inputs(input_paths(cfg))
-    if megatron_args is not None and megatron_args.startswith("@"):
-        declare_inputs({"--megatron-args": megatron_args[1:]})
-
-
 def warn_before_running(cfg, grid=None) -> None:
     """Configuration warnings known before any work (one line each on stderr)."""
     from cgbench.pipeline import preflight_warnings
@@ -137,7 +126,7 @@ def run(
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
-        from cgbench.cli.guards import check_device_memory, check_host_memory, require_torch
+        from cgbench.cli.guards import check_device_memory, check_host_memory, declare_config_inputs, require_torch
         from cgbench.cli.render import graph_usage_table, run_output, run_title
         from cgbench.config.compose import composed_yaml, load_config
         from cgbench.config.labels import run_labels

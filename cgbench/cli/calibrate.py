@@ -119,7 +119,7 @@ def calibrate_cmd(
         check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
         # fail before measuring, not after, when the table could not be written
         from cgbench.backends.torch.calibration import report_path
-        from cgbench.cli.app import declare_config_inputs
+        from cgbench.cli.guards import declare_config_inputs
 
         declare_config_inputs(cfg)
         table = out_path or default_table_path(cfg, "probe")
@@ -155,7 +155,7 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
 
     cfg = load_config(ovr, config_dirs=config_dirs)
     check_host_request(cfg, repeat=repeat, warmup=warmup)
-    from cgbench.cli.app import declare_config_inputs
+    from cgbench.cli.guards import declare_config_inputs
 
     declare_config_inputs(cfg)
     path = out_path or default_host_path(cfg)
