@@ -222,6 +222,15 @@ def _refuse_input(st: os.stat_result, label: str) -> None:
                           "writing would replace it: choose another output path")
 
 
+def check_not_input(path: str | Path, what: str = "") -> None:
+    """ConfigError when ``path`` is one of the declared inputs (a stat, no file created)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    _refuse_input(st, f"{what} {path}" if what else str(path))
+
+
 def _target(path: Path, what: str) -> Path:
     """The file to replace: ``path``, or a symlink's target. Refuses anything but a regular file,
     and any input the command declared."""

@@ -259,6 +259,28 @@ def _refuse_launcher(launcher: str) -> None:
                       "(see docs/sweeps.md)")
 
 
+def _check_outputs(plan: SweepPlan) -> None:
+    """Before any point runs: the files the points read (traces, calibration tables) are the
+    command's inputs, and the sweep's own files (index, summary, every point's result) replace
+    none of them (``cgbench.safeio.declare_inputs``)."""
+    from cgbench import safeio
+    from cgbench.analysis.fingerprint import input_paths
+    from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
+
+    seen: set[tuple[str, str]] = set()
+    for point in plan.points:
+        for key, path in input_paths(point.cfg).items():
+            if (key, path) not in seen:
+                seen.add((key, path))
+                safeio.declare_inputs({key: path})
+    if not seen:
+        return
+    for name in (INDEX_NAME, SUMMARY_CSV):
+        safeio.check_writable(plan.out_dir / name, "--out")
+    for point in plan.points:
+        safeio.check_not_input(plan.out_dir / point.file, "--out")
+
+
 def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | None:
     """With ``--jobs N`` (N > 1) on this machine, the pool's workers start while the points are
     planned (their imports overlap the compositions)."""
@@ -339,6 +361,12 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         warm = _warm_pool(jobs, executor, dry_run)
         try:
             plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
+        try:
+            _check_outputs(plan)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)

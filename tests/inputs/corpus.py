@@ -351,6 +351,8 @@ CASES: list[Case] = [
          ("advise.json", "this command's input", "workload.trace")),
         ("advise workload=trace workload.trace={advise_in}/recommended_graphs.json --budget-graphs 4 "
          "--out {advise_in}", ("recommended_graphs.json", "this command's input")),
+        ("sweep seed=1,2 workload=trace workload.trace={sweep_in}/summary.csv --out {sweep_in}",
+         ("summary.csv", "this command's input", "workload.trace")),
         slow=True),
     # -- issue 32, stale or false results
     *_section(
@@ -547,6 +549,9 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     f["advise_in"].mkdir()
     for name in ("advise.json", "recommended_graphs.json"):
         (f["advise_in"] / name).write_text(f["ok_trace_jsonl"].read_text())
+    f["sweep_in"] = d / "sweep_in"
+    f["sweep_in"].mkdir()
+    (f["sweep_in"] / "summary.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,4,3\n")
     state = json.loads((ROOT / "tests/states/11_1_step1.json").read_text())
     state["model"]["pattern_repeat"] = 10**9
     text("repeat_state.json", json.dumps(state))
