@@ -370,6 +370,8 @@ CASES: list[Case] = [
         ("run workload=self --config-dir {tree_self}", ("self.yaml:2", "alias")),
         ("run workload=latin --config-dir {tree_latin1}", ("latin.yaml", "not a UTF-8")),
         ("run workload=big --config-dir {tree_big}", ("big.yaml", "byte limit")),
+        ("run --megatron-args @{fifo_csv}", ("--megatron-args", "FIFO")),
+        ("run --megatron-args @{latin_args}", ("--megatron-args", "latin_args.txt", "not a UTF-8")),
         ("grid --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
         ("sweep seed=1,2 --config-dir {tree_fifo} --dry-run", ("ff.yaml", "FIFO")),
         slow=True),
@@ -549,6 +551,8 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     f["advise_in"].mkdir()
     for name in ("advise.json", "recommended_graphs.json"):
         (f["advise_in"] / name).write_text(f["ok_trace_jsonl"].read_text())
+    (d / "latin_args.txt").write_bytes(b"--hidden-size caf\xe9\n")
+    f["latin_args"] = d / "latin_args.txt"
     f["sweep_in"] = d / "sweep_in"
     f["sweep_in"].mkdir()
     (f["sweep_in"] / "summary.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,4,3\n")

@@ -98,9 +98,9 @@ def test_the_corpus_keeps_every_case_once():
     # 216 cases before the merge (66 bad-input, 95 + 8 hostile, 47 strict-CLI), two of them twice
     in_process = [c.line for c in CASES if not c.child]
     in_child = [c.line for c in CASES if c.child]
-    # issue 32 added 43 in process (10 outputs onto inputs, 3 stale/false results, 10 config trees, 13 tracebacks,
+    # issue 32 added 45 in process (10 outputs onto inputs, 3 stale/false results, 12 user files, 13 tracebacks,
     # 7 wrong exits and earlier fixes) and 3 in a child
-    assert len(set(in_process)) == len(in_process) == 249 and len(set(in_child)) == len(in_child) == 11
+    assert len(set(in_process)) == len(in_process) == 251 and len(set(in_child)) == len(in_child) == 11
     assert all(c.needles and all(c.needles) for c in CASES)
 
 
