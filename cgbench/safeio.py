@@ -14,6 +14,12 @@ of the same name: a live writer holds a lock on its temporary file, a dead one d
 Every failure (disk full, file too large, name too long, the working directory deleted, no
 permission) is one ``ConfigError`` line naming the path, and leaves no file behind.
 
+An output is never one of the command's own inputs: a command names the files it reads
+(``declare_inputs``: a trace, a calibration table, the results it compares) before any work, and
+the writer (``check_writable`` before the work, every write after it) refuses to replace any of
+them, compared by device and inode (a symlink or a hard link to an input is the input). The set
+is per command: ``cgbench.cli.errors.user_errors`` empties it when a command starts.
+
 Reading (``read_text``, ``read_json``, ``load_json_text``, ``load_yaml_text``): only regular files
 are read (a FIFO would block, ``/dev/zero`` never ends), at most ``MAX_FILE_BYTES``; parsed values
 are at most ``MAX_DEPTH`` containers deep, integers fit in 64 bits, numbers are finite and
@@ -158,40 +164,125 @@ def _umask() -> int:
     return mask
 
 
+_TMP_TAG = "cgbench-"  # marks a temporary file as cgbench's own (any stale one in a folder is removed)
+
+
 def _tmp_prefix(name: str) -> str:
     # the temporary name must fit in NAME_MAX (255 bytes) even when the target's name nearly does
-    return f".{name[:200]}."
+    return f".{name[:200]}.{_TMP_TAG}"
+
+
+# (st_dev, st_ino) of each input the running command declared -> how the command names it
+_inputs: dict[tuple[int, int], str] = {}
+
+
+def reset_inputs() -> None:
+    """Forget the declared inputs (a new command starts)."""
+    _inputs.clear()
+
+
+def declare_inputs(paths: dict[str, str | Path | None]) -> None:
+    """Name the files the running command reads ({how the command names it: path}): the writer
+    refuses to replace any of them. Missing paths and folders are skipped (nothing to lose)."""
+    for key, path in paths.items():
+        if path is not None and str(path) != "":
+            _declare(path, f"{key} {path}" if key else str(path))
+
+
+def _declare(path: str | Path, label: str) -> None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if stat.S_ISREG(st.st_mode):
+        _inputs.setdefault((st.st_dev, st.st_ino), label)
+
+
+MAX_FOLDER_INPUTS = 100_000  # result files of an input folder declared (a sweep has one per point)
+
+
+def declare_folder_inputs(folders: dict[str, str | Path | None]) -> None:
+    """For each input that is a folder (a sweep), declare the JSON documents under it."""
+    for key, folder in folders.items():
+        if folder is None or not os.path.isdir(folder):
+            continue
+        n = 0
+        for root, _, names in os.walk(folder, followlinks=False):
+            for name in names:
+                if name.endswith(".json") and n < MAX_FOLDER_INPUTS:
+                    path = os.path.join(root, name)
+                    _declare(path, f"{path}, in {key} {folder}")
+                    n += 1
+
+
+def _refuse_input(st: os.stat_result, label: str) -> None:
+    source = _inputs.get((st.st_dev, st.st_ino))
+    if source is not None:
+        raise ConfigError(f"cannot write {label}: it is this command's input ({source}); "
+                          "writing would replace it: choose another output path")
+
+
+def check_not_input(path: str | Path, what: str = "") -> None:
+    """ConfigError when ``path`` is one of the declared inputs (a stat, no file created)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    _refuse_input(st, f"{what} {path}" if what else str(path))
 
 
 def _target(path: Path, what: str) -> Path:
-    """The file to replace: ``path``, or a symlink's target. Refuses anything but a regular file."""
+    """The file to replace: ``path``, or a symlink's target. Refuses anything but a regular file,
+    and any input the command declared."""
     try:
         st = os.stat(path)  # follows symlinks: a link to /dev/null is a character device
     except FileNotFoundError:
         return path
     except OSError as e:
         raise _os_error(f"cannot write {what}".rstrip(), path, e) from None
+    label = f"{what} {path}" if what else str(path)
     if not stat.S_ISREG(st.st_mode):
-        label = f"{what} {path}" if what else str(path)
         raise ConfigError(f"cannot write {label}: it is {kind_of(st.st_mode)}, not a regular file")
+    _refuse_input(st, label)
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def check_writable(path: str | Path, what: str = "") -> Path:
     """Fail before a run, not after it, when its file could not be written; returns the file that
-    will be replaced. Creates the parent folders (as the write would)."""
+    will be replaced. The parent folders it had to create for the test are removed again: the
+    write creates them, so a run that fails later leaves no empty folder."""
     p = Path(path)
     label = f"{what} " if what else ""
     target = _target(p, label.strip())
+    _check_name_length(target, p, label)
     created = _make_parents(target, p, label)
     try:
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target.name), suffix=".tmp", dir=target.parent)
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        remove_folders(created)
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
+    finally:
+        remove_folders(created)
     return target
+
+
+def _check_name_length(target: Path, p: Path, label: str) -> None:
+    """A file name or path longer than the file system allows, refused before any folder is made."""
+    try:
+        name_max = os.pathconf(_existing_parent(target), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    parts = [part for part in target.parts if part not in ("/", "")]
+    if any(len(os.fsencode(part)) > name_max for part in parts) or len(os.fsencode(str(target))) >= 4096:
+        raise ConfigError(f"cannot write {label}{p}: file name too long")
+
+
+def _existing_parent(path: Path) -> Path:
+    d = path.parent
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    return d
 
 
 def make_folders(folder: Path) -> list[Path]:
@@ -230,9 +321,13 @@ def remove_folders(dirs: list[Path]) -> None:
 
 
 def clean_stale_temps(target: Path) -> int:
-    """Remove ``.NAME.XXXXXXXX.tmp`` files of ``target`` that no live writer holds; returns how many."""
-    prefix = _tmp_prefix(target.name)
-    pattern = re.compile(re.escape(prefix) + r"[A-Za-z0-9_]{8}\.tmp")
+    """Remove the temporary files that no live writer holds in ``target``'s folder: those of
+    ``target`` (``.NAME.XXXXXXXX.tmp``, also an older cgbench's) and every cgbench one
+    (``.OTHER.cgbench-XXXXXXXX.tmp``: a run killed mid-write under a name no later run reuses,
+    such as a time-stamped result). Returns how many."""
+    prefix = f".{target.name[:200]}."
+    pattern = re.compile(re.escape(prefix) + r"(?:" + _TMP_TAG + r")?[A-Za-z0-9_]{8}\.tmp"
+                         + r"|\..+\." + _TMP_TAG + r"[A-Za-z0-9_]{8}\.tmp", re.DOTALL)
     removed = 0
     try:
         entries = list(os.scandir(target.parent))
@@ -271,6 +366,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable
     p = Path(path)
     label = f"{what} " if what else ""
     target = _target(p, label.strip())
+    _check_name_length(target, p, label)
     created = _make_parents(target, p, label)
     clean_stale_temps(target)
     tmp = None
@@ -283,7 +379,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable
             f.flush()
             if durable:
                 os.fsync(f.fileno())
-            _target(target, label.strip())  # a special file may have appeared meanwhile
+            _target(target, label.strip())  # a special file (or an input) may have appeared meanwhile
             os.replace(tmp, target)
             tmp = None
         if durable:

@@ -83,6 +83,13 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                               "(it is the searched workload)")
     if req.check_seed is not None and req.check_seed == cfg.seed:
         raise ConfigError(f"--check-seed: {req.check_seed} is the search's own seed; give another")
+    # the re-check's config is the user's: refused now, before any candidate runs, not as failed rows
+    seed = req.check_seed if req.check_seed is not None else cfg.seed + 1
+    try:
+        load_config(without_keys(req.overrides, {"seed"}) + [f"seed={seed}"])
+    except ConfigError as e:
+        option = "--check-seed" if req.check_seed is not None else f"seed (the re-check runs seed={seed})"
+        raise ConfigError(f"{option}: {e}") from None
     pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
     search = Search(req=req, objective=objective, slos=slos, base=list(req.overrides),
                     base_no_cg=[o for o in req.overrides if not is_cg(o)], strict=cfg.model.kind == "hybrid",

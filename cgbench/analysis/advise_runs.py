@@ -2,7 +2,9 @@
 overrides plus its ``cg`` overrides. ``Evaluator`` composes them (once per set of group selections,
 ``cgbench.config.compose.Composer``) and runs them on the sweep's executors (in this process, or in
 a pool of worker processes with ``jobs > 1``; results in submission order, so the same as one
-worker), and keeps each result for ``--resume``."""
+worker), and keeps each result for ``--resume``. A kept result is reused only when the config it
+ran has the same fingerprint (``cgbench.analysis.fingerprint``: the resolved config and the
+contents of its input files): a changed workload, trace or default reruns it."""
 
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ class Evaluator:
         digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:16]
         return self.out_dir / "runs" / f"{digest}.json"
 
-    def _kept(self, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any] | None:
+    def _kept(self, overrides: tuple[str, ...], want_shapes: bool, fingerprint: str) -> dict[str, Any] | None:
         path = self.path(overrides)
         if not self.resume or path is None or not path.is_file():
             return None
@@ -113,6 +115,7 @@ class Evaluator:
         except ConfigError:
             return None
         ok = (isinstance(rec, dict) and rec.get("kind") == RUN_KIND and rec.get("overrides") == list(overrides)
+              and rec.get("fingerprint") == fingerprint
               and isinstance(rec.get("metrics"), dict) and (not want_shapes or "shapes" in rec))
         return rec if ok else None
 
@@ -126,27 +129,33 @@ class Evaluator:
     def run(self, jobs: list[tuple[str, tuple[str, ...], bool]]) -> list[tuple[dict[str, Any], bool]]:
         """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order."""
         from cgbench.analysis.executors import describe
+        from cgbench.analysis.fingerprint import config_fingerprint
 
         out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
+        fingerprints: dict[int, str] = {}
         tasks = []
         for i, (label, ovr, shapes) in enumerate(jobs):
-            rec = self._kept(ovr, shapes)
+            try:
+                cfg = self._composer.load(list(ovr))
+            except ConfigError as e:  # a candidate whose grid is refused is a failed run, not a failed search
+                out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
+                continue
+            fingerprint = config_fingerprint(cfg)
+            rec = self._kept(ovr, shapes, fingerprint)
             if rec is not None:
                 out[i] = (rec, True)
                 self.reused += 1
                 if self.on_done:
                     self.on_done(label, True)
                 continue
-            try:
-                cfg = self._composer.load(list(ovr))
-            except ConfigError as e:  # a candidate whose config is refused is a failed run, not a failed search
-                out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
-                continue
+            fingerprints[i] = fingerprint
             tasks.append(Task(i, (cfg, ovr, shapes)))
 
         def finished(o: Outcome) -> None:
             label, ovr, _ = jobs[o.key]
-            out[o.key] = (self._finish(label, o.value if o.ok else _failed(ovr, o.error or "")), False)
+            # the fingerprint of the config it ran: --resume reuses the record only while it holds
+            rec = {**o.value, "fingerprint": fingerprints[o.key]} if o.ok else _failed(ovr, o.error or "")
+            out[o.key] = (self._finish(label, rec), False)
 
         self.executor.run(evaluate, tasks, finished)
         return [o for o in out if o is not None]

@@ -436,6 +436,9 @@ def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
             deltas = compare_docs(b.doc, n.doc, rules, label)
             status = min((d.status for d in deltas), key=severity, default=SAME)
             comp.points.append(PointResult(label, b.overrides, status, deltas))
+    if not comp.points:  # every pair had a failed base: an "OK" here would compare nothing
+        raise ConfigError(f"nothing to compare between {base} and {new}: every point failed in the base "
+                          f"({len(pairs)} point{'s' if len(pairs) != 1 else ''}; {pairs[0][0].error or 'failed'})")
     skipped = comp.count(SKIPPED)
     if skipped:
         comp.notes.append(f"{skipped} exact checks skipped: the runs are not both sim with equal configs")

@@ -51,6 +51,16 @@ def _file_digest(path: str) -> str | None:
     return _file_digests[key]
 
 
+def input_paths(cfg: BenchConfig) -> dict[str, str]:
+    """{dotted key: path} of the input files a config names (``INPUT_FILES``)."""
+    out = {}
+    for group, key in INPUT_FILES:
+        path = getattr(getattr(cfg, group), key, None)
+        if isinstance(path, str) and path:
+            out[f"{group}.{key}"] = path
+    return out
+
+
 def fingerprint_of(config: dict[str, Any]) -> str:
     """The fingerprint of a resolved config given as a dict (``asdict(cfg)``, or a result's ``config``)."""
     body = {k: v for k, v in config.items() if k not in NOT_FINGERPRINTED}

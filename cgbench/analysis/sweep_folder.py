@@ -148,10 +148,32 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
         if not isinstance(p, dict) or not isinstance(p.get("file"), str) or not isinstance(p.get("overrides"), list):
             raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
         inside(sweep_dir, p["file"], f"{path}: points[{i}].file")
+        _check_point_types(path, i, p)
     if doc.get("status") == "running" and not running_sweep_alive(Path(sweep_dir), doc):
         doc["status"] = "interrupted"
         doc["stale"] = stale_line(path, doc, "`cgbench sweep --resume --out` with the same arguments finishes it")
     return doc
+
+
+# the JSON type of each key a point of the index may hold (what compare, plot and --resume read)
+_POINT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "params": ((dict,), "an object"), "status": ((str,), "a string"), "error": ((str, type(None)), "a string or null"),
+    "metrics": ((dict,), "an object"), "reused": ((bool,), "true or false"),
+    "wall_s": ((int, float), "a number"), "fingerprint": ((str, type(None)), "a string or null"),
+}
+
+
+def _check_point_types(path: Path, i: int, p: dict[str, Any]) -> None:
+    """A hand-edited index: every value a reader uses has its JSON type (else one line naming it)."""
+    for j, o in enumerate(p["overrides"]):
+        if not isinstance(o, str):
+            raise ConfigError(f"{path}: points[{i}].overrides[{j}] must be a string, got {type(o).__name__}")
+    for key, (kinds, words) in _POINT_TYPES.items():
+        if key in p and (not isinstance(p[key], kinds) or (kinds != (bool,) and isinstance(p[key], bool))):
+            raise ConfigError(f"{path}: points[{i}].{key} must be {words}, got {type(p[key]).__name__}")
+    for k, v in (p.get("params") or {}).items():
+        if not isinstance(v, str):
+            raise ConfigError(f"{path}: points[{i}].params.{k} must be a string, got {type(v).__name__}")
 
 
 def stale_line(path: Path, doc: dict[str, Any], then: str) -> str:

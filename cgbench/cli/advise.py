@@ -168,19 +168,15 @@ def _objective_value(doc: dict[str, Any], rec: dict[str, Any]) -> Any:
 
 
 def _write_text(path: Path, text: str) -> Path:
-    import os
-    import tempfile
+    from cgbench.safeio import write_text_atomic
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, text)
+
+
+def output_files(out_dir: Path, plot: bool) -> list[Path]:
+    """The files ``write_outputs`` may write (checked before the search)."""
+    files = [out_dir / "advise.json", out_dir / "cg" / f"{GROUP_NAME}.yaml", out_dir / "recommended_graphs.json"]
+    return files + ([out_dir / "pareto.png"] if plot else [])
 
 
 def _pyplot():
@@ -224,6 +220,20 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _check_outputs(req: Any, plot: bool) -> None:
+    """Before the search: the config's input files are this command's inputs, and every output
+    (the report, the grid files, the plot) can be written and replaces none of them."""
+    from cgbench.cli.guards import declare_config_inputs
+    from cgbench.config.compose import load_config
+    from cgbench.results.document import ensure_writable
+
+    declare_config_inputs(load_config(list(req.overrides)))
+    if req.out_dir.exists() and not req.out_dir.is_dir():
+        raise ConfigError(f"--out {req.out_dir}: exists and is not a folder")
+    for path in output_files(req.out_dir, plot):
+        ensure_writable(path)
 
 
 def _default_out(overrides: list[str]) -> Path:
@@ -307,6 +317,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
         check_request(req)
         if req.out_dir is None:
             req.out_dir = _default_out(ovr)
+        _check_outputs(req, plot)
         try:
             doc = _run_with_progress(req, run_advise)
         except KeyboardInterrupt:

@@ -128,7 +128,7 @@ def run(
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
-        from cgbench.cli.guards import check_device_memory, check_host_memory, require_torch
+        from cgbench.cli.guards import check_device_memory, check_host_memory, declare_config_inputs, require_torch
         from cgbench.cli.render import graph_usage_table, run_output, run_title
         from cgbench.config.compose import composed_yaml, load_config
         from cgbench.config.labels import run_labels
@@ -151,6 +151,7 @@ def run(
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)
+        declare_config_inputs(cfg, megatron_args)
         warn_before_running(cfg)
         if cfg.backend.name == "torch":
             require_torch()
@@ -162,6 +163,7 @@ def run(
         labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
+        ensure_writable(path.with_name(path.stem + ".state.json"), "--out (its state file)")
         if export_dir is not None:  # a user asking for exports wants the records they are made of
             from cgbench.results.export import RUN_FILES, check_export_folder
 

@@ -118,7 +118,13 @@ def calibrate_cmd(
         cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
         # fail before measuring, not after, when the table could not be written
-        ensure_writable(out_path or default_table_path(cfg, "probe"))
+        from cgbench.backends.torch.calibration import report_path
+        from cgbench.cli.guards import declare_config_inputs
+
+        declare_config_inputs(cfg)
+        table = out_path or default_table_path(cfg, "probe")
+        ensure_writable(table)
+        ensure_writable(report_path(table), "--out (its report)")
         with Progress(TextColumn("measuring steps"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err, transient=True) as bar:
             task = bar.add_task("steps", total=None)
@@ -149,6 +155,9 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
 
     cfg = load_config(ovr, config_dirs=config_dirs)
     check_host_request(cfg, repeat=repeat, warmup=warmup)
+    from cgbench.cli.guards import declare_config_inputs
+
+    declare_config_inputs(cfg)
     path = out_path or default_host_path(cfg)
     ensure_writable(path)
     result, report = calibrate_host(cfg, repeat=repeat, warmup=warmup)

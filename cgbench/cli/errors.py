@@ -9,6 +9,7 @@ Typer would otherwise print as a boxed usage message."""
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +30,11 @@ __all__ = ["OPTIONAL_DEPS", "OneLineUsageErrors", "err", "out", "print_error", "
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Bad input -> one clear line on stderr and exit code 2; a missing optional dependency -> its
-    install command, exit 2; Ctrl-C -> exit 130, nothing written."""
+    install command, exit 2; Ctrl-C -> exit 130, nothing written. A command starts with no
+    declared inputs (``cgbench.safeio.declare_inputs``)."""
+    from cgbench.safeio import reset_inputs
+
+    reset_inputs()
     try:
         yield
     except ConfigError as e:
@@ -44,6 +49,15 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("interrupted: nothing was written")
         raise typer.Exit(130) from None
+    except OSError as e:
+        if e.errno not in _PATH_ERRNOS or not e.filename:
+            raise
+        # a user's path that no file system call can take (pathlib's exists() raises these)
+        print_error(f"{e.filename}: {_PATH_ERRNOS[e.errno]}")
+        raise typer.Exit(2) from None
+
+
+_PATH_ERRNOS = {errno.ENAMETOOLONG: "file name too long", errno.ELOOP: "too many levels of symbolic links"}
 
 
 def _suggested(message: str) -> str:

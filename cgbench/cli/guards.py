@@ -6,6 +6,8 @@
 * Host memory (``backend=torch`` on the CPU): the weights at ``backend.dtype`` must fit
   ``backend.host_memory_gb``.
 * Optional dependencies: ``backend=torch`` needs torch.
+* Inputs: the files a config reads are the command's inputs, which no output may replace
+  (``declare_config_inputs``, ``cgbench.safeio.declare_inputs``).
 """
 
 from __future__ import annotations
@@ -56,3 +58,14 @@ def check_host_memory(cfg: BenchConfig) -> None:
             f"backend.host_memory_gb: model={cfg.model.name} has {params / 1e9:.2f} B parameters, "
             f"{need:.1f} GB at {cfg.backend.dtype} on the CPU, over the {cfg.backend.host_memory_gb:g} GB limit; "
             "use model=tiny_hybrid or tiny_transformer, a GPU, or raise backend.host_memory_gb")
+
+
+def declare_config_inputs(cfg, megatron_args: str | None = None) -> None:
+    """The files a config reads (trace, calibration tables) and a ``--megatron-args @FILE`` are
+    the command's inputs: no output may replace them (``cgbench.safeio.declare_inputs``)."""
+    from cgbench.analysis.fingerprint import input_paths
+    from cgbench.safeio import declare_inputs
+
+    declare_inputs(input_paths(cfg))
+    if megatron_args is not None and megatron_args.startswith("@"):
+        declare_inputs({"--megatron-args": megatron_args[1:]})

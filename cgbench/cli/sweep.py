@@ -221,12 +221,27 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
-    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed."""
+    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
+    log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
+    limit, take ~15 s: never minutes without a word)."""
     from cgbench.analysis.sweep import plan_sweep
 
     err = ui.err
     if not err.is_terminal:
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir)
+        import time
+
+        start = time.monotonic()
+        last = [start]
+
+        def note(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PLAN_NOTE_EVERY_S and done < total:
+                last[0] = now
+                left = (now - start) / done * (total - done)
+                err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
+                          markup=False, highlight=False, soft_wrap=True)
+
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -239,6 +254,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
 
 
+PLAN_NOTE_EVERY_S = 5.0
 EXECUTORS = ("local", "slurm")
 # the Hydra launchers that --launcher used to name, and what replaces each
 _OLD_LAUNCHERS = {"basic": "the default (--executor local --jobs 1)", "joblib": "--jobs N (local worker processes)",
@@ -252,6 +268,28 @@ def _refuse_launcher(launcher: str) -> None:
     instead = _OLD_LAUNCHERS.get(launcher, "--jobs N (local worker processes) or --executor slurm")
     raise ConfigError(f"--launcher {launcher}: Hydra launchers are replaced by cgbench's executors: use {instead} "
                       "(see docs/sweeps.md)")
+
+
+def _check_outputs(plan: SweepPlan) -> None:
+    """Before any point runs: the files the points read (traces, calibration tables) are the
+    command's inputs, and the sweep's own files (index, summary, every point's result) replace
+    none of them (``cgbench.safeio.declare_inputs``)."""
+    from cgbench import safeio
+    from cgbench.analysis.fingerprint import input_paths
+    from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
+
+    seen: set[tuple[str, str]] = set()
+    for point in plan.points:
+        for key, path in input_paths(point.cfg).items():
+            if (key, path) not in seen:
+                seen.add((key, path))
+                safeio.declare_inputs({key: path})
+    if not seen:
+        return
+    for name in (INDEX_NAME, SUMMARY_CSV):
+        safeio.check_writable(plan.out_dir / name, "--out")
+    for point in plan.points:
+        safeio.check_not_input(plan.out_dir / point.file, "--out")
 
 
 def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | None:
@@ -335,6 +373,12 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         warm = _warm_pool(jobs, executor, dry_run)
         try:
             plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+        except BaseException:
+            if warm is not None:
+                warm.close(abort=True)
+            raise
+        try:
+            _check_outputs(plan)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
@@ -429,11 +473,16 @@ missing, failed, changed, so a missing or failed point fails the gate); 2: bad i
 unreadable JSON, schema mismatch, no common points, bad rules).
     """
     with ui.user_errors():
+        from cgbench import safeio
         from cgbench.analysis import compare as cmp
         from cgbench.cli import render_compare as view
 
         check_format(fmt)
         classes = cmp.parse_fail_on(fail_on)
+        safeio.declare_inputs({"BASE": base, "NEW": new, "--rules": rules})
+        safeio.declare_folder_inputs({"BASE": base, "NEW": new})
+        if markdown is not None:
+            safeio.check_writable(markdown, "--markdown")
         comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
         failing = comp.failing(classes)
         for w in comp.warnings:
@@ -446,12 +495,7 @@ unreadable JSON, schema mismatch, no common points, bad rules).
                     "csv": lambda: view.to_csv(comp)}[fmt]()
             ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         if markdown is not None:
-            from cgbench.config.schema import ConfigError
-
-            try:
-                markdown.write_text(view.markdown(comp, classes))
-            except OSError as e:
-                raise ConfigError(f"--markdown: cannot write {markdown}: {e.strerror or e}") from e
+            safeio.write_text_atomic(markdown, view.markdown(comp, classes), "--markdown")
     if failing:
         raise typer.Exit(1)
 
@@ -508,9 +552,12 @@ sustainable rate. One run: a summary, a per-iteration timeline (needs [bold]run 
 queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     with ui.user_errors():
+        from cgbench import safeio
         from cgbench.analysis.plots import plot
         from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
 
+        safeio.declare_inputs({"TARGET": target})
+        safeio.declare_folder_inputs({"TARGET": target})
         spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
                         parse_slo(list(slo or [])))
         files, notes = plot(target, out_dir, spec)

@@ -644,15 +644,17 @@ def render(t: Translation, kv: KVBlocks | None = None, user_wins: list[str] = ()
     return "\n".join(lines) + "\n"
 
 
+MAX_LAUNCH_FILE_BYTES = 1024 * 1024  # a launch script's arguments are a few kB
+
+
 def read_launch_text(value: str) -> str:
     """``@FILE`` reads the launch line from FILE; anything else is the line itself."""
     if not value.startswith("@"):
         return value
-    path = Path(value[1:])
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"--megatron-args: cannot read {path}: {e}") from None
+    from cgbench.safeio import read_text
+
+    # the bounded reader: a FIFO or /dev/zero is refused, not read forever
+    return read_text(Path(value[1:]), "--megatron-args", max_bytes=MAX_LAUNCH_FILE_BYTES)
 
 
 # ---------------------------------------------------------------------------------------------

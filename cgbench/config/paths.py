@@ -15,6 +15,10 @@ from pathlib import Path
 
 from cgbench.config.schema import ConfigError
 
+MAX_CONFIG_FILE_BYTES = 1024 * 1024  # an option file is a few hundred bytes
+MAX_CONFIG_FILES = 10_000  # YAML files in one user tree
+MAX_YAML_EVENTS = 100_000  # parser events in one option file (a 1 MiB file has far fewer)
+
 GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", "sweep")
 ENV_CONFIG_DIR = "CGBENCH_CONFIG_DIR"
 
@@ -37,15 +41,84 @@ def user_config_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
         if not d.is_dir():
             raise ConfigError(f"{source}: {raw}: no such folder")
         if d != primary and d not in dirs:
-            _refuse_shadowing(d, primary, source)
+            files = check_user_tree(d, source)
+            _refuse_shadowing(d, primary, source, files)
             dirs.append(d)
     return dirs
 
 
-def _refuse_shadowing(d: Path, primary: Path, source: str) -> None:
+# a tree already checked, by the (name, inode, size, mtime) of each of its YAML entries
+_checked: dict[Path, tuple] = {}
+
+
+def _yaml_entries(d: Path, source: str) -> list[Path]:
+    """Every ``*.yaml`` entry under ``d`` (files, links, anything so named), symlinked folders not
+    followed, at most ``MAX_CONFIG_FILES``."""
+    found: list[Path] = []
+    for root, subdirs, names in os.walk(d, followlinks=False):
+        subdirs.sort()
+        for name in sorted(names + [s for s in subdirs if s.endswith(".yaml")]):
+            if name.endswith(".yaml"):
+                found.append(Path(root) / name)
+                if len(found) > MAX_CONFIG_FILES:
+                    raise ConfigError(f"{source}: {d}: more than {MAX_CONFIG_FILES:,} YAML files")
+    return found
+
+
+def check_user_tree(d: Path, source: str) -> list[Path]:
+    """Refuse a user tree that Hydra could not read safely (module docstring); returns its YAML files."""
+    import stat
+
+    files = _yaml_entries(d, source)
+    signature = []
+    for f in files:
+        try:
+            st = os.stat(f)  # follows links: a link to /dev/zero is a character device
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: {f}: a dangling link (its target does not exist)") from None
+        except OSError as e:
+            raise ConfigError(f"{source}: {f}: cannot read: {(e.strerror or str(e)).lower()}") from None
+        if not stat.S_ISREG(st.st_mode):
+            from cgbench.safeio import kind_of
+
+            raise ConfigError(f"{source}: {f}: is {kind_of(st.st_mode)}, not a regular file")
+        signature.append((str(f), st.st_ino, st.st_size, st.st_mtime_ns))
+    key = tuple(signature)
+    if _checked.get(d) != key:
+        for f in files:
+            check_option_file(f)
+        _checked[d] = key
+    return files
+
+
+def check_option_file(path: Path) -> None:
+    """One user option file: bounded, UTF-8, YAML without aliases (``check_user_tree``)."""
+    import yaml
+
+    from cgbench.safeio import read_text
+
+    where = str(path)  # named as Hydra's own errors in a user file are (cgbench.config.suggest)
+    text = read_text(path, max_bytes=MAX_CONFIG_FILE_BYTES)
+    try:
+        for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                raise ConfigError(f"{where}:{line}: YAML alias *{event.anchor}: aliases are not supported in "
+                                  "config files (write the value out)")
+            if n > MAX_YAML_EVENTS:
+                raise ConfigError(f"{where}: more than {MAX_YAML_EVENTS:,} YAML nodes")
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}{line}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply") from None
+
+
+def _refuse_shadowing(d: Path, primary: Path, source: str, files: list[Path]) -> None:
     """A user file named like a shipped one would be silently ignored (the shipped tree is searched
     first): refuse it unless it is an unchanged copy."""
-    for mine in sorted(d.rglob("*.yaml")):
+    for mine in files:
         shipped = primary / mine.relative_to(d)
         if shipped.is_file() and shipped.read_bytes() != mine.read_bytes():
             rel = mine.relative_to(d)

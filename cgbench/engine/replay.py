@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.limits import validate_within_limits
 from cgbench.config.plugin_schema import schema_types
 from cgbench.config.registry.grids import grid_kind
 from cgbench.config.registry.plugins import plugin_names
@@ -46,7 +47,6 @@ from cgbench.config.schema import (
     EngineConfig,
     ModelConfig,
     PolicyConfig,
-    validate,
 )
 from cgbench.engine.context import Context
 from cgbench.engine.policy_registry import build_policy
@@ -270,7 +270,9 @@ def _parse(doc: Any, source: str) -> RoundState:
     engine: EngineConfig = _fill(EngineConfig, doc["engine"], "engine", extra=("free_blocks",))
     cg = _cg(doc.get("cg", {}))
     policy = _policy(doc.get("policy", {}))
-    validate(BenchConfig(model=model, cg=cg, engine=engine, policy=policy))
+    # the limits compose applies (sizes bounded before anything is built: a layer pattern repeated
+    # 10^9 times is refused, not expanded), then the cross-field rules
+    validate_within_limits(BenchConfig(model=model, cg=cg, engine=engine, policy=policy))
     grid = build_grid(cg, engine, model)
 
     engine_doc = _object(doc["engine"], "engine")

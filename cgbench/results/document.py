@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
 import platform
 import subprocess
 import tomllib
@@ -145,12 +146,13 @@ def write_json_atomic(path: Path, doc: dict, *, durable: bool = True) -> Path:
     return safeio.write_json_atomic(path, doc, durable=durable)
 
 
-def ensure_writable(path: Path) -> None:
-    """Fail before a run, not after it, when its result could not be written."""
+def ensure_writable(path: Path, what: str = "--out") -> None:
+    """Fail before a run, not after it, when its result could not be written (a folder, a special
+    file, one of the command's declared inputs, a name too long, no permission)."""
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"--out {path}: is a directory")
-    safeio.check_writable(path, "--out")
+    if os.path.isdir(path):  # False, not an OSError, for a name too long (check_writable says so)
+        raise ConfigError(f"{what} {path}: is a directory")
+    safeio.check_writable(path, what)
 
 
 # top-level keys of a result and the JSON type each must have when present

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cgbench.analysis.sweep_folder import INDEX_KIND, INDEX_NAME
 from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -347,6 +348,72 @@ CASES: list[Case] = [
         ("plot {usage_ints_json}", "'graph_usage[0]'"),
         ("compare {env_backend_list_json} {env_backend_list_json}", "'environment.backend'"),
         slow=True),
+    # -- issue 32, outputs onto the command's own inputs: refused before any work, the input untouched
+    *_section(
+        ("run workload=trace workload.trace={ok_trace_jsonl} --out {ok_trace_jsonl}",
+         ("cannot write --out", "this command's input", "workload.trace")),
+        ("run workload=trace workload.trace={ok_trace_jsonl} --out {trace_link_json}", "this command's input"),
+        ("run workload=trace workload.trace={ok_trace_jsonl} --out {trace_hardlink_json}", "this command's input"),
+        ("run backend.cost_model=calibrated backend.calibration={ok_calib_json} --out {ok_calib_json}",
+         ("this command's input", "backend.calibration")),
+        ("compare {res_a_json} {res_b_json} --markdown {res_a_json}", ("--markdown", "this command's input", "BASE")),
+        ("compare {res_a_json} {res_b_json} --markdown {res_b_json}", ("--markdown", "this command's input", "NEW")),
+        ("compare {failed_sweep} {failed_sweep} --markdown {failed_sweep}/sweep.json",
+         ("--markdown", "this command's input")),
+        ("advise workload=trace workload.trace={advise_in}/advise.json --budget-graphs 4 --out {advise_in}",
+         ("advise.json", "this command's input", "workload.trace")),
+        ("advise workload=trace workload.trace={advise_in}/recommended_graphs.json --budget-graphs 4 "
+         "--out {advise_in}", ("recommended_graphs.json", "this command's input")),
+        ("sweep seed=1,2 workload=trace workload.trace={sweep_in}/summary.csv --out {sweep_in}",
+         ("summary.csv", "this command's input", "workload.trace")),
+        slow=True),
+    # -- issue 32, stale or false results
+    *_section(
+        ("compare {failed_sweep} {failed_sweep}", ("nothing to compare", "every point failed", "boom")),
+        ("advise " + SMALL + " seed=9223372036854775807 --budget-graphs 4", ("seed=9223372036854775808", "64 bits")),
+        ("advise " + SMALL + " --check-seed 99999999999999999999 --budget-graphs 4", ("--check-seed", "64 bits")),
+        slow=True),
+    # -- issue 32, a user config tree Hydra would hang on, blow up on, or traceback on
+    *_section(
+        ("run workload=ff --config-dir {tree_fifo}", ("ff.yaml", "FIFO")),
+        ("run workload=zero --config-dir {tree_zero}", ("zero.yaml", "character device")),
+        ("run workload=d --config-dir {tree_dir}", ("d.yaml", "is a directory")),
+        ("run workload=gone --config-dir {tree_dangling}", ("gone.yaml", "dangling link")),
+        ("run workload=bomb --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
+        ("run workload=self --config-dir {tree_self}", ("self.yaml:2", "alias")),
+        ("run workload=latin --config-dir {tree_latin1}", ("latin.yaml", "not a UTF-8")),
+        ("run workload=big --config-dir {tree_big}", ("big.yaml", "byte limit")),
+        ("run --megatron-args @{fifo_csv}", ("--megatron-args", "FIFO")),
+        ("run --megatron-args @{latin_args}", ("--megatron-args", "latin_args.txt", "not a UTF-8")),
+        ("grid --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
+        ("sweep seed=1,2 --config-dir {tree_fifo} --dry-run", ("ff.yaml", "FIFO")),
+        slow=True),
+    # -- issue 32, tracebacks: sizes, overflows and names checked before anything is built
+    *_section(
+        ("grid cg=vllm cg.capture_sizes=[9223372036854775807]", ("cg.capture_sizes[0]", "limit")),
+        ("grid engine.max_tokens=9223372036854775807", ("engine.max_tokens", "limit")),
+        ("run cg=vllm cg.piecewise_sizes=[4611686018427387904]", "cg.piecewise_sizes[0]"),
+        ("schedule {repeat_state_json}", ("model.pattern_repeat", "10,000-layer limit")),
+        ("run backend.cost_model=calibrated backend.calibration={mean_calib_json}", ("graphed[0].ms", "at most")),
+        ("run backend.cost_model=calibrated backend.calibration={huge_calib_json}", ("graphed[0].ms", "1e+308")),
+        ("run backend.cost_model=calibrated backend.calibration={ctx_calib_json}", "graphed[0].ctx"),
+        ("compare {int_ovr_sweep} {int_ovr_sweep}", "points[0].overrides[0] must be a string"),
+        ("run " + SMALL + " --out {empty_dir}/" + LONG_NAME + ".json", "file name too long"),
+        ("compare {res_a_json} {res_b_json} --markdown {empty_dir}/" + LONG_NAME + ".md", "file name too long"),
+        ("compare {res_a_json} {empty_dir}/" + LONG_NAME + ".json", "file name too long"),
+        ("plot {res_a_json} --out {empty_dir}/" + LONG_NAME, "file name too long"),
+        ("advise " + SMALL + " --budget-graphs 4 --out {empty_dir}/" + LONG_NAME, "file name too long"),
+        slow=True),
+    # -- issue 32, wrong exits; and what earlier rounds fixed, held here
+    *_section(
+        ("plot {params_str_sweep}", "points[0].params must be an object"),
+        ("run workload=trace workload.trace={bad_json_trace} --out {empty_dir}/new/r.json", "bad.jsonl:2"),
+        ("sweep seed=1,2 --jobs 0", ("--jobs", "greater than or equal to 1")),
+        ("compare {res_a_json} {res_b_json} --format xml", ("--format", "'xml'")),
+        ("sweep seed=1,2 hydra.output_subdir=x --dry-run", ("hydra.output_subdir", "not used by cgbench")),
+        ("sweep --launcher basic seed=1,2 --dry-run", ("--launcher basic", "executors")),
+        ("run " + SMALL + " --out {markup}/[b]r[/b].json --format yaml", "--format"),
+        slow=True),
     # -- real limits, real signals: a child process under an address-space limit
     *_section(
         ("compare {ok_trace_jsonl} {ok_trace_jsonl} --rules /dev/zero", "character device"),
@@ -357,6 +424,9 @@ CASES: list[Case] = [
         ("grid cg=sglang cg.padding=false engine.max_requests=100000000 engine.max_tokens=100000000", "graphs"),
         ("run workload=trace workload.trace={ok_trace_jsonl} workload.time_scale=inf", "workload.time_scale"),
         ("compare {deep_result_json} {deep_result_json}", "nested"),
+        ("run workload=bomb --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
+        ("run workload=zero --config-dir {tree_zero}", ("zero.yaml", "character device")),
+        ("schedule {repeat_state_json}", "model.pattern_repeat"),
         slow=True, child=True),
 ]
 
@@ -478,6 +548,54 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     }.items():
         text(f"{name}.json", json.dumps(doc))
 
+    # -- issue 32: inputs an output must not replace, failed and hand-edited sweeps, user config trees
+    text("res_a.json", json.dumps(result_doc()))
+    text("res_b.json", json.dumps(result_doc()))
+    f["trace_link_json"] = d / "trace_link.json"
+    f["trace_link_json"].symlink_to(f["ok_trace_jsonl"])
+    f["trace_hardlink_json"] = d / "trace_hardlink.json"
+    os.link(f["ok_trace_jsonl"], f["trace_hardlink_json"])
+    text("ok_calib.json", json.dumps(_calibration()))
+    text("mean_calib.json", json.dumps({**_calibration(ms=1.7e308), "graphed": [{**_calibration()["graphed"][0],
+                                                                                "ms": 1.7e308}] * 2}))
+    text("huge_calib.json", json.dumps(_calibration(ms=1e308)))
+    text("ctx_calib.json", json.dumps(_calibration(ctx=2**62)))
+    f["advise_in"] = d / "advise_in"
+    f["advise_in"].mkdir()
+    for name in ("advise.json", "recommended_graphs.json"):
+        (f["advise_in"] / name).write_text(f["ok_trace_jsonl"].read_text())
+    (d / "latin_args.txt").write_bytes(b"--hidden-size caf\xe9\n")
+    f["latin_args"] = d / "latin_args.txt"
+    f["sweep_in"] = d / "sweep_in"
+    f["sweep_in"].mkdir()
+    (f["sweep_in"] / "summary.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,5,3\n1,4,3\n")
+    state = json.loads((ROOT / "tests/states/11_1_step1.json").read_text())
+    state["model"]["pattern_repeat"] = 10**9
+    text("repeat_state.json", json.dumps(state))
+    for name, point in {"failed_sweep": {"status": "failed", "error": "boom"},
+                        "int_ovr_sweep": {"status": "failed", "overrides": [5]},
+                        "params_str_sweep": {"status": "done", "params": "seed=1"}}.items():
+        f[name] = d / name
+        f[name].mkdir()
+        (f[name] / "p.json").write_text(json.dumps(result_doc(overrides=["seed=1"])))
+        (f[name] / INDEX_NAME).write_text(json.dumps({
+            "kind": INDEX_KIND, "schema_version": 1, "status": "done",
+            "points": [{"index": 0, "overrides": ["seed=1"], "file": "p.json", **point}]}))
+    for key in ("tree_fifo", "tree_zero", "tree_dir", "tree_dangling", "tree_bomb", "tree_self", "tree_latin1",
+                "tree_big"):
+        f[key] = d / key
+        (f[key] / "workload").mkdir(parents=True)
+    os.mkfifo(f["tree_fifo"] / "workload" / "ff.yaml")
+    (f["tree_zero"] / "workload" / "zero.yaml").symlink_to("/dev/zero")
+    (f["tree_dir"] / "workload" / "d.yaml").mkdir()
+    (f["tree_dangling"] / "workload" / "gone.yaml").symlink_to(d / "no_such_file")
+    (f["tree_bomb"] / "workload" / "bomb.yaml").write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(9)))
+    (f["tree_self"] / "workload" / "self.yaml").write_text("a: &a\n  b: *a\n")
+    (f["tree_latin1"] / "workload" / "latin.yaml").write_bytes(b"name: caf\xe9\n")
+    with open(f["tree_big"] / "workload" / "big.yaml", "wb") as big:
+        big.truncate(2 * 2**20)
+
     # -- markup in paths
     f["markup"] = d
     (d / "m[").write_text("a file, so m[/]... has no folder")
@@ -487,6 +605,12 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
 def files_under(*folders: Path) -> set[Path]:
     """Every file and link under the folders: what a refused command must leave unchanged."""
     return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def folders_under(*folders: Path) -> set[Path]:
+    """Every folder under the folders: a refused command creates none (output folders are made only
+    when a file is written into them)."""
+    return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_dir() and not p.is_symlink()}
 
 
 def run_in_child(argv: list[str], *, cwd: Path, timeout: float = TIME_LIMIT_S, fsize: int | None = None,

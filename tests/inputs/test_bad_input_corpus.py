@@ -23,6 +23,7 @@ from tests.inputs.corpus import (
     TIME_LIMIT_S,
     Case,
     files_under,
+    folders_under,
     make_bad_files,
     run_in_child,
 )
@@ -80,6 +81,7 @@ def _param(case: Case):
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, bad_files, tmp_path):
     argv = _argv(case, bad_files, tmp_path)
     before = files_under(tmp_path, bad_files["markup"])
+    folders = folders_under(tmp_path, bad_files["markup"])
     code, output, stderr, exception = _in_child(argv, tmp_path) if case.child else _invoke_bounded(argv)
     assert code == 2, (code, output[-2000:], exception)
     assert "Traceback" not in output
@@ -89,6 +91,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, bad_files, tmp
     for needle in case.needles:
         assert needle in err, (needle, err)
     assert files_under(tmp_path, bad_files["markup"]) == before, "a file was left behind"
+    assert folders_under(tmp_path, bad_files["markup"]) == folders, "a folder was left behind"
 
 
 def test_the_corpus_keeps_every_case_once():
@@ -96,7 +99,9 @@ def test_the_corpus_keeps_every_case_once():
     # then 10 of explain and export
     in_process = [c.line for c in CASES if not c.child]
     in_child = [c.line for c in CASES if c.child]
-    assert len(set(in_process)) == len(in_process) == 216 and len(set(in_child)) == len(in_child) == 8
+    # issue 32 added 45 in process (10 outputs onto inputs, 3 stale/false results, 12 user files, 13 tracebacks,
+    # 7 wrong exits and earlier fixes) and 3 in a child; explain and export added 10
+    assert len(set(in_process)) == len(in_process) == 261 and len(set(in_child)) == len(in_child) == 11
     assert all(c.needles and all(c.needles) for c in CASES)
 
 

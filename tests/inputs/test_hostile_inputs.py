@@ -319,3 +319,137 @@ def test_a_folder_given_as_a_trace_says_it_is_a_folder(tmp_path):
     r = runner.invoke(app, ["run", "workload=trace", f"workload.trace={tmp_path / 'traces'}"])
     assert r.exit_code == 2
     assert r.stderr.strip() == f"error: workload.trace: {tmp_path / 'traces'}: is a directory, not a regular file"
+
+
+# ------------------------------------------------------------------ issue 32: outputs, stale results, leftovers
+
+
+TRACE = ('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 2}\n'
+         '{"arrival_s": 1.5, "prompt_tokens": 7, "output_tokens": 2}\n')
+
+
+@pytest.mark.parametrize("how", ["same path", "symlink", "hard link"])
+def test_an_output_onto_the_runs_own_trace_is_refused_and_the_trace_is_kept(tmp_path, how):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    out = {"same path": trace, "symlink": tmp_path / "link.json", "hard link": tmp_path / "hard.json"}[how]
+    if how == "symlink":
+        out.symlink_to(trace)
+    elif how == "hard link":
+        os.link(trace, out)
+    r = runner.invoke(app, ["run", "workload=trace", f"workload.trace={trace}", "--out", str(out)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip().splitlines() == [f"error: cannot write --out {out}: it is this command's input "
+                                             f"(workload.trace {trace}); writing would replace it: choose another "
+                                             "output path"]
+    assert trace.read_text() == TRACE
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"t.jsonl", out.name})
+
+
+def test_compare_markdown_onto_its_baseline_is_refused_before_comparing(tmp_path):
+    base, new = tmp_path / "a.json", tmp_path / "b.json"
+    for p in (base, new):
+        p.write_text(json.dumps(result_doc()) + "\n")
+    before = base.read_bytes()
+    r = runner.invoke(app, ["compare", str(base), str(new), "--markdown", str(base)])
+    assert r.exit_code == 2 and r.stdout == ""  # refused before the comparison printed anything
+    assert "this command's input (BASE" in r.stderr and base.read_bytes() == before
+    r = runner.invoke(app, ["compare", str(base), str(new), "--markdown", str(tmp_path / "m.md")])
+    assert r.exit_code == 0 and (tmp_path / "m.md").read_text().startswith("## cgbench compare")
+
+
+def test_inputs_are_forgotten_between_commands(tmp_path):
+    """The declared inputs belong to one command: the next may write where the last one read."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(TRACE)
+    out = tmp_path / "r.json"
+    assert runner.invoke(app, ["run", "workload=trace", f"workload.trace={trace}", "--out", str(out)]).exit_code == 0
+    r = runner.invoke(app, ["compare", str(out), str(out), "--markdown", str(trace)])  # the trace is no input here
+    assert r.exit_code == 0, r.output
+    assert trace.read_text().startswith("## cgbench compare")
+
+
+def _advise(trace: Path, out: Path, *extra: str) -> dict:
+    r = runner.invoke(app, ["advise", "workload=trace", f"workload.trace={trace}", "--budget-graphs", "4",
+                            "--out", str(out), "--format", "json", *extra])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_advise_resume_reruns_every_candidate_after_the_workload_changed(tmp_path):
+    trace, out = tmp_path / "t.jsonl", tmp_path / "adv"
+    trace.write_text(TRACE)
+    first = _advise(trace, out)
+    assert first["runs"]["reused"] == 0 and first["runs"]["ran"] > 0
+    assert _advise(trace, out, "--resume")["runs"] == {"ran": 0, "reused": first["runs"]["ran"]}
+    trace.write_text(TRACE + '{"arrival_s": 2, "prompt_tokens": 50, "output_tokens": 20}\n')
+    again = _advise(trace, out, "--resume")
+    assert again["runs"] == {"ran": first["runs"]["ran"], "reused": 0}
+
+
+def test_a_killed_runs_temporary_file_is_removed_by_a_later_run_of_another_name(tmp_path):
+    stale = tmp_path / ".20260101-000000-000000_x.json.cgbench-abcd1234.tmp"  # a time-stamped result's
+    stale.write_text('{"half": ')
+    os.utime(stale, (time.time() - 60, time.time() - 60))
+    r = runner.invoke(app, ["run", SMALL, "--out", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_a_run_refused_after_composing_leaves_no_results_folder(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    r = runner.invoke(app, ["run", f"out_dir={tmp_path / 'results'}", "workload=trace", f"workload.trace={bad}"])
+    assert r.exit_code == 2 and "bad.jsonl" in r.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_calibrate_report_onto_a_folder_is_refused_before_measuring(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "cal.report.json").mkdir()
+    r = runner.invoke(app, ["calibrate", "model=tiny_transformer", "backend=torch", "backend.device=cpu",
+                            "--out", str(tmp_path / "cal.json")])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == f"error: --out (its report) {tmp_path / 'cal.report.json'}: is a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.report.json"]
+
+
+def test_a_long_sweep_plan_says_how_far_it_got_in_a_log(monkeypatch):
+    from cgbench.cli import sweep as sweep_cli
+
+    monkeypatch.setattr(sweep_cli, "PLAN_NOTE_EVERY_S", 0.0)
+    r = runner.invoke(app, ["sweep", "seed=range(0,5)", SMALL, "--dry-run"])
+    assert r.exit_code == 0, r.output
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("planning: composed")]
+    assert [n.split(" points")[0] for n in notes] == [f"planning: composed {i} of 5" for i in range(1, 5)]
+
+
+def test_advise_pool_workers_die_with_a_killed_parent(tmp_path):
+    env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
+    proc = subprocess.Popen([sys.executable, "-c", "from cgbench.cli.app import main; main()", "advise",
+                             "workload=chat", "workload.num_requests=3000", "--budget-graphs", "16", "--jobs", "2",
+                             "--out", str(tmp_path / "adv")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + TIME_LIMIT_S
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        time.sleep(0.2)
+        workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "spawn_main"],
+                                                  capture_output=True, text=True).stdout.split()]
+    assert len(workers) >= 2 and proc.poll() is None, "the pool did not start"
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [w for w in workers if _alive(w)]
+    assert alive == [], "pool workers outlived their killed parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False

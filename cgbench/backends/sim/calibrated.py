@@ -123,6 +123,17 @@ class CalibrationTable:
                    notes=data.get("notes", ""))
 
 
+# A measured step is milliseconds to seconds: a table above these bounds is refused when it is read,
+# before a run, not when the run's result turns out not to be finite (means and fits of 1e308 overflow).
+MAX_STEP_MS = 1e6  # ~17 minutes
+MAX_HOST_OP_US = 1e6
+MAX_COUNT = 2**40  # T, P, D, ctx: the same bound as a config's sizes (cgbench.config.limits.MAX_SIZE)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -137,13 +148,13 @@ def _parse_points(rows: Any, mode: str,
         if not isinstance(row, dict):
             raise fail(key, f"must be an object, got {row!r}")
         for name, low in (("T", 1), ("P", 0), ("D", 0), ("ctx", 0)):
-            if not _is_int(row.get(name)) or row[name] < low:
-                raise fail(f"{key}.{name}", f"must be an integer >= {low}, got {row.get(name)!r}")
+            if not _is_int(row.get(name)) or not low <= row[name] <= MAX_COUNT:
+                raise fail(f"{key}.{name}", f"must be an integer in [{low}, {MAX_COUNT:,}], got {row.get(name)!r}")
         if row["P"] + row["D"] < 1:
             raise fail(f"{key}.P", "a step needs at least one request (P + D >= 1)")
         ms = row.get("ms")
-        if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not math.isfinite(ms) or ms <= 0:
-            raise fail(f"{key}.ms", f"must be a positive number, got {ms!r}")
+        if not _is_number(ms) or not 0 < ms <= MAX_STEP_MS:
+            raise fail(f"{key}.ms", f"must be a positive number of at most {MAX_STEP_MS:g} ms, got {ms!r}")
         points.append(CalibrationPoint(row["T"], row["P"], row["D"], row["ctx"], float(ms)))
     return tuple(points)
 
@@ -399,8 +410,8 @@ class HostCalibration:
         if data.get("schema") != HOST_CALIBRATION_SCHEMA:
             raise fail("schema", f"expected {HOST_CALIBRATION_SCHEMA!r}, got {data.get('schema')!r}")
         op = data.get("host_op_us")
-        if not isinstance(op, (int, float)) or isinstance(op, bool) or not math.isfinite(op) or op <= 0:
-            raise fail("host_op_us", f"must be a positive number, got {op!r}")
+        if not _is_number(op) or not 0 < op <= MAX_HOST_OP_US:
+            raise fail("host_op_us", f"must be a positive number of at most {MAX_HOST_OP_US:g} us, got {op!r}")
         host = data.get("host")
         if not isinstance(host, str) or not host:
             raise fail("host", f"must be a non-empty string, got {host!r}")
