@@ -347,7 +347,9 @@ def test_an_output_onto_the_runs_own_trace_is_refused_and_the_trace_is_kept(tmp_
 
 
 def test_compare_markdown_onto_its_baseline_is_refused_before_comparing(tmp_path):
-    base, new = tmp_path / "a.json", tmp_path / "b.json"
+    stubs = tmp_path / "hostile_inputs"  # minimal result stubs, short of the schema on purpose
+    stubs.mkdir()
+    base, new = stubs / "a.json", stubs / "b.json"
     for p in (base, new):
         p.write_text(json.dumps(result_doc()) + "\n")
     before = base.read_bytes()
