@@ -316,20 +316,26 @@ def parallel_capacity(n: int = 5_000_000) -> float:
 def sweep_overhead(repeat: int) -> dict[str, float]:
     """Medians of ``repeat`` runs each: the pool's marginal cost of a point beyond its simulation
     (worker-seconds per point, from a 100- and a 400-point sweep with --jobs 2: start-up cancels out),
-    a 1,000-point sweep with --jobs 2, and the speed-up of --jobs 2 over --jobs 1 on CPU-bound points."""
+    a 1,000-point sweep with --jobs 2, and the speed-up of --jobs 2 over --jobs 1 on CPU-bound points
+    (per point, from a 24- and a 96-point sweep, and for the whole 96-point sweep)."""
     sim_s = sim_seconds_per_point()
     small, large = 100, 400
     marginal = [(sweep_wall(large, 2) - sweep_wall(small, 2)) * 2 / (large - small) - sim_s for _ in range(repeat)]
     thousand = [sweep_wall(1000, 2) for _ in range(repeat)]
-    speedups, capacity = [], []
+    speedups, walls, capacity = [], [], []
+    few, many = 24, 96
     for _ in range(repeat):
         capacity.append(parallel_capacity())
-        one, two = sweep_wall(24, 1, CPU_BOUND), sweep_wall(24, 2, CPU_BOUND)
-        speedups.append(one / two)
+        one = {n: sweep_wall(n, 1, CPU_BOUND) for n in (few, many)}
+        two = {n: sweep_wall(n, 2, CPU_BOUND) for n in (few, many)}
+        # the marginal wall of a point (start-up, the same whatever the size, cancels out) ...
+        speedups.append((one[many] - one[few]) / (two[many] - two[few]))
+        walls.append(one[many] / two[many])  # ... and the whole sweep's, start-up included
     return {"sim_ms": sim_s * 1e3, "overhead_ms": statistics.median(marginal) * 1e3,
             "overhead_range": (min(marginal) * 1e3, max(marginal) * 1e3), "thousand_s": statistics.median(thousand),
             "thousand_range": (min(thousand), max(thousand)), "speedup": statistics.median(speedups),
-            "speedup_range": (min(speedups), max(speedups)), "capacity": statistics.median(capacity),
+            "speedup_range": (min(speedups), max(speedups)), "wall_speedup": statistics.median(walls),
+            "wall_speedup_range": (min(walls), max(walls)), "capacity": statistics.median(capacity),
             "load": os.getloadavg()[0]}
 
 
@@ -337,13 +343,16 @@ def sweep_rows(r: dict, repeat: int) -> list[tuple[str, str, str]]:
     lo, hi = r["overhead_range"]
     a, b = r["thousand_range"]
     x, y = r["speedup_range"]
+    u, v = r["wall_speedup_range"]
     note = f"median (range) of {repeat}; load average {r['load']:.1f} on {os.cpu_count()} cores, shared"
     return [
         (f"sweep: pool cost of a point beyond its simulation (8 requests, --jobs 2; {note})",
          f"{r['overhead_ms']:.1f} ms ({lo:.1f}..{hi:.1f}); sim {r['sim_ms']:.1f} ms", "<= 10 ms"),
         ("sweep: 1,000 points of 8 requests, --jobs 2, wall", f"{r['thousand_s']:.1f} s ({a:.1f}..{b:.1f})", "<= 15 s"),
-        ("sweep: 24 CPU-bound points (chat, 2,000 requests): --jobs 1 wall / --jobs 2 wall",
-         f"{r['speedup']:.2f}x ({x:.2f}..{y:.2f})", ">= 1.7x"),
+        ("sweep: CPU-bound points (chat, 2,000 requests): --jobs 1 / --jobs 2, wall of a point "
+         "(96- minus 24-point sweep: start-up cancels out)", f"{r['speedup']:.2f}x ({x:.2f}..{y:.2f})", ">= 1.7x"),
+        ("sweep: the same, whole 96-point sweep, start-up (~0.8 s, once a sweep) included",
+         f"{r['wall_speedup']:.2f}x ({u:.2f}..{v:.2f})", ">= 1.7x"),
         ("control: two CPU burners side by side over one after the other (what this machine's cores "
          "give two processes now; 2.0x when idle)", f"{r['capacity']:.2f}x", ""),
     ]
