@@ -166,7 +166,8 @@ def _hydra_refusal(o: str, key: str) -> str:
 def check_override_keys(overrides: Sequence[str]) -> None:
     """Refuse unknown keys (with or without ``+``), ``~`` deletions and Hydra's own settings; each
     with one line naming the override. Keys of the plug-in policies the overrides name are known keys."""
-    keys, open_maps = known_keys(schema_types(plugins_named(overrides))[1])
+    schema = schema_types(plugins_named(overrides))[1]
+    keys, open_maps = known_keys(schema)
     for o in overrides:
         key = override_key(o)
         if is_hydra_key(key):
@@ -178,7 +179,7 @@ def check_override_keys(overrides: Sequence[str]) -> None:
             raise ConfigError(f"{key}: not a config group (groups: {', '.join(GROUPS)})")
         if key in GROUPS or key in keys or any(key.startswith(m + ".") for m in open_maps):
             continue
-        raise ConfigError(f"{key}: unknown key{_closest(key, schema_types(plugins_named(overrides))[1])}")
+        raise ConfigError(f"{key}: unknown key{_closest(key, schema)}")
 
 
 def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
@@ -329,14 +330,14 @@ class Composer:
             else:
                 _resolve_paths(bench)
                 bench = validate_within_limits(bench)
-            if is_plugin(bench.policy.name):  # a plug-in policy chosen by a config file: its section
-                raise ValueError("left to a fresh composition")
-            _check_read(bench, ovr)
-            return bench
+            fresh = is_plugin(bench.policy.name)  # a plug-in policy chosen by a config file: its section
+            if not fresh:
+                _check_read(bench, ovr)
+                return bench
         except Exception:  # the canonical error (or, should a path here be stricter, the config)
             self._bases.pop(groups, None)  # a failed update may have left the cached tree half-changed
-            self.compositions += 1
-            return load_config(ovr, config_dirs=self.config_dirs)
+        self.compositions += 1
+        return load_config(ovr, config_dirs=self.config_dirs)
 
     def _base(self, groups: tuple[str, ...]) -> _Base:
         base = self._bases.get(groups)

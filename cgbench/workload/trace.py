@@ -127,17 +127,6 @@ def datetime_ns(raw: Any) -> int | None:
     return whole * 1_000_000_000 + int(frac)
 
 
-def _arrival(raw: Any, where: str, field: str = "arrival_s") -> float:
-    """A seconds arrival as recorded (cgbench's own format, no unit conversion)."""
-    value = _number(raw)
-    if value is None or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: {field}: {_show(raw)} is not a non-negative number")
-    if value > MAX_ARRIVAL_S:
-        raise ConfigError(f"{where}: {field}: {_show(raw)} is later than {MAX_ARRIVAL_S:g} s (an epoch time? "
-                          "subtract the first arrival, or set workload.trace_arrival_unit=epoch_s or epoch_ms)")
-    return value
-
-
 def _tokens(raw: Any, where: str, field: str) -> int:
     value = None
     if isinstance(raw, BigInt) or (isinstance(raw, str) and len(raw.strip()) > 20):  # a sign and 19 digits
