@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cgbench.backends.sim.moe_cost import MOE_LAYER, MoeLayers, moe_layers
 from cgbench.config.schema import (
     ConfigError,
     EngineConfig,
@@ -159,12 +160,13 @@ class RooflineCostModel:
     name = "roofline"
 
     def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
-                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None) -> None:
+                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None, ep_size: int = 1,
+                 moe_dispatcher: str = "nccl") -> None:
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
-        if not layers or set(layers) - set(HOST_OPS_PER_LAYER):
-            raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', "
+        if not layers or set(layers) - set(HOST_OPS_PER_LAYER) - {MOE_LAYER}:
+            raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', 'E', "
                               f"got {model.layer_pattern!r}")
         if gated_mlp is None:
             gated_mlp = getattr(model, "gated_mlp", None)
@@ -252,7 +254,11 @@ class RooflineCostModel:
                               **ssd)] if nm else []
         self.kernels_decode = tuple(common + decode_ssd)
         self.kernels_prefill = tuple(common + prefill_ssd)
+        # MoE layers ('E'): priced by cgbench.backends.sim.moe_cost, added to the shape's classes
+        self.moe: MoeLayers | None = moe_layers(model, hardware, t, ep_size, moe_dispatcher, gated_mlp)
         self.weight_bytes = sum(kn.layers * kn.bytes_fixed for kn in self.kernels_decode)  # per rank
+        if self.moe is not None:
+            self.weight_bytes += self.moe.weight_bytes
 
         # Collectives: one all-reduce per layer output and per (vocab-parallel) embedding, one logits
         # all-gather; ring algorithms move 2(t-1)/t and (t-1)/t of the payload over each link.
@@ -274,7 +280,11 @@ class RooflineCostModel:
         coll = self.collectives_per_step
         self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
         self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
-        base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER[c] for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER.get(c, 0) for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        if self.moe is not None:
+            self.kernels_per_step_decode += self.moe.kernels_per_step
+            self.kernels_per_step_prefill += self.moe.kernels_per_step
+            base_ops += self.moe.host_ops
         self.host_ops_decode = base_ops
         self.host_ops_prefill = base_ops + HOST_OPS_MAMBA_PREFILL * nm
         self._host_op = hardware.host_op_us * 1e-6
@@ -305,6 +315,8 @@ class RooflineCostModel:
         if self.tp_size > 1:
             out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
                                   + self._gather_lat + self._gather_slot * slots)
+        if self.moe is not None:
+            self.moe.add_to(out, tokens)
         return out
 
     def kernel_count(self, prefills: int) -> int:
