@@ -280,7 +280,8 @@ class RooflineCostModel:
         coll = self.collectives_per_step
         self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
         self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
-        base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER.get(c, 0) for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        base_ops = (HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER.get(c, 0) for c in layers)
+                    + HOST_OPS_PER_COLLECTIVE * coll)
         if self.moe is not None:
             self.kernels_per_step_decode += self.moe.kernels_per_step
             self.kernels_per_step_prefill += self.moe.kernels_per_step
