@@ -11,8 +11,8 @@ from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.memory import GB, memory_need, parameters
 from cgbench.backends.sim.moe_cost import (
     GROUPED_GEMM_TILE_ROWS,
-    expected_active_experts,
     exchange_values_per_token,
+    expected_active_experts,
     padded_rows,
 )
 from cgbench.cli.guards import check_device_memory
