@@ -17,9 +17,9 @@ all ranks were as busy is an upper bound on its experts' work.
 
 The grouped GEMM reads every active expert's weights once (at decode: bound by the bandwidth of the
 active experts' weights, not of all experts) and computes every expert's rows in tiles of
-``GROUPED_GEMM_TILE_ROWS`` rows: an expert that receives ``m`` copies computes ``⌈m / tile⌉·tile``
-rows (vLLM's ``moe_align_block_size`` pads each expert's tokens to the kernel's ``BLOCK_SIZE_M`` the
-same way; its tuned configs use 16 at small batches). The per-expert rows are the mean load.
+``GROUPED_GEMM_TILE_ROWS`` rows: an active expert computes at least one whole tile, so a step computes
+``max(copies, active · tile)`` rows (vLLM's ``moe_align_block_size`` pads each expert's tokens to the
+kernel's ``BLOCK_SIZE_M`` the same way; its tuned configs use 16 at small batches).
 
 Dispatch / combine per ``engine.moe_dispatcher`` (Megatron's inference dispatchers), each of the two
 exchanges costing ``interconnect_latency + bytes / interconnect_bandwidth`` per layer:
@@ -37,7 +37,6 @@ exchanges costing ``interconnect_latency + bytes / interconnect_bandwidth`` per 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
@@ -65,12 +64,12 @@ def expected_active_experts(tokens: float, num_experts: int, top_k: int, ep_size
 
 
 def padded_rows(copies: float, active: float, tile: int = GROUPED_GEMM_TILE_ROWS) -> float:
-    """Rows a grouped GEMM computes for ``copies`` routed rows over ``active`` experts: each expert's
-    mean load rounded up to whole tiles."""
+    """Rows a grouped GEMM computes for ``copies`` routed rows over ``active`` experts: every active
+    expert computes at least one whole tile (the partial last tile of a busier expert, half a tile on
+    average, is left out: it matters only while experts hold few tiles)."""
     if copies <= 0 or active <= 0:
         return 0.0
-    per_expert = copies / active
-    return active * tile * math.ceil(per_expert / tile - 1e-9)
+    return max(copies, active * tile)
 
 
 def exchange_values_per_token(dispatcher: str, ep_size: int, top_k: int) -> float:
