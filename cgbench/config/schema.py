@@ -48,7 +48,8 @@ KV_CORNERS = ("megatron", "safe")
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
 MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
-            "moe_shared_expert_ffn_hidden_size")
+            "moe_shared_expert_ffn_hidden_size", "moe_padded_routing")
+MOE_PADDED_ROUTING = ("shared", "spread")
 EP_ROUTINGS = ("least_loaded", "round_robin")
 
 
@@ -84,6 +85,9 @@ class ModelConfig:
     moe_ffn_hidden_size: int = 0
     moe_shared_experts: int = 0
     moe_shared_expert_ffn_hidden_size: int = 0
+    # where a step's padded tokens go: "shared" (identical, all to the same top-k experts, as Megatron's
+    # zero-filled padding) or "spread" (routed like real tokens)
+    moe_padded_routing: str = "shared"
 
     @property
     def is_hybrid(self) -> bool:
@@ -419,6 +423,7 @@ def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
         _require(m.moe_shared_expert_ffn_hidden_size >= 1, "model.moe_shared_expert_ffn_hidden_size",
                  f"must be >= 1 with model.moe_shared_experts={m.moe_shared_experts}, "
                  f"got {m.moe_shared_expert_ffn_hidden_size}")
+    _check_choice(m.moe_padded_routing, MOE_PADDED_ROUTING, "model.moe_padded_routing")
     _require(m.num_experts % ep_size == 0, "engine.ep_size",
              f"must divide model.num_experts ({m.num_experts}), got {ep_size}")
     _require(backend == "sim", "model.layer_pattern",

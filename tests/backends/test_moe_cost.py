@@ -217,6 +217,7 @@ def _moe_cfg(**model) -> BenchConfig:
     ({"moe_ffn_hidden_size": 0}, {}, "model.moe_ffn_hidden_size"),
     ({"moe_shared_experts": 1}, {}, "model.moe_shared_expert_ffn_hidden_size"),
     ({}, {"ep_size": 3}, "engine.ep_size: must divide model.num_experts (4)"),
+    ({"moe_padded_routing": "random"}, {}, "model.moe_padded_routing: 'random' is not one of shared, spread"),
 ])
 def test_moe_keys_are_validated(model, engine, needle):
     cfg = _moe_cfg(**model)
@@ -236,3 +237,38 @@ def test_moe_keys_typed_for_a_dense_model_are_refused():
     with pytest.raises(ConfigError, match="model.num_experts.*no 'E'"):
         load_config(["model=hybrid", "model.num_experts=8"])
     assert load_config(["model=qwen3_30b_a3b", "model.num_experts=64"]).model.num_experts == 64
+
+
+def test_padded_tokens_share_one_set_of_experts_by_default():
+    """Megatron zero-fills the padded input ids, so every padded token routes to the same k experts."""
+    shared = _moe().moe
+    spread = _moe(replace(TINY_MOE, moe_padded_routing="spread")).moe
+    # 4 computed tokens, 1 real: the real token's 2 experts, plus the padding's 2 (each already active
+    # with probability 2/4): 3 expected; 8 copies over them, one 16-row tile each
+    assert shared.routed(4, 1) == (8.0, 3.0, 48.0)
+    assert spread.routed(4, 1) == (8.0, 3.75, 60.0)  # 4 · (1 - (1/2)^4): like 4 real tokens
+    assert shared.routed(4, 4) == spread.routed(4, 4) == spread.routed(4)
+    cfg = load_config(["model=qwen3_30b_a3b"])
+    assert cfg.model.moe_padded_routing == "shared"
+    cost = RooflineCostModel(cfg.model, cfg.hardware)
+    # one real decode token on a 64-token graph reads at most 16 experts per layer, not ~126
+    _, active, _ = cost.moe.routed(64, 1)
+    assert active == pytest.approx(8 + 8 * (1 - 8 / 128))
+    one = cost.step_time(StepWork(1, 0, 1, 1024, (64, 0, 64)))
+    full = cost.step_time(StepWork(64, 0, 64, 64 * 1024, (64, 0, 64)))
+    assert one < full / 2
+    spread_cost = RooflineCostModel(replace(cfg.model, moe_padded_routing="spread"), cfg.hardware)
+    assert spread_cost.step_time(StepWork(1, 0, 1, 1024, (64, 0, 64))) > 2 * one
+
+
+def test_a_graphed_step_is_priced_by_its_real_tokens_too_and_monotone_in_them():
+    cfg = load_config(["model=nemotron3_nano"])
+    cost = RooflineCostModel(cfg.model, cfg.hardware, ep_size=2, moe_dispatcher="nvls")
+    graph = (128, 0, 128)
+    prices = [cost.step_time(StepWork(t, 0, t, t, graph)) for t in range(1, 129)]
+    assert all(b >= a for a, b in zip(prices, prices[1:], strict=False)) and prices[-1] > prices[0]
+    # the same floats from every path: step_time, stepper, breakdown
+    for t in (1, 50, 128):
+        work = StepWork(t, 0, t, t, graph)
+        assert cost.stepper(work)(t, t) == cost.step_time(StepWork(t, 0, t, t, graph, t))
+        assert sum(cost.breakdown(work).values()) == pytest.approx(cost.step_time(work), rel=1e-12)

@@ -296,12 +296,16 @@ class RooflineCostModel:
         self._input_copies = GRAPH_INPUT_COPIES * (self._host_op + self._kernel_launch)
         self._sync = hardware.sync_us * 1e-6
         self._graphed: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
+        # an MoE model's graphed parts, by graph and real tokens (moe_cost: where padding is routed)
+        self._graphed_moe: dict[tuple[int, int, int, int], tuple[float, float, float, int, float]] = {}
         self._eager: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
 
     # ------------------------------------------------------------------ shape part
 
-    def shape_classes(self, tokens: int, prefills: int, decodes: int) -> dict[str, float]:
-        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape."""
+    def shape_classes(self, tokens: int, prefills: int, decodes: int,
+                      real_tokens: int | None = None) -> dict[str, float]:
+        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape
+        (``real_tokens`` of its ``tokens`` real, the rest padding: read by MoE layers only)."""
         slots = prefills + decodes
         if prefills == 0:
             decode_tok, prefill_tok = tokens, 0
@@ -317,7 +321,7 @@ class RooflineCostModel:
             out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
                                   + self._gather_lat + self._gather_slot * slots)
         if self.moe is not None:
-            self.moe.add_to(out, tokens)
+            self.moe.add_to(out, tokens, tokens if real_tokens is None else real_tokens)
         return out
 
     def kernel_count(self, prefills: int) -> int:
@@ -335,9 +339,9 @@ class RooflineCostModel:
             return kernels * self._graph_node + self._graph_launch + self._input_copies
         return kernels * self._kernel_gap
 
-    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool) -> StepPrice:
+    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool, real_tokens: int) -> StepPrice:
         gpu = 0.0
-        for v in self.shape_classes(tokens, prefills, decodes).values():
+        for v in self.shape_classes(tokens, prefills, decodes, real_tokens).values():
             gpu += v
         gpu += self.launch_seconds(prefills, graphed)
         return StepPrice(gpu, 0.0 if graphed else self.host_seconds(prefills), self._sync)
@@ -360,11 +364,25 @@ class RooflineCostModel:
             cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
         part = cache.get(key)
         if part is None:
+            if graph is not None and self.moe is not None:  # never cached by graph alone
+                return self._moe_graphed_part(work, graph)
             if len(cache) > 1 << 16:
                 cache.clear()
             tc, pc, dc = self.computed_shape(work)
-            price = self._price(tc, pc, dc, graph is not None)
+            price = self._price(tc, pc, dc, graph is not None, work.tokens)
             part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
+        return part
+
+    def _moe_graphed_part(self, work: StepWork, graph: tuple[int, int, int]) -> tuple[float, float, float, int, float]:
+        """``_shape_part`` of a graphed step of an MoE model: its price depends on the real tokens too."""
+        key = (graph[0], graph[1], graph[2], work.tokens)
+        part = self._graphed_moe.get(key)
+        if part is None:
+            if len(self._graphed_moe) > 1 << 16:
+                self._graphed_moe.clear()
+            tc, pc, dc = graph
+            price = self._price(tc, pc, dc, True, work.tokens)
+            part = self._graphed_moe[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
     # ------------------------------------------------------------------ pricing protocol
@@ -448,7 +466,7 @@ class RooflineCostModel:
         end-of-step synchronisation."""
         tc, pc, dc = self.computed_shape(work)
         graphed = work.graph is not None
-        out = self.shape_classes(tc, pc, dc)
+        out = self.shape_classes(tc, pc, dc, work.tokens)
         out["attention"] = self.attention_seconds(work, tc)
         out["launch"] = self.launch_seconds(pc, graphed)
         gpu = sum(out.values())

@@ -15,11 +15,22 @@ assumption: expected load, no hot experts (routers trained with load-balancing l
 presets' are); since a lockstep step costs the slowest rank's price, pricing the busiest rank as if
 all ranks were as busy is an upper bound on its experts' work.
 
+Padding: a step computes ``Tc`` tokens of which ``T`` are real (a graph's padded shape, or Megatron's
+eager padding). Every computed token is routed and computed (Megatron's inference dispatchers count
+the padded tokens as valid: ``update_metadata(hidden_states.shape[0])`` in
+``token_dispatcher_inference.py``), but Megatron zero-fills the padded input ids
+(``DynamicInferenceContext._clear_input_id_padding``) and points padded rows at the dummy KV block, so
+every padded token carries the same hidden state and the router sends all of them to the same ``k``
+experts. With ``model.moe_padded_routing=shared`` (the default) padding adds its copies to those ``k``
+experts, which are active besides the real tokens' with probability ``1 − active / (E/p)``;
+``spread`` routes padded tokens like real ones (uniformly: the upper bound).
+
 The grouped GEMM reads every active expert's weights once (at decode: bound by the bandwidth of the
 active experts' weights, not of all experts) and computes every expert's rows in tiles of
 ``GROUPED_GEMM_TILE_ROWS`` rows: an active expert computes at least one whole tile, so a step computes
-``max(copies, active · tile)`` rows (vLLM's ``moe_align_block_size`` pads each expert's tokens to the
-kernel's ``BLOCK_SIZE_M`` the same way; its tuned configs use 16 at small batches).
+``max(copies, active · tile)`` rows (Megatron's inference fused MoE aligns each expert's token count
+to 16 for its bf16 grouped GEMM, ``expert_alignment`` in ``megatron/core/inference/moe/fused_moe.py``;
+vLLM's ``moe_align_block_size`` pads to the kernel's ``BLOCK_SIZE_M`` the same way).
 
 Dispatch / combine per ``engine.moe_dispatcher`` (Megatron's inference dispatchers), each of the two
 exchanges costing ``interconnect_latency + bytes / interconnect_bandwidth`` per layer:
@@ -96,6 +107,7 @@ class MoeLayers:
     shared_ffn: float  # all shared experts' FFN width, per rank
     ep_size: int
     dispatcher: str
+    padding_shared: bool  # padded tokens all routed to the same k experts (model.moe_padded_routing)
     flops: float  # effective FLOP/s
     bandwidth: float  # effective bytes/s
     floor_gemm: float  # seconds
@@ -111,7 +123,7 @@ class MoeLayers:
             num_experts=model.num_experts, top_k=model.experts_per_token,
             expert_ffn=model.moe_ffn_hidden_size / tp_size, gate_matrices=2 if gated else 1,
             shared_ffn=model.moe_shared_experts * model.moe_shared_expert_ffn_hidden_size / tp_size,
-            ep_size=ep_size, dispatcher=dispatcher,
+            ep_size=ep_size, dispatcher=dispatcher, padding_shared=model.moe_padded_routing == "shared",
             flops=hardware.peak_flops * hardware.flops_efficiency,
             bandwidth=hardware.hbm_bandwidth * hardware.bandwidth_efficiency,
             floor_gemm=hardware.floor_gemm_us * 1e-6, floor_elementwise=hardware.floor_elementwise_us * 1e-6,
@@ -155,15 +167,22 @@ class MoeLayers:
     def _kernel(self, floor: float, flops: float, nbytes: float, launches: int = 1) -> float:
         return self.layers * max(launches * floor, flops / self.flops, nbytes / self.bandwidth)
 
-    def routed(self, tokens: int) -> tuple[float, float, float]:
-        """``(copies, active experts, padded rows)`` of this rank's experts for a ``tokens``-token step."""
+    def routed(self, tokens: int, real_tokens: int | None = None) -> tuple[float, float, float]:
+        """``(copies, active experts, rows computed)`` of this rank's experts for a step computing
+        ``tokens`` tokens, ``real_tokens`` of them real (all when None)."""
+        real = tokens if real_tokens is None or real_tokens > tokens else real_tokens
         copies = float(tokens * self.top_k)
-        active = expected_active_experts(tokens, self.num_experts, self.top_k, self.ep_size)
+        if self.padding_shared:
+            active = expected_active_experts(real, self.num_experts, self.top_k, self.ep_size)
+            if tokens > real:  # the padding's k experts, k/p of them here, where not already active
+                active += self.top_k / self.ep_size * (1.0 - active / self.local_experts)
+        else:
+            active = expected_active_experts(tokens, self.num_experts, self.top_k, self.ep_size)
         return copies, active, padded_rows(copies, active)
 
-    def expert_gemm_seconds(self, tokens: int) -> float:
+    def expert_gemm_seconds(self, tokens: int, real_tokens: int | None = None) -> float:
         """The routed experts' grouped up and down GEMMs (all MoE layers)."""
-        copies, active, rows = self.routed(tokens)
+        copies, active, rows = self.routed(tokens, real_tokens)
         h, b, f, g = self.hidden, self.dtype_bytes, self.expert_ffn, self.gate_matrices
         up = self._kernel(self.floor_gemm, 2 * h * g * f * rows, active * h * g * f * b + copies * (h + g * f) * b)
         down = self._kernel(self.floor_gemm, 2 * f * h * rows, active * f * h * b + copies * (f + h) * b)
@@ -177,15 +196,15 @@ class MoeLayers:
         one = self.link_latency + values * tokens * self.hidden * self.dtype_bytes / self.link_bandwidth
         return self.layers * 2 * one
 
-    def classes(self, tokens: int) -> dict[str, float]:
+    def classes(self, tokens: int, real_tokens: int | None = None) -> dict[str, float]:
         """Seconds per breakdown class (``mlp``: router, experts, shared experts; ``elementwise``: norm,
         scores, (un)permutation, activation, residual; ``collectives``: dispatch and combine)."""
         h, b, e = self.hidden, self.dtype_bytes, self.num_experts
-        copies, _, _ = self.routed(tokens)
+        copies = float(tokens * self.top_k)
         f, g, fs = self.expert_ffn, self.gate_matrices, self.shared_ffn
         fe, ge = self.floor_elementwise, self.floor_gemm
         mlp = self._kernel(ge, 2 * h * e * tokens, h * e * b + tokens * (h + e) * b)  # router
-        mlp += self.expert_gemm_seconds(tokens)
+        mlp += self.expert_gemm_seconds(tokens, real_tokens)
         elementwise = (self._kernel(fe, 0.0, h * b + tokens * 2 * h * b)  # norm
                        + self._kernel(fe, 0.0, tokens * e * 2 * SCORE_BYTES, launches=2)  # scores, top-k
                        + self._kernel(fe, 0.0, (tokens + copies) * h * b)  # permute
@@ -198,9 +217,9 @@ class MoeLayers:
             elementwise += self._kernel(fe, 0.0, tokens * (g * fs + fs) * b)
         return {"mlp": mlp, "elementwise": elementwise, "collectives": self.exchange_seconds(tokens)}
 
-    def add_to(self, out: dict[str, float], tokens: int) -> None:
-        """Add the MoE layers' seconds of a ``tokens``-token step to a breakdown ``out``."""
-        for cls, seconds in self.classes(tokens).items():
+    def add_to(self, out: dict[str, float], tokens: int, real_tokens: int | None = None) -> None:
+        """Add the MoE layers' seconds of a ``tokens``-token step (``real_tokens`` real) to a breakdown."""
+        for cls, seconds in self.classes(tokens, real_tokens).items():
             out[cls] += seconds
 
 
