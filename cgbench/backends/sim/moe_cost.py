@@ -43,7 +43,9 @@ exchanges costing ``interconnect_latency + bytes / interconnect_bandwidth`` per 
 * ``te`` (the training MoE layer, whose default token dispatcher is ``alltoall``): an all-to-all of
   the routed copies: ``(p − 1)/p · T·k·hidden`` values per exchange.
 
-``docs/cost-model.md`` ("MoE layers") has a worked example.
+Megatron sources read: Megatron-LM main at d98e8a64dd (``megatron/core/inference/``,
+``megatron/core/transformer/moe/token_dispatcher_inference.py``); ``docs/cost-model.md`` ("MoE
+layers") has a worked example.
 """
 
 from __future__ import annotations
