@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.memory import GB, memory_need, parameters
@@ -22,6 +24,7 @@ from cgbench.engine.contract import StepWork
 from cgbench.engine.ep import EPEngine
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
+from tests.helpers import examples
 
 # round rates, no floors: every kernel is FLOPs / 1e12 or bytes / 1e11
 ROUND = HardwareConfig(peak_flops=1e12, flops_efficiency=1.0, hbm_bandwidth=1e11, bandwidth_efficiency=1.0,
@@ -272,3 +275,29 @@ def test_a_graphed_step_is_priced_by_its_real_tokens_too_and_monotone_in_them():
         work = StepWork(t, 0, t, t, graph)
         assert cost.stepper(work)(t, t) == cost.step_time(StepWork(t, 0, t, t, graph, t))
         assert sum(cost.breakdown(work).values()) == pytest.approx(cost.step_time(work), rel=1e-12)
+
+
+@st.composite
+def _moe_setups(draw):
+    experts = draw(st.sampled_from([4, 8, 16, 64, 128]))
+    model = replace(TINY_MOE, num_experts=experts, experts_per_token=draw(st.integers(1, min(experts, 8))),
+                    moe_ffn_hidden_size=draw(st.sampled_from([16, 64, 768])),
+                    moe_shared_experts=draw(st.integers(0, 2)), moe_shared_expert_ffn_hidden_size=64,
+                    gated_mlp=draw(st.booleans()), moe_padded_routing=draw(st.sampled_from(["shared", "spread"])))
+    ep = draw(st.sampled_from([p for p in (1, 2, 4, 8) if experts % p == 0]))
+    cost = RooflineCostModel(model, HardwareConfig(), ep_size=ep,
+                             moe_dispatcher=draw(st.sampled_from(["nccl", "nvls", "te"])))
+    return cost, draw(st.integers(1, 4096)), draw(st.integers(1, 4096))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(_moe_setups())
+def test_moe_prices_never_fall_as_tokens_or_padding_grow(setup):
+    cost, a, b = setup
+    moe = cost.moe
+    lo, hi = min(a, b), max(a, b)
+    assert sum(moe.classes(lo).values()) <= sum(moe.classes(hi).values())
+    # more padding on the same real tokens, or more real tokens in the same computed shape: never cheaper
+    assert sum(moe.classes(lo, 1).values()) <= sum(moe.classes(hi, 1).values())
+    assert sum(moe.classes(hi, 1).values()) <= sum(moe.classes(hi, lo).values()) <= sum(moe.classes(hi).values())
+    assert (moe.exchange_seconds(lo) == 0.0) == (moe.ep_size == 1)
