@@ -470,10 +470,10 @@ def _translate_moe(g: dict[str, list[str]], t: Translation) -> None:
         elif "--hidden-size" in g:
             ffn = 4 * _int("--hidden-size", g["--hidden-size"])
         else:
-            raise ConfigError("--megatron-args: --num-experts needs --moe-ffn-hidden-size, --ffn-hidden-size or "
-                              "--hidden-size (the experts' FFN width)")
-        _add(t, "(--moe-ffn-hidden-size absent)", [], [f"model.moe_ffn_hidden_size={ffn}"],
-             "Megatron: the --ffn-hidden-size")
+            ffn = 0  # no width on the line: the model's own moe_ffn_hidden_size stays
+        if ffn:
+            _add(t, "(--moe-ffn-hidden-size absent)", [], [f"model.moe_ffn_hidden_size={ffn}"],
+                 "Megatron: the --ffn-hidden-size")
     if "--moe-shared-expert-intermediate-size" in g:
         shared = _int("--moe-shared-expert-intermediate-size", g["--moe-shared-expert-intermediate-size"])
         _add(t, "--moe-shared-expert-intermediate-size", g["--moe-shared-expert-intermediate-size"],
