@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -46,3 +48,25 @@ def sensitivity_ranges(block: dict[str, Any]) -> list[str]:
     """One line per uncertain parameter: its configured value, range and source."""
     return [f"{p['key']}: {significant(p['point'], 4)} in [{significant(p['low'], 4)}, {significant(p['high'], 4)}]"
             f" ({p['source']})" for p in block["parameters"]]
+
+
+def sweep_sensitivity_table(folder: Path, points: list[tuple[str, str]]) -> Table:
+    """One row per finished point and comparison: the decision metrics whose winner flips within the
+    ranges, and the break-even host time per op of output throughput."""
+    table = Table(title="Sensitivity per point (details in each point's JSON, under sensitivity)",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("point", "versus", "throughput winner", "flips within the ranges", "throughput break-even host us/op"):
+        table.add_column(col)
+    for file, label in points:
+        block = json.loads((folder / file).read_text()).get("sensitivity")
+        if block is None:  # kept by --resume from a sweep without --sensitivity
+            table.add_row(label, "-", "-", "no sensitivity block: this point ran without --sensitivity", "-")
+            continue
+        for comp in block.get("comparisons", []):
+            won = {"a": "this point", "b": comp["b"].split(" ")[0], "tie": "tie"}[
+                comp["point_winner"]["output_throughput_tok_s"]]
+            flipped = sorted({f.split(" under ")[0] for f in comp["flips"]})
+            even = next((e for e in comp["break_even"] if e["metric"] == "output_throughput_tok_s"), {})
+            table.add_row(label, comp["b"], won, ", ".join(_NAMES.get(m, m) for m in flipped) or "none",
+                          _break_even(even))
+    return table

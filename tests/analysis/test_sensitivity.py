@@ -130,3 +130,25 @@ def test_cli_sensitivity_refusal_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["run", "cg=none", "policy=budget", "--sensitivity", "-o", str(out)])
     assert res.exit_code == 2
     assert "nothing to compare" in res.output and not out.exists()
+
+
+def test_sweep_sensitivity_adds_the_block_and_leaves_the_metrics(tmp_path):
+    args = ["sweep", "model=hybrid", "policy=defer,megatron", "workload.num_requests=24"]
+    plain = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "plain")])
+    priced = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "priced"), "--sensitivity"])
+    assert plain.exit_code == 0 and priced.exit_code == 0, priced.output
+    assert "Sensitivity per point" in priced.output
+    files = sorted(p.name for p in (tmp_path / "plain").glob("model-*.json"))
+    assert len(files) == 2
+    for name in files:
+        a = json.loads((tmp_path / "plain" / name).read_text())
+        b = json.loads((tmp_path / "priced" / name).read_text())
+        assert "sensitivity" not in a and b["sensitivity"]["method"] == "repriced"
+        assert a["metrics"] == b["metrics"]
+
+
+def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
+    res = CliRunner().invoke(app, ["sweep", "cg=none,dense", "policy=budget", "workload.num_requests=8",
+                                   "--sensitivity", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "nothing to compare" in res.output
+    assert not (tmp_path / "s").exists()
