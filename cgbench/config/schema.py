@@ -564,7 +564,7 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
 
     if "E" not in cfg.model.layers:
         for k in MOE_KEYS:
-            unread[f"model.{k}"] = "model.layer_pattern has no 'E' (MoE) layer"
+            unread[f"model.{k}"] = "model.layer_pattern without an 'E' (MoE) layer"
     if cfg.engine.ep_size == 1:
         for k in ("moe_dispatcher", "ep_routing"):
             unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"

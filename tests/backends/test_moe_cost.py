@@ -237,7 +237,7 @@ def test_moe_layers_are_refused_on_the_torch_backend():
 
 
 def test_moe_keys_typed_for_a_dense_model_are_refused():
-    with pytest.raises(ConfigError, match="model.num_experts.*no 'E'"):
+    with pytest.raises(ConfigError, match="model.num_experts.*without an 'E'"):
         load_config(["model=hybrid", "model.num_experts=8"])
     assert load_config(["model=qwen3_30b_a3b", "model.num_experts=64"]).model.num_experts == 64
 

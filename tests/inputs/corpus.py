@@ -121,7 +121,7 @@ CASES: list[Case] = [
         ("run model=qwen3_30b_a3b engine.ep_size=3", ("engine.ep_size", "must divide model.num_experts (128)")),
         ("run model=nemotron3_nano model.moe_shared_expert_ffn_hidden_size=0",
          "model.moe_shared_expert_ffn_hidden_size"),
-        ("run model=hybrid model.num_experts=8", ("model.num_experts", "no 'E' (MoE) layer")),
+        ("run model=hybrid model.num_experts=8", ("model.num_experts", "without an 'E' (MoE) layer")),
         ("run model=hybrid model.layer_pattern=M*X", ("model.layer_pattern", "'E'")),
     ),
     # -- keys the chosen options never read
