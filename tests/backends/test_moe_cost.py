@@ -301,3 +301,12 @@ def test_moe_prices_never_fall_as_tokens_or_padding_grow(setup):
     assert sum(moe.classes(lo, 1).values()) <= sum(moe.classes(hi, 1).values())
     assert sum(moe.classes(hi, 1).values()) <= sum(moe.classes(hi, lo).values()) <= sum(moe.classes(hi).values())
     assert (moe.exchange_seconds(lo) == 0.0) == (moe.ep_size == 1)
+
+
+def test_qwen3_30b_a3bs_weights_are_its_checkpoints_bytes():
+    """The published bf16 checkpoint holds 61,064,216,576 bytes of weights (its safetensors headers, as
+    read by llm-cal for Qwen/Qwen3-30B-A3B); the memory guard's count (every expert, the input embedding
+    included) agrees to a few kB (the QK norms it does not price)."""
+    cfg = load_config(["model=qwen3_30b_a3b"])
+    weights = (parameters(cfg) + cfg.model.vocab_size * cfg.model.hidden_size) * cfg.model.dtype_bytes
+    assert abs(weights - 61_064_216_576) < 32_768
