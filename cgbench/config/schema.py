@@ -45,6 +45,7 @@ DISTRIBUTIONS = ("exponential", "linear", "hybrid")  # hybrid: PR #6667 (1ea7881
 BACKENDS = ("sim", "torch")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
+MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 EP_ROUTINGS = ("least_loaded", "round_robin")
 
@@ -207,6 +208,8 @@ class EngineConfig:
     # the two KV-pressure corners where Megatron stops (docs/design.md §5.1): "megatron" reproduces it
     # (the run ends stalled / engine_assertion), "safe" fails or re-prefills the request instead
     kv_corners: str = "megatron"
+    # which Megatron's KV rules run (cgbench/engine/kv_rules.py): the 0.19.2 release or main d98e8a64
+    megatron_rules: str = "0.19.2"
     # expert parallelism (docs/design.md §10): ranks that step together
     ep_size: int = 1
     moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
@@ -423,6 +426,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
     _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
     _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
+    _check_choice(e.megatron_rules, MEGATRON_RULES, "engine.megatron_rules")
     _require(e.ep_size >= 1, "engine.ep_size", f"must be >= 1, got {e.ep_size}")
     _check_choice(e.moe_dispatcher, MOE_DISPATCHERS, "engine.moe_dispatcher")
     _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")

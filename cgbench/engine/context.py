@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.contract import Admission
+from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
 from cgbench.engine.request import Request
 
 
@@ -37,6 +38,7 @@ class Context:
     paused_count: int = 0
     chunked_request_id: int = -1
     admitted: list[Admission] = field(default_factory=list)
+    rules: KVRules = field(default_factory=default_rules)  # engine.megatron_rules (kv_rules.py)
     decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
 
     def __post_init__(self) -> None:
@@ -54,6 +56,7 @@ class Context:
             active_blocks=blocks,
             paused_block_budget=e.paused_blocks,
             free_blocks=blocks + e.paused_blocks,
+            rules=kv_rules(e.megatron_rules),
         )
 
     @property

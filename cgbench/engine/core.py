@@ -32,7 +32,7 @@ from cgbench.engine.invariants import InvariantError
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
-from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
+from cgbench.engine.rows import compact_finished, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, Scheduler
 from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
@@ -160,7 +160,8 @@ class Engine:
             reason = "prompt_exceeds_max_sequence_length"
         elif not self.chunked_prefill and spec.prompt_tokens > ctx.max_tokens:
             reason = "prompt_exceeds_max_tokens"
-        elif ceil_div(spec.prompt_tokens + req.output_len, ctx.block_size) > ctx.pool_blocks:
+        elif ctx.rules.arrival_blocks(spec.prompt_tokens, req.output_len, ctx.num_speculative_tokens,
+                                      ctx.block_size) > ctx.pool_blocks:
             reason = "kv_block_overflow"
         if reason:
             self._fail(req, reason)
@@ -451,7 +452,7 @@ class Engine:
         self._resume(ran_chunk)
         evicted = self._evict()
         self._resume(ran_chunk)
-        if not self.order and self.chunked is None:
+        if not self.order and self.chunked is None and (self.paused or self.ctx.rules.asserts_when_emptied):
             if self.kv_corners == "megatron":
                 self._crash(evicted)
             else:  # safe: what can neither resume nor stay paused is re-prefilled later
@@ -465,7 +466,7 @@ class Engine:
         ctx, paused = self.ctx, self.paused
         # the active rows: the running decodes and the chunked request only if its chunk ran
         held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
-        k = ctx.resumable(paused, held, ctx.max_requests - len(self.order))
+        k = ctx.rules.resumable(ctx, paused, held, ctx.max_requests - len(self.order))
         if k == 0:
             return
         resumed = paused[len(paused) - k:]
@@ -476,7 +477,9 @@ class Engine:
         self.order[:0] = resumed  # they join the active region on its left
 
     def _evict(self) -> list[Request]:
-        return self._evict_rows(evict_count([r.blocks for r in self.paused], self.ctx.paused_block_budget))
+        ctx = self.ctx
+        room = ctx.max_requests - len(self.order)
+        return self._evict_rows(ctx.rules.evict_count(ctx, self.paused, room if room > 0 else 0))
 
     def _evict_rows(self, e: int) -> list[Request]:
         """The right-most ``e`` paused rows give back their KV; the right-most active rows move into

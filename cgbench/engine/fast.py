@@ -231,9 +231,9 @@ class FastEngine(Engine):
         granted = 0
         for r in needing:
             granted += ctx.decode_blocks_needed(r)
-        # ``Context.resumable`` over the m newly paused rows, with the active rows' blocks
+        # the rule set's resume over the m newly paused rows, with the active rows' blocks
         held = self.rows.held_blocks + granted + (ran_chunk.blocks if ran_chunk is not None else 0)
-        if held > ctx.active_blocks or m > ctx.free_blocks or len(order) > ctx.max_requests:
+        if not ctx.rules.resumes_at_once(ctx, held, granted, m, len(order)):
             return False
         move_pausing_left(order, {order.index(r) for r in needing})
         resumed = order[:m]
