@@ -87,6 +87,12 @@ def scenarios(draw):
                    paused_blocks=paused, num_speculative_tokens=spec,
                    kv_corners=draw(st.sampled_from(["megatron", "safe"])),
                    megatron_rules=draw(st.sampled_from(MEGATRON_RULES)))
+    # Megatron main's batch-invariant mode where its config allows it (hybrid: one-token decode, and
+    # with chunked prefill max_tokens > the SSM chunk alignment)
+    alignment = draw(st.sampled_from([16, 32, 128]))
+    if (cfg.engine.megatron_rules == "main" and draw(st.booleans())
+            and (kind != "hybrid" or (spec == 0 and (not chunked or max_tokens > alignment)))):
+        cfg = replace(cfg, engine=replace(cfg.engine, batch_invariant=True, ssm_chunk_alignment=alignment))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
     return cfg, reqs
 

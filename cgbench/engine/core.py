@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from cgbench.config.schema import EngineConfig
+from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.invariants import InvariantError
@@ -120,7 +121,8 @@ class Engine:
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine)
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
-                                   gating=gating, flash_attn_guard=engine.flash_attn_guard)
+                                   gating=gating, flash_attn_guard=engine.flash_attn_guard,
+                                   ssm_alignment=ssm_alignment(engine, grid.strict))
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants

@@ -267,7 +267,7 @@ class FastEngine(Engine):
         # A head let through on a gating timeout and then stopped by the single-token guard had its
         # wait counter reset: the next round defers it again, so this round is not a fixed point.
         once = (head is None and self.queue and self.policy.timeout_iters >= 0
-                and result.stop_reason == "single_token_guard")
+                and (result.stop_reason == "single_token_guard" or result.stop_reason == "ssm_chunk_alignment"))
         while True:
             stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
             limit = stall if stall < bound else bound  # comparisons, not builtin min calls: once per event

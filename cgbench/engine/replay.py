@@ -48,6 +48,7 @@ from cgbench.config.schema import (
     ModelConfig,
     PolicyConfig,
 )
+from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context
 from cgbench.engine.policy_registry import build_policy
 from cgbench.engine.request import Request, make_request
@@ -446,7 +447,8 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
     everyone = list(queue)
     sched = Scheduler(ctx, state.grid, pol, chunked_prefill=state.engine.chunked_prefill,
                       gating=gating_active(pol, state.cg, state.grid),
-                      flash_attn_guard=state.engine.flash_attn_guard)
+                      flash_attn_guard=state.engine.flash_attn_guard,
+                      ssm_alignment=ssm_alignment(state.engine, state.grid.strict))
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
