@@ -16,7 +16,7 @@ from itertools import pairwise
 
 from cgbench.config.registry.grids import grid_kind
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig
-from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape
+from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape, validity_error
 
 
 def _ceil_to(x: int, k: int) -> int:
@@ -38,6 +38,19 @@ BATCH_INVARIANT_ROUNDER = 64
 def batch_invariant_align(tokens: int) -> int:
     """Megatron's ``_batch_invariant_token_align``: up to a multiple of 64, at least 64."""
     return max(BATCH_INVARIANT_ROUNDER, _ceil_to(tokens, BATCH_INVARIANT_ROUNDER))
+
+
+def batch_invariant_validity_error(g: BatchShape, max_requests: int, max_sequence_length: int,
+                                   num_speculative_tokens: int = 0) -> str | None:
+    """The validity rule for a batch-invariant graph (an explicit list, e.g. a state file's): its T a
+    multiple of 64, and some unaligned T' it pads (T - 63 .. T) valid, as Megatron judges validity
+    before aligning."""
+    T, P, D = g.token_count, g.prefill_req_count, g.decode_req_count
+    if T % BATCH_INVARIANT_ROUNDER:
+        return f"batch-invariant mode: T must be a multiple of {BATCH_INVARIANT_ROUNDER}, got {T}"
+    lowest = max(T - BATCH_INVARIANT_ROUNDER + 1, P + D * (num_speculative_tokens + 1), 1)
+    unaligned = BatchShape(lowest, P, D) if lowest <= T else g
+    return validity_error(unaligned, max_requests, max_sequence_length, num_speculative_tokens)
 
 
 def exponential_sizes(tp: int, n: int, cap: int, batch_invariant: bool = False) -> list[int]:

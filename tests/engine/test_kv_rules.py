@@ -182,3 +182,28 @@ def test_5995_one_active_block_and_a_one_block_budget(oracle):
     assert state.outcome == "engine_assertion" and "cannot resume" in state.diagnosis
     _, state = run_engine(_tiny("main", **cfg), specs((1, 5)))
     assert state.outcome == "completed" and state.requests[0].generated == 5
+
+
+def test_a_state_file_records_the_rule_set_and_replays_with_it():
+    """``cgbench schedule`` state files carry every engine key: the rule set (and batch-invariant mode)
+    round-trips, and the replayed round's context and scheduler run under it."""
+    import json
+
+    from cgbench.engine.replay import parse_state, replay_round, state_from_engine
+    from cgbench.pipeline import build_engine
+
+    cfg = make_cfg(kind="hybrid", chunked=True, cg=NO_ALL_PREFILLS, max_requests=8, max_tokens=256,
+                   max_sequence_length=1024, block_size=64, megatron_rules="main", batch_invariant=True)
+    eng = build_engine(cfg)
+    eng.ctx.begin_round(0, 0)
+    r = make_request(0, 257, 4, 1024)
+    r.start_prefill(257)
+    eng.queue.append(r)
+    doc = json.loads(json.dumps(state_from_engine(eng, cfg)))
+    assert doc["engine"]["megatron_rules"] == "main" and doc["engine"]["batch_invariant"] is True
+    state = parse_state(doc)
+    assert state.context().rules is kv_rules("main")
+    assert replay_round(state, "megatron").to_json()["admitted"] == [[0, 128, False]]  # the SSM floor
+    doc["engine"]["megatron_rules"] = "0.19.2"
+    with pytest.raises(ConfigError, match="engine.batch_invariant"):
+        parse_state(doc)

@@ -63,3 +63,17 @@ def test_the_engine_key_reaches_the_grid_and_needs_main():
     with pytest.raises(ConfigError, match="engine.megatron_rules=main"):
         validate(make_cfg(batch_invariant=True))
     validate(replace(cfg, cg=CGConfig()))
+
+
+def test_an_explicit_list_is_judged_before_alignment():
+    """A state file or cg=explicit list of a batch-invariant run holds the aligned graphs: (64, 0, 8)
+    pads an 8-token decode graph (valid); (64, 0, 65) pads nothing valid; 96 is no multiple of 64."""
+    from cgbench.grids.megatron import batch_invariant_validity_error
+    from cgbench.grids.shapes import BatchShape, validity_error
+
+    graphs, _ = _grid(True, num_cuda_graphs=16, cuda_graph_max_tokens=16384, non_decode_graphs=True)
+    assert all(batch_invariant_validity_error(BatchShape(*g), 256, 2560) is None for g in graphs)
+    assert validity_error(BatchShape(64, 0, 8), 8, 1024) is not None
+    assert batch_invariant_validity_error(BatchShape(64, 0, 8), 8, 1024) is None
+    assert "P + D" in batch_invariant_validity_error(BatchShape(64, 0, 65), 64, 1024)
+    assert "multiple of 64" in batch_invariant_validity_error(BatchShape(96, 1, 0), 8, 1024)
