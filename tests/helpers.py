@@ -93,6 +93,10 @@ def scenarios(draw):
     if (cfg.engine.megatron_rules == "main" and draw(st.booleans())
             and (kind != "hybrid" or (spec == 0 and (not chunked or max_tokens > alignment)))):
         cfg = replace(cfg, engine=replace(cfg.engine, batch_invariant=True, ssm_chunk_alignment=alignment))
+    # Megatron main's hybrid SSM handoff pinning: finished requests pin their Mamba slot for a few rounds
+    release = draw(st.sampled_from([0, 1, 3]))
+    if cfg.engine.megatron_rules == "main" and kind == "hybrid" and draw(st.booleans()):
+        cfg = replace(cfg, engine=replace(cfg.engine, handoff_pinning=True, handoff_release_steps=release))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
     return cfg, reqs
 

@@ -214,6 +214,10 @@ class EngineConfig:
     # hybrid model with chunked prefill chunks floored to ssm_chunk_alignment with no flash-attn guard
     batch_invariant: bool = False
     ssm_chunk_alignment: int = 128  # Megatron's ssm_chunk_alignment (the Mamba chunk size, 128 by default)
+    # Megatron main's hybrid SSM state handoff pinning (#6584, megatron_rules=main, hybrid only): a finished
+    # request's Mamba slot stays pinned for handoff_release_steps rounds, and admission needs a free slot
+    handoff_pinning: bool = False
+    handoff_release_steps: int = 1
     # expert parallelism (docs/design.md §10): ranks that step together
     ep_size: int = 1
     moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
@@ -432,6 +436,14 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
     _check_choice(e.megatron_rules, MEGATRON_RULES, "engine.megatron_rules")
     _require(e.ssm_chunk_alignment >= 1, "engine.ssm_chunk_alignment", f"must be >= 1, got {e.ssm_chunk_alignment}")
+    _require(e.handoff_release_steps >= 0, "engine.handoff_release_steps",
+             f"must be >= 0, got {e.handoff_release_steps}")
+    if e.handoff_pinning:
+        _require(e.megatron_rules == "main", "engine.handoff_pinning",
+                 "hybrid SSM state handoff pinning is Megatron main's (#6584): set engine.megatron_rules=main; "
+                 "megatron-core 0.19.2 has no such pinning")
+        _require(m.kind == "hybrid", "engine.handoff_pinning",
+                 "only a hybrid model's Mamba slot pinning is modelled: use a hybrid model")
     if e.batch_invariant:
         _require(e.megatron_rules == "main", "engine.batch_invariant",
                  "batch-invariant mode is Megatron main's (#4871, #6521): set engine.megatron_rules=main; "

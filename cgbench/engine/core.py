@@ -199,6 +199,9 @@ class Engine:
                 self.arrive(spec)
             result = self.begin_round()
             if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
+                handoff = self.ctx.handoff
+                if handoff is not None and self.queue and handoff.release_all():
+                    continue  # nothing runs: the engine waits for the handoff pulls (handoff.py)
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -222,6 +225,8 @@ class Engine:
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
         ctx.begin_round(len(self.rows), len(self.paused))
+        if ctx.handoff is not None:
+            ctx.pinned_slots = ctx.handoff.pinned_at(self.step)
         queued_before = len(self.queue)
         observer = self.round_observer
         if observer is not None:
@@ -349,6 +354,8 @@ class Engine:
         req.finish_step = self.step
         req.finish_s = self.state.now_s
         self.ctx.release(req)
+        if self.ctx.handoff is not None:  # its state is handed off: its Mamba slot stays pinned
+            self.ctx.handoff.pin(self.step)
         self.backend.release(req)
         self.stream.on_complete(self.state.now_s)
         self.state.requests.retire(req)  # nothing changes it after this

@@ -274,6 +274,11 @@ class FastEngine(Engine):
             stop = events[0][0] if events and events[0][0] < limit else limit
             if once and first + 1 < stop:
                 stop = first + 1
+            handoff = self.ctx.handoff
+            if handoff is not None and self.queue:  # a released handoff slot may admit the head
+                release = handoff.next_release_after(first)
+                if release is not None and release < stop:
+                    stop = release
             if head is not None and self.policy.timeout_iters >= 0:
                 timeout = first + 1 + self.policy.timeout_iters - head.cg_wait_iters
                 if timeout < stop:
