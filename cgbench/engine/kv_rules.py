@@ -96,7 +96,7 @@ def _needs_block(ctx: Context, r: Request) -> int:
 def _resumable_main(ctx: Context, paused: Sequence[Request], held_active: int, room: int) -> int:
     """The first ``min(paused, room)`` rows from the right are candidates; of those, the longest run
     whose new blocks (one per row with a full last block) fit the free pool resumes."""
-    candidates = min(len(paused), room)
+    candidates = min(len(paused), room) if room > 0 else 0
     n = new = 0
     avail = ctx.free_blocks
     for r in reversed(paused[len(paused) - candidates:]):
