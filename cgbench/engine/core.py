@@ -529,10 +529,13 @@ class Engine:
             what.append(f"evicted request(s) {[r.id for r in evicted]}")
         if self.paused:
             what.append(f"paused request(s) {[r.id for r in self.paused]} cannot resume")
+        ctx = self.ctx
+        pool = (f"active KV pool {ctx.active_blocks} blocks, paused budget {ctx.paused_block_budget}"
+                if ctx.rules.asserts_when_emptied else  # main: one shared pool, the budget only retains
+                f"shared KV pool {ctx.pool_blocks} blocks, paused retention budget {ctx.paused_block_budget}")
         st.diagnosis = (f"step {self.step}: Megatron's update_requests asserts: after resume, evict and "
                         f"resume no active request and no chunked request remain ({'; '.join(what)}; "
-                        f"active KV pool {self.ctx.active_blocks} blocks, paused budget "
-                        f"{self.ctx.paused_block_budget}); engine.kv_corners=safe re-prefills them instead")
+                        f"{pool}); engine.kv_corners=safe re-prefills them instead")
         self.halted = True
 
     # -- diagnostics and invariants -----------------------------------------------------------------
