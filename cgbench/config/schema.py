@@ -45,6 +45,7 @@ DISTRIBUTIONS = ("exponential", "linear", "hybrid")  # hybrid: PR #6667 (1ea7881
 BACKENDS = ("sim", "torch")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
+MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
 MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
@@ -221,6 +222,16 @@ class EngineConfig:
     # the two KV-pressure corners where Megatron stops (docs/design.md §5.1): "megatron" reproduces it
     # (the run ends stalled / engine_assertion), "safe" fails or re-prefills the request instead
     kv_corners: str = "megatron"
+    # which Megatron's KV rules run (cgbench/engine/kv_rules.py): the 0.19.2 release or main d98e8a64
+    megatron_rules: str = "0.19.2"
+    # Megatron main's batch-invariant mode (megatron_rules=main only): the 64-token graph ladder, and for a
+    # hybrid model with chunked prefill chunks floored to ssm_chunk_alignment with no flash-attn guard
+    batch_invariant: bool = False
+    ssm_chunk_alignment: int = 128  # Megatron's ssm_chunk_alignment (the Mamba chunk size, 128 by default)
+    # Megatron main's hybrid SSM state handoff pinning (#6584, megatron_rules=main, hybrid only): a finished
+    # request's Mamba slot stays pinned for handoff_release_steps rounds, and admission needs a free slot
+    handoff_pinning: bool = False
+    handoff_release_steps: int = 1
     # expert parallelism (docs/design.md §10): ranks that step together
     ep_size: int = 1
     moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
@@ -459,6 +470,27 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
     _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
     _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
+    _check_choice(e.megatron_rules, MEGATRON_RULES, "engine.megatron_rules")
+    _require(e.ssm_chunk_alignment >= 1, "engine.ssm_chunk_alignment", f"must be >= 1, got {e.ssm_chunk_alignment}")
+    _require(e.handoff_release_steps >= 0, "engine.handoff_release_steps",
+             f"must be >= 0, got {e.handoff_release_steps}")
+    if e.handoff_pinning:
+        _require(e.megatron_rules == "main", "engine.handoff_pinning",
+                 "hybrid SSM state handoff pinning is Megatron main's (#6584): set engine.megatron_rules=main; "
+                 "megatron-core 0.19.2 has no such pinning")
+        _require(m.kind == "hybrid", "engine.handoff_pinning",
+                 "only a hybrid model's Mamba slot pinning is modelled: use a hybrid model")
+    if e.batch_invariant:
+        _require(e.megatron_rules == "main", "engine.batch_invariant",
+                 "batch-invariant mode is Megatron main's (#4871, #6521): set engine.megatron_rules=main; "
+                 "megatron-core 0.19.2 has no such mode")
+        if m.kind == "hybrid":  # dynamic_context.py at d98e8a64 asserts these for a hybrid model
+            _require(e.num_speculative_tokens == 0, "engine.batch_invariant",
+                     "batch-invariant mode for a hybrid model supports one-token decode only: "
+                     "set engine.num_speculative_tokens=0")
+            _require(not e.chunked_prefill or e.max_tokens > e.ssm_chunk_alignment, "engine.batch_invariant",
+                     f"batch-invariant SSM chunked prefill needs engine.max_tokens ({e.max_tokens}) > "
+                     f"engine.ssm_chunk_alignment ({e.ssm_chunk_alignment})")
     _require(e.ep_size >= 1, "engine.ep_size", f"must be >= 1, got {e.ep_size}")
     _check_choice(e.moe_dispatcher, MOE_DISPATCHERS, "engine.moe_dispatcher")
     _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")

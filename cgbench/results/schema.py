@@ -35,8 +35,12 @@ from cgbench.results.names import (
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # summary fields added to schema_version 1 after its first results: optional, so those still validate
 ADDED_SUMMARY_FIELDS = ("min", "std", "p95")
-# config keys added to schema_version 1 after its first results (the MoE model keys): optional
-ADDED_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {"model": MOE_KEYS}
+# config keys added to schema_version 1 after its first results (by section): optional, so results written
+# before them still validate (they ran at the key's default)
+ADDED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "model": MOE_KEYS,
+    "engine": ("megatron_rules", "batch_invariant", "ssm_chunk_alignment", "handoff_pinning", "handoff_release_steps"),
+}
 # metrics whose JSON type the unit does not say
 _METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
@@ -121,9 +125,9 @@ def config_schema() -> dict[str, Any]:
     """A result's ``config``: ``BenchConfig`` as ``asdict`` writes it. ``policy`` may hold option
     sections of installed plug-in policies besides the built-ins' (objects)."""
     out = dataclass_schema(BenchConfig)
-    for group, keys in ADDED_CONFIG_FIELDS.items():
-        section = out["properties"][group]
-        section["required"] = [k for k in section["required"] if k not in keys]
+    for section, keys in ADDED_CONFIG_KEYS.items():
+        part = out["properties"][section]
+        part["required"] = [k for k in part["required"] if k not in keys]
     policy = out["properties"]["policy"]
     policy["additionalProperties"] = {"type": "object", "description": "a plug-in policy's options"}
     return out

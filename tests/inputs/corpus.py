@@ -89,6 +89,12 @@ CASES: list[Case] = [
         ("run engine.max_tokens=100", "engine.max_tokens"),  # < max_requests (256)
         ("run engine.max_requests=6 engine.tp_size=4", "engine.max_requests"),  # must be a tp multiple
         ("run engine.num_speculative_tokens=-1", "num_speculative_tokens"),
+        ("run engine.megatron_rules=0.20", ("engine.megatron_rules", "0.19.2, main")),
+        ("run engine.batch_invariant=true", ("engine.batch_invariant", "engine.megatron_rules=main")),
+        ("run model=transformer engine.megatron_rules=main engine.handoff_pinning=true",
+         ("engine.handoff_pinning", "hybrid")),
+        ("run engine.megatron_rules=main engine.batch_invariant=true engine.num_speculative_tokens=1",
+         ("engine.batch_invariant", "num_speculative_tokens=0")),
         ("run cg.num_cuda_graphs=-2", "cg.num_cuda_graphs"),
         ("run cg.distribution=cubic", "cg.distribution"),
         ("run cg=explicit cg.graphs=[[64,1]]", "cg.graphs[0]"),
