@@ -33,6 +33,7 @@ from cgbench.workload.arrivals import (
     RequestStream,
 )
 from cgbench.workload.lengths import sample_lengths
+from cgbench.workload.prefix_model import with_prefix_blocks
 from cgbench.workload.sources import lengths_drawer, times_drawer
 from cgbench.workload.trace import TraceOptions, TraceSource, check_time_scale, read_trace, scale_arrivals, write_trace
 from cgbench.workload.trace_summary import TraceSummary
@@ -69,6 +70,14 @@ def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> 
         yield list(map(RequestSpec, range(first, first + k), times(k), prompts(k), outputs(k)))
 
 
+def _generated(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
+    """``iter_requests``, with ``workload.prefix``'s prompts and prefix ids when it is set."""
+    specs = iter_requests(w, seed)
+    if w.prefix.is_set:
+        return with_prefix_blocks(specs, w.prefix, stream_rng(seed, "prefix"))
+    return specs
+
+
 def iter_requests(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
     """``generate_requests`` of a generated (not trace) workload, one request at a time."""
     return itertools.chain.from_iterable(request_batches(w, seed))
@@ -92,8 +101,11 @@ def open_workload(w: WorkloadConfig, seed: int) -> tuple[ArrivalStream | Ordered
     closed = w.arrival.process == "closed_loop"
     if not w.trace:
         if closed:
-            return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency), None
-        return OrderedStream(iter_requests(w, seed), w.num_requests), None
+            specs = generate_requests(w, seed)
+            if w.prefix.is_set:
+                specs = list(with_prefix_blocks(iter(specs), w.prefix, stream_rng(seed, "prefix")))
+            return ArrivalStream(specs, concurrency=w.arrival.concurrency), None
+        return OrderedStream(_generated(w, seed), w.num_requests), None
     source = TraceSource(w.trace, TraceOptions.of(w), time_scale=w.time_scale)
     check_time_scale(source.summary, w.time_scale)
     if closed:
