@@ -3,6 +3,7 @@ engine scenarios that several property tests draw from."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from cgbench.config.schema import POLICIES, BenchConfig, CGConfig, EngineConfig,
 from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
+from cgbench.workload.prefix_hashes import mix
 
 
 def make_cfg(*, kind: str = "transformer", policy: str = "megatron", chunked: bool = False,
@@ -79,7 +81,29 @@ def scenarios(draw):
                    paused_blocks=paused, num_speculative_tokens=spec,
                    kv_corners=draw(st.sampled_from(["megatron", "safe"])))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
-    return cfg, reqs
+    return with_prefix_caching(draw, cfg, reqs)
+
+
+def prefix_ids(family: int, diverge: int, prompt: int) -> array:
+    """Source block ids (16 tokens each, a generated workload's size) of a prompt that follows prompt
+    family ``family`` for its first ``diverge`` source blocks and is its own after them."""
+    n = -(-prompt // 16)
+    return array("q", [mix(family + 1, j) if j < diverge else mix(1000 + family, mix(prompt, j)) for j in range(n)])
+
+
+def with_prefix_caching(draw, cfg: BenchConfig, reqs: list[RequestSpec]) -> tuple[BenchConfig, list[RequestSpec]]:
+    """Half the time: prefix caching on, with requests of a few prompt families that share prefixes
+    (and, on a hybrid model, a Mamba state cache of a few slots, or none)."""
+    if not draw(st.booleans()):
+        return cfg, reqs
+    slots = draw(st.sampled_from([0, 2, 8])) if cfg.model.kind == "hybrid" else 0
+    cfg = replace(cfg, engine=replace(cfg.engine, prefix_caching=True, prefix_caching_mamba_slots=slots))
+    out = []
+    for r in reqs:
+        family = draw(st.integers(0, 2))
+        diverge = draw(st.sampled_from([0, 2, 4, 1000]))
+        out.append(replace(r, prefix_blocks=prefix_ids(family, diverge, r.prompt_tokens)))
+    return cfg, out
 
 
 # small KV pools that force pauses, evictions and the corners where Megatron stops
@@ -102,7 +126,7 @@ def tight_pools(draw):
                    max_tokens=max(16, max_requests * (spec + 1)),
                    max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
                    num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
-    return cfg, reqs
+    return with_prefix_caching(draw, cfg, reqs)
 
 
 _VALIDATORS: dict = {}

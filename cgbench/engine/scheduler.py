@@ -96,10 +96,14 @@ class GatingCounters:
 class RoundResult:
     deferred: Request | None  # the head held back by gating this round, if any
     stop_reason: str  # why the round ended with a non-empty queue ("" if it emptied)
+    # prefix caching: the deferral is one the full-size non-chunked candidate caused (its computed
+    # tokens would have hit a graph); every repeat of the round counts it again
+    full_size_deferral: bool
 
     def __init__(self, deferred: Request | None = None, stop_reason: str = "") -> None:
         self.deferred = deferred
         self.stop_reason = stop_reason
+        self.full_size_deferral = False
 
 
 class Scheduler:
@@ -169,6 +173,8 @@ class Scheduler:
         req.deferrals += n
         req.max_cg_wait = max(req.max_cg_wait, w + n)
         self.counters.deferral_events += n
+        if result.full_size_deferral:
+            self.counters.prefix_full_size_deferrals += n
         result.deferred = req
         self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
 
@@ -196,8 +202,8 @@ class Scheduler:
                 if self.candidate_hits(req.remaining_prompt):
                     req.cg_wait_iters = 0
                 elif self.policy.on_non_chunked_miss(req.cg_wait_iters) == DEFER:
-                    if prefix and ctx.head_computed < req.remaining_prompt and self.candidate_hits(ctx.head_computed):
-                        self.counters.prefix_full_size_deferrals += 1
+                    result.full_size_deferral = (prefix and ctx.head_computed < req.remaining_prompt
+                                                 and self.candidate_hits(ctx.head_computed))
                     self.register_waits(req, 1, result)
                     result.stop_reason = "deferred"
                     return result
