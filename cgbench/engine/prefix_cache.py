@@ -320,6 +320,8 @@ class PrefixCache:
                 "mamba": [[h, s] for h, s in self.mamba.items()]}
 
     def load_state(self, doc: dict) -> None:
+        """The cache of ``to_state``'s document; a malformed one raises ``ValueError`` saying where."""
+        _check_state(doc)
         self.clock, self.next_id = int(doc["clock"]), int(doc["next_id"])
         self.block_of, self.hash_of, self.refs, self.stamp, self.parent, self.children = {}, {}, {}, {}, {}, {}
         for b, h, r, s, p in doc["blocks"]:
@@ -333,3 +335,38 @@ class PrefixCache:
         self.tables = {int(k): list(v) for k, v in doc["tables"].items()}
         self.hashes = {int(k): list(v) for k, v in doc["hashes"].items()}
         self.mamba = {h: s for h, s in doc["mamba"]}
+
+
+STATE_FIELDS = ("clock", "next_id", "blocks", "tables", "hashes", "mamba")
+
+
+def _ints(value: object, where: str, n: int | None = None) -> list[int]:
+    if not isinstance(value, list) or any(type(v) is not int for v in value) or (n is not None and len(value) != n):
+        raise ValueError(f"{where}: must be a list of {n or 'some'} integers")
+    return value
+
+
+def _check_state(doc: object) -> None:
+    if not isinstance(doc, dict) or set(doc) != set(STATE_FIELDS):
+        raise ValueError(f"must be an object with exactly the keys {', '.join(STATE_FIELDS)}")
+    for k in ("clock", "next_id"):
+        if type(doc[k]) is not int or doc[k] < 0:
+            raise ValueError(f"{k}: must be an integer >= 0")
+    if not isinstance(doc["blocks"], list):
+        raise ValueError("blocks: must be a list of [block, hash, references, stamp, parent]")
+    ids = set()
+    for i, row in enumerate(doc["blocks"]):
+        b, _, refs, _, _ = _ints(row, f"blocks[{i}]", 5)
+        if b < 0 or refs < 0 or b >= doc["next_id"]:
+            raise ValueError(f"blocks[{i}]: a block id in 0..next_id-1 and references >= 0")
+        ids.add(b)
+    for k in ("tables", "hashes"):
+        if not isinstance(doc[k], dict) or not all(isinstance(r, str) and r.isdigit() for r in doc[k]):
+            raise ValueError(f"{k}: must map request ids to lists of integers")
+        for r, v in doc[k].items():
+            _ints(v, f"{k}.{r}")
+    for r, table in doc["tables"].items():
+        if any(b != NO_BLOCK and b not in ids for b in table):
+            raise ValueError(f"tables.{r}: names a block not in blocks")
+    for i, row in enumerate(doc["mamba"] if isinstance(doc["mamba"], list) else [None]):
+        _ints(row, f"mamba[{i}]", 2)

@@ -282,6 +282,8 @@ def state_schema() -> dict[str, Any]:
         "chunked_request": nullable(record({k: count for k in STATE_KEYS["chunked_request"]},
                                            STATE_KEYS["chunked_request"])),
         "queue": {"type": "array", "items": record({k: count for k in STATE_KEYS["queue"]}, ("id",))},
+        "prefix_cache": {"type": "object", "description": "engine.prefix_caching: the prefix cache "
+                         "(PrefixCache.to_state: clock, next_id, blocks, tables, hashes, mamba)"},
     }
     missing = set(STATE_KEYS["top"]) ^ set(props)
     if missing:

@@ -219,3 +219,33 @@ def test_prefix_caching_without_prefix_ids_runs_the_same_steps():
         pc = on.pop("prefix_cache")
         assert on == off
         assert pc["hits"] == 0 and pc["saved_prefill_tokens"] == 0
+
+
+# -- schedule state files carry the cache -----------------------------------------------------------
+
+def test_a_saved_round_replays_with_its_prefix_cache():
+    import json
+
+    from cgbench.engine.replay import parse_state, replay_round, state_from_engine
+    from cgbench.workload.arrivals import ArrivalStream
+
+    cfg = make_cfg(policy="budget", block_size=BS, max_requests=4, max_tokens=256, max_sequence_length=256,
+                   prefix_caching=True, oracle=True)
+    reqs = [RequestSpec(0, 0.0, 64, 3, prefix_ids(0, 1000, 64)),
+            RequestSpec(1, 0.0, 64, 3, prefix_ids(0, 1000, 64)),
+            RequestSpec(2, 0.0, 70, 3, prefix_ids(0, 4, 70))]
+    from cgbench.pipeline import build_engine
+
+    eng = build_engine(cfg, stream=ArrivalStream(reqs))
+    for spec in eng.stream.pop_due(0.0):
+        eng.arrive(spec)
+    eng.advance(eng.begin_round())  # admits 0; 1 and 2 wait on its hashes
+    eng.ctx.begin_round(len(eng.rows), len(eng.paused))
+    doc = json.loads(json.dumps(state_from_engine(eng, cfg)))
+    assert doc["prefix_cache"]["tables"] == {"0": [0, 1, 2, 3]}
+    decision = replay_round(parse_state(doc), "budget")
+    eng.scheduler.schedule(eng.queue)
+    live = [(a.request.id, a.chunk, a.final) for a in eng.ctx.admitted]
+    # both now find request 0's 4 blocks cached: 1 computes 16 tokens (the clamp), 2 its last 6
+    assert list(decision.admitted) == live == [(1, 64, True), (2, 70, True)]
+    assert decision.batch_after == (eng.ctx.active_tokens, 2, 1) == (16 + 6 + 1, 2, 1)
