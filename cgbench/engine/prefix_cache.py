@@ -88,6 +88,9 @@ class PrefixCache:
         self.parent: dict[int, int] = {}  # registered block id -> parent block id (NO_BLOCK: a root)
         self.children: dict[int, int] = {}  # registered block id -> registered children
         self.cached = 0  # registered blocks with no reference: evictable
+        # (stamp, block) of every block that became an evictable leaf (no reference, no registered
+        # child), stale entries included: checked when popped (a lazy heap, not a scan per eviction)
+        self.leaves: list[tuple[int, int]] = []
         self.mamba: dict[int, int] = {}  # hash -> stamp of the cached Mamba state at that block's end
         self.clock = 0
         self.next_id = 0
@@ -258,17 +261,20 @@ class PrefixCache:
             self.refs[b] -= 1
             if self.refs[b] == 0:
                 self.cached += 1
+                if self.children[b] == 0:
+                    heapq.heappush(self.leaves, (self.stamp[b], b))
         return registered
 
     def evict(self, n: int) -> int:
         """Evict ``n`` cached blocks (leaf peel, least recently used first); returns how many."""
         if n <= 0:
             return 0
-        leaves = [(self.stamp[b], b) for b, r in self.refs.items() if r == 0 and self.children[b] == 0]
-        heapq.heapify(leaves)
+        leaves, refs, children, stamp = self.leaves, self.refs, self.children, self.stamp
         done = 0
         while leaves and done < n:
-            _, b = heapq.heappop(leaves)
+            t, b = heapq.heappop(leaves)
+            if refs.get(b, 1) != 0 or children[b] != 0 or stamp[b] != t:
+                continue  # stale: evicted, referenced again, or a parent again since it was pushed
             parent = self.parent[b]
             self._deregister(b)
             done += 1
@@ -332,6 +338,8 @@ class PrefixCache:
             if p != NO_BLOCK and p in self.children:
                 self.children[p] += 1
         self.cached = sum(1 for r in self.refs.values() if r == 0)
+        self.leaves = [(self.stamp[b], b) for b, r in self.refs.items() if r == 0 and self.children[b] == 0]
+        heapq.heapify(self.leaves)
         self.tables = {int(k): list(v) for k, v in doc["tables"].items()}
         self.hashes = {int(k): list(v) for k, v in doc["hashes"].items()}
         self.mamba = {h: s for h, s in doc["mamba"]}
