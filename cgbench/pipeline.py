@@ -18,8 +18,8 @@ from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
-from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.policy_registry import make_policy, needs_oracle
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid

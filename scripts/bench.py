@@ -153,6 +153,15 @@ def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
             "ratio": statistics.median(ratios)}
 
 
+# the cost of prefix caching: the Mooncake conversation trace's first ten minutes (1,750 requests), off and on
+MOONCAKE = ["workload=mooncake_conv", "model=transformer", "workload.window={end_s: 600}"]
+
+
+def prefix_cost(build: str) -> dict:
+    """One fresh-process run of ``MOONCAKE`` with prefix caching off and one with it on (CPU seconds)."""
+    return {"off": point_run(MOONCAKE, build), "on": point_run(MOONCAKE + ["engine.prefix_caching=true"], build)}
+
+
 def scale_run(n_requests: int, build: str) -> dict:
     """A chat run of ``n_requests`` in a fresh process: CPU seconds of ``run_point`` and peak RSS (MB)."""
     return point_run(["workload=chat", f"workload.num_requests={n_requests}"], build)
@@ -413,7 +422,8 @@ def main() -> None:
     sim = {b: {"chat": interleaved(["workload=chat", f"workload.num_requests={args.requests}"], args.repeat, b),
                "loaded": interleaved(["workload=default"], args.repeat, b),
                "heavy": interleaved(["workload=decode_heavy"], args.repeat, b),
-               "scale": {n: scale_run(n, b) for n in args.scale}} for b in builds}
+               "scale": {n: scale_run(n, b) for n in args.scale},
+               "prefix": prefix_cost(b)} for b in builds}
     ceilings = {}
     if "python" in builds:
         for key, overrides in (("chat", ["workload=chat", f"workload.num_requests={args.requests}"]),
@@ -461,6 +471,11 @@ def main() -> None:
             t.add_row(f"{tag}: chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
                       f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
             t.add_row(f"{tag}: chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+        pc = sim[b]["prefix"]
+        t.add_row(f"{tag}: Mooncake trace, first 600 s (1,750 requests): CPU s, prefix caching off / on",
+                  f"{pc['off']['cpu_s']:.2f} / {pc['on']['cpu_s']:.2f}", "")
+        t.add_row(f"{tag}: Mooncake trace, first 600 s: the cost of prefix caching (on / off CPU time)",
+                  f"{pc['on']['cpu_s'] / pc['off']['cpu_s']:.2f}x", "")
     if ceilings:
         t.add_section()
         for key, name, target in (("chat", f"chat preset ({args.requests:,} requests)", ">= 10x"),

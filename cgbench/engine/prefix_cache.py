@@ -334,7 +334,7 @@ class PrefixCache:
             self.hash_of[b], self.refs[b], self.stamp[b], self.parent[b] = h, r, s, p
             self.block_of[h] = b
             self.children[b] = 0
-        for b, p in self.parent.items():
+        for p in self.parent.values():
             if p != NO_BLOCK and p in self.children:
                 self.children[p] += 1
         self.cached = sum(1 for r in self.refs.values() if r == 0)
