@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # What every measured child process does first: read the overrides, compose the config and make an
-# 8-request run of it, so that numpy's import (~80 ms, paid once per process as by a sweep worker),
+# 8-request run of it (a trace's first 8 rows), so that numpy's import (~80 ms, paid once per process as by a sweep worker),
 # lazy imports and first calls are start-up, never measured. The measuring code follows it.
 _PRELUDE = """
 import json, sys, time
@@ -49,7 +49,7 @@ from cgbench.native import simulator_build
 from cgbench.pipeline import run_point
 o = json.loads(sys.argv[1])
 cfg = load_config(o)
-run_point(load_config(o + ["workload.num_requests=8"]), o)
+run_point(load_config(o + (["workload.window.last=7"] if cfg.workload.trace else ["workload.num_requests=8"])), o)
 """
 
 _POINT_CODE = _PRELUDE + """
@@ -153,8 +153,9 @@ def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
             "ratio": statistics.median(ratios)}
 
 
-# the cost of prefix caching: the Mooncake conversation trace's first ten minutes (1,750 requests), off and on
-MOONCAKE = ["workload=mooncake_conv", "model=transformer", "workload.window={end_s: 600}"]
+# the cost of prefix caching: the Mooncake conversation trace's first ten minutes (its first 1,750
+# requests), off and on (a row window: the start-up run replays its first 8 rows)
+MOONCAKE = ["workload=mooncake_conv", "model=transformer", "workload.window={first: 0, last: 1749}"]
 
 
 def prefix_cost(build: str) -> dict:
