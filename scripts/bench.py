@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # What every measured child process does first: read the overrides, compose the config and make an
-# 8-request run of it (a trace's first 8 rows), so that numpy's import (~80 ms, paid once per process as by a sweep worker),
-# lazy imports and first calls are start-up, never measured. The measuring code follows it.
+# 8-request run of it (a trace's first 8 rows), so that numpy's import (~80 ms, paid once per process
+# as by a sweep worker), lazy imports and first calls are start-up, never measured. The measuring code follows it.
 _PRELUDE = """
 import json, sys, time
 import numpy

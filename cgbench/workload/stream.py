@@ -54,7 +54,10 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     the stream sets them on release). ``w`` is trusted as validated; a bad trace file is a ConfigError."""
     if w.trace:
         return scale_arrivals(read_trace(w.trace, TraceOptions.of(w)), w.time_scale)
-    return next(request_batches(w, seed, max(w.num_requests, 1)), [])
+    specs = next(request_batches(w, seed, max(w.num_requests, 1)), [])
+    if w.prefix.is_set:  # workload.prefix: prompts grown by their sessions, prefix ids set
+        return list(with_prefix_blocks(iter(specs), w.prefix, stream_rng(seed, "prefix")))
+    return specs
 
 
 def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> Iterator[list[RequestSpec]]:
@@ -101,10 +104,7 @@ def open_workload(w: WorkloadConfig, seed: int) -> tuple[ArrivalStream | Ordered
     closed = w.arrival.process == "closed_loop"
     if not w.trace:
         if closed:
-            specs = generate_requests(w, seed)
-            if w.prefix.is_set:
-                specs = list(with_prefix_blocks(iter(specs), w.prefix, stream_rng(seed, "prefix")))
-            return ArrivalStream(specs, concurrency=w.arrival.concurrency), None
+            return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency), None
         return OrderedStream(_generated(w, seed), w.num_requests), None
     source = TraceSource(w.trace, TraceOptions.of(w), time_scale=w.time_scale)
     check_time_scale(source.summary, w.time_scale)
