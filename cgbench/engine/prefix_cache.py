@@ -213,7 +213,10 @@ class PrefixCache:
         self.hash_of[b] = h
         self.refs[b] = 1
         self.stamp[b] = self.clock
-        parent = self.block_of.get(hashes[k - 1], NO_BLOCK) if k > 0 else NO_BLOCK
+        # the parent is the block before it in this request's own table: the block Megatron's hash
+        # lookup finds, except where a second block took the hash's entry, when it keeps "a referenced
+        # block's ancestors are referenced" (so every cached block can be evicted leaf first)
+        parent = table[k - 1] if k > 0 else NO_BLOCK
         self.parent[b] = parent
         self.children[b] = 0
         if parent != NO_BLOCK:
