@@ -97,7 +97,9 @@ def with_prefix_caching(draw, cfg: BenchConfig, reqs: list[RequestSpec]) -> tupl
     if not draw(st.booleans()):
         return cfg, reqs
     slots = draw(st.sampled_from([0, 2, 8])) if cfg.model.kind == "hybrid" else 0
-    cfg = replace(cfg, engine=replace(cfg.engine, prefix_caching=True, prefix_caching_mamba_slots=slots))
+    gate = draw(st.sampled_from(["full", "full", "computed"]))
+    cfg = replace(cfg, engine=replace(cfg.engine, prefix_caching=True, prefix_caching_mamba_slots=slots,
+                                      prefix_gate=gate))
     out = []
     for r in reqs:
         family = draw(st.integers(0, 2))

@@ -45,6 +45,7 @@ DISTRIBUTIONS = ("exponential", "linear", "hybrid")  # hybrid: PR #6667 (1ea7881
 BACKENDS = ("sim", "torch")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
+PREFIX_GATES = ("full", "computed")  # full: Megatron 0.19.2's non-chunked candidate; computed: cgbench-only
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 EP_ROUTINGS = ("least_loaded", "round_robin")
 
@@ -242,6 +243,9 @@ class EngineConfig:
     # hybrid models: Mamba states the prefix cache holds (Megatron sizes it from prefix_caching_mamba_gb);
     # 0 = memory-only mode: KV blocks are shared, no prefill token is skipped
     prefix_caching_mamba_slots: int = 0
+    # the non-chunked gating candidate under prefix caching: "full" = the whole remaining prompt
+    # (Megatron 0.19.2, conservative); "computed" = only the tokens the step computes (cgbench-only)
+    prefix_gate: str = "full"
 
     def resolved_kv_blocks(self) -> int:
         if self.kv_blocks > 0:
@@ -467,6 +471,8 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     else:
         _require(e.prefix_caching_mamba_slots == 0, "engine.prefix_caching_mamba_slots",
                  "needs engine.prefix_caching=true")
+    _check_choice(e.prefix_gate, PREFIX_GATES, "engine.prefix_gate")
+    _require(e.prefix_gate == "full" or e.prefix_caching, "engine.prefix_gate", "needs engine.prefix_caching=true")
 
     grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean
     _check_choice(cg.distribution, DISTRIBUTIONS, "cg.distribution")

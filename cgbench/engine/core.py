@@ -124,7 +124,8 @@ class Engine:
         self.ctx = Context.from_engine(engine)
         self.ctx.prefix = prefix
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
-                                   gating=gating, flash_attn_guard=engine.flash_attn_guard)
+                                   gating=gating, flash_attn_guard=engine.flash_attn_guard,
+                                   gate_on_computed=engine.prefix_gate == "computed")
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants

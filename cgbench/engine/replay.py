@@ -466,7 +466,8 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
     everyone = list(queue)
     sched = Scheduler(ctx, state.grid, pol, chunked_prefill=state.engine.chunked_prefill,
                       gating=gating_active(pol, state.cg, state.grid),
-                      flash_attn_guard=state.engine.flash_attn_guard)
+                      flash_attn_guard=state.engine.flash_attn_guard,
+                      gate_on_computed=state.engine.prefix_gate == "computed")
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count

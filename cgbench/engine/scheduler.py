@@ -108,7 +108,7 @@ class RoundResult:
 
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating: bool, flash_attn_guard: bool = True) -> None:
+                 gating: bool, flash_attn_guard: bool = True, gate_on_computed: bool = False) -> None:
         """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings."""
         self.ctx = ctx
         self.grid = grid
@@ -118,6 +118,9 @@ class Scheduler:
         self.flash_attn_guard = flash_attn_guard
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
+        # engine.prefix_gate=computed (cgbench-only): the non-chunked candidate holds only the tokens
+        # the request computes, not its whole prompt (Megatron 0.19.2's full-size candidate)
+        self.gate_on_computed = gate_on_computed
         self._held: list[Request] = []  # prefix caching: the pass's coordination waits
         self._pending: set[int] = set()  # prefix caching: hashes the pass's admissions register
 
@@ -199,7 +202,8 @@ class Scheduler:
             if self.gating_active:
                 # the candidate holds the whole remaining prompt, also the tokens a prefix hit skips
                 # (Megatron 0.19.2's non-chunked gate: conservative under prefix caching)
-                if self.candidate_hits(req.remaining_prompt):
+                if self.candidate_hits(ctx.head_computed if prefix and self.gate_on_computed
+                                       else req.remaining_prompt):
                     req.cg_wait_iters = 0
                 elif self.policy.on_non_chunked_miss(req.cg_wait_iters) == DEFER:
                     result.full_size_deferral = (prefix and ctx.head_computed < req.remaining_prompt

@@ -97,6 +97,14 @@ def test_the_non_chunked_gate_sizes_the_candidate_with_the_full_prompt():
     assert eng.ctx.prefix.counters.coordination_waits == 1
 
 
+def test_the_cgbench_only_computed_gate_admits_what_the_full_size_gate_defers():
+    eng, state = run_engine(_gated("megatron", prefix_gate="computed"), _shared_pair())
+    assert state.outcome == "completed"
+    assert eng.scheduler.counters.deferral_events == 0
+    admit = next(t for t in state.trace if t.admitted and t.admitted[0][0] == 1)
+    assert admit.real == (65, 1, 1) and admit.graph == (80, 1, 1)
+
+
 def test_once_admitted_the_step_holds_only_the_computed_tokens():
     cfg = _gated("wait_timeout")
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=2)))

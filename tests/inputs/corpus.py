@@ -111,6 +111,8 @@ CASES: list[Case] = [
         ("run engine.prefix_caching=true engine.prefix_caching_mamba_slots=-1", "prefix_caching_mamba_slots"),
         ("run engine.prefix_caching=true engine.ep_size=2", ("engine.prefix_caching", "ep_size=1")),
         ("run workload.prefix.session_turns=0", "workload.prefix.session_turns"),
+        ("run engine.prefix_gate=computed", ("engine.prefix_gate", "prefix_caching=true")),
+        ("run engine.prefix_caching=true engine.prefix_gate=half", "engine.prefix_gate"),
         ("run workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens"),
         ("run workload=mooncake_conv workload.prefix.session_turns=2", ("workload.prefix", "hash_ids")),
     ),
