@@ -19,6 +19,7 @@ from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policy_registry import make_policy, needs_oracle
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
@@ -33,6 +34,8 @@ from cgbench.results.health import (
     throughput_collapse,
 )
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
+from cgbench.results.prefix_metrics import prefix_metrics
+from cgbench.workload.prefix_model import prefix_source_tokens
 from cgbench.workload.stream import RequestStream, make_stream, open_workload
 from cgbench.workload.trace_summary import TraceSummary
 
@@ -75,10 +78,21 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
+    prefix = build_prefix_cache(cfg)
     if cfg.engine.oracle or backend.pricer is None or needs_oracle(policy):
-        return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace)
+        return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix)
     return FastEngine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace,
-                      pricer=backend.pricer)
+                      pricer=backend.pricer, prefix=prefix)
+
+
+def build_prefix_cache(cfg: BenchConfig) -> PrefixCache | None:
+    """The KV pool's prefix cache when ``engine.prefix_caching`` is on: the engine's block size, the
+    size of the workload's source blocks, and on a hybrid model its Mamba-state slots."""
+    e = cfg.engine
+    if not e.prefix_caching:
+        return None
+    return PrefixCache(e.block_size, prefix_source_tokens(cfg.workload) or e.block_size,
+                       hybrid=cfg.model.kind == "hybrid", mamba_slots=e.prefix_caching_mamba_slots)
 
 
 def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[str, str]]:
@@ -104,6 +118,8 @@ def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> di
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
         m["ep"] = engine.ep_metrics()
+    elif engine.ctx.prefix is not None:
+        m["prefix_cache"] = prefix_metrics(engine.ctx.prefix.counters, sched.prefix_full_size_deferrals)
     return m
 
 

@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # What every measured child process does first: read the overrides, compose the config and make an
-# 8-request run of it, so that numpy's import (~80 ms, paid once per process as by a sweep worker),
-# lazy imports and first calls are start-up, never measured. The measuring code follows it.
+# 8-request run of it (a trace's first 8 rows), so that numpy's import (~80 ms, paid once per process
+# as by a sweep worker), lazy imports and first calls are start-up, never measured. The measuring code follows it.
 _PRELUDE = """
 import json, sys, time
 import numpy
@@ -49,7 +49,7 @@ from cgbench.native import simulator_build
 from cgbench.pipeline import run_point
 o = json.loads(sys.argv[1])
 cfg = load_config(o)
-run_point(load_config(o + ["workload.num_requests=8"]), o)
+run_point(load_config(o + (["workload.window.last=7"] if cfg.workload.trace else ["workload.num_requests=8"])), o)
 """
 
 _POINT_CODE = _PRELUDE + """
@@ -151,6 +151,16 @@ def interleaved(overrides: list[str], repeat: int, build: str) -> dict:
     return {"fast": fast, "oracle": oracle, "ratios": ratios, "tokens": tokens,
             "fast_s": statistics.median(fast), "oracle_s": statistics.median(oracle),
             "ratio": statistics.median(ratios)}
+
+
+# the cost of prefix caching: the Mooncake conversation trace's first ten minutes (its first 1,750
+# requests), off and on (a row window: the start-up run replays its first 8 rows)
+MOONCAKE = ["workload=mooncake_conv", "model=transformer", "workload.window={first: 0, last: 1749}"]
+
+
+def prefix_cost(build: str) -> dict:
+    """One fresh-process run of ``MOONCAKE`` with prefix caching off and one with it on (CPU seconds)."""
+    return {"off": point_run(MOONCAKE, build), "on": point_run(MOONCAKE + ["engine.prefix_caching=true"], build)}
 
 
 def scale_run(n_requests: int, build: str) -> dict:
@@ -413,7 +423,8 @@ def main() -> None:
     sim = {b: {"chat": interleaved(["workload=chat", f"workload.num_requests={args.requests}"], args.repeat, b),
                "loaded": interleaved(["workload=default"], args.repeat, b),
                "heavy": interleaved(["workload=decode_heavy"], args.repeat, b),
-               "scale": {n: scale_run(n, b) for n in args.scale}} for b in builds}
+               "scale": {n: scale_run(n, b) for n in args.scale},
+               "prefix": prefix_cost(b)} for b in builds}
     ceilings = {}
     if "python" in builds:
         for key, overrides in (("chat", ["workload=chat", f"workload.num_requests={args.requests}"]),
@@ -461,6 +472,11 @@ def main() -> None:
             t.add_row(f"{tag}: chat, {n:,} requests: CPU us/request (x the {base_n:,}-request figure)",
                       f"{per:.1f}, {flat:.2f}x", "flat" if n != base_n else "")
             t.add_row(f"{tag}: chat, {n:,} requests: peak RSS", f"{r['rss_mb']:.0f} MB", "<= 300 MB" if last else "")
+        pc = sim[b]["prefix"]
+        t.add_row(f"{tag}: Mooncake trace, first 600 s (1,750 requests): CPU s, prefix caching off / on",
+                  f"{pc['off']['cpu_s']:.2f} / {pc['on']['cpu_s']:.2f}", "")
+        t.add_row(f"{tag}: Mooncake trace, first 600 s: the cost of prefix caching (on / off CPU time)",
+                  f"{pc['on']['cpu_s'] / pc['off']['cpu_s']:.2f}x", "")
     if ceilings:
         t.add_section()
         for key, name, target in (("chat", f"chat preset ({args.requests:,} requests)", ">= 10x"),

@@ -3,6 +3,7 @@ engine scenarios that several property tests draw from."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 
 import pytest
@@ -21,6 +22,7 @@ from cgbench.config.schema import (
 from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
+from cgbench.workload.prefix_hashes import mix
 
 
 def make_cfg(*, kind: str = "transformer", policy: str = "megatron", chunked: bool = False,
@@ -98,7 +100,31 @@ def scenarios(draw):
     if cfg.engine.megatron_rules == "main" and kind == "hybrid" and draw(st.booleans()):
         cfg = replace(cfg, engine=replace(cfg.engine, handoff_pinning=True, handoff_release_steps=release))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
-    return cfg, reqs
+    return with_prefix_caching(draw, cfg, reqs)
+
+
+def prefix_ids(family: int, diverge: int, prompt: int) -> array:
+    """Source block ids (16 tokens each, a generated workload's size) of a prompt that follows prompt
+    family ``family`` for its first ``diverge`` source blocks and is its own after them."""
+    n = -(-prompt // 16)
+    return array("q", [mix(family + 1, j) if j < diverge else mix(1000 + family, mix(prompt, j)) for j in range(n)])
+
+
+def with_prefix_caching(draw, cfg: BenchConfig, reqs: list[RequestSpec]) -> tuple[BenchConfig, list[RequestSpec]]:
+    """Half the time: prefix caching on, with requests of a few prompt families that share prefixes
+    (and, on a hybrid model, a Mamba state cache of a few slots, or none)."""
+    if cfg.engine.megatron_rules != "0.19.2" or not draw(st.booleans()):  # modelled under 0.19.2's rules
+        return cfg, reqs
+    slots = draw(st.sampled_from([0, 2, 8])) if cfg.model.kind == "hybrid" else 0
+    gate = draw(st.sampled_from(["full", "full", "computed"]))
+    cfg = replace(cfg, engine=replace(cfg.engine, prefix_caching=True, prefix_caching_mamba_slots=slots,
+                                      prefix_gate=gate))
+    out = []
+    for r in reqs:
+        family = draw(st.integers(0, 2))
+        diverge = draw(st.sampled_from([0, 2, 4, 1000]))
+        out.append(replace(r, prefix_blocks=prefix_ids(family, diverge, r.prompt_tokens)))
+    return cfg, out
 
 
 # small KV pools that force pauses, evictions and the corners where Megatron stops
@@ -122,7 +148,7 @@ def tight_pools(draw):
                    max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
                    num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])),
                    megatron_rules=draw(st.sampled_from(MEGATRON_RULES)))
-    return cfg, reqs
+    return with_prefix_caching(draw, cfg, reqs)
 
 
 _VALIDATORS: dict = {}

@@ -116,9 +116,11 @@ RULES: tuple[Rule, ...] = (
     Rule("--num-speculative-tokens", _T, "engine.num_speculative_tokens", ""),
     Rule("--inference-dynamic-batching-unified-memory-level", _X, "",
          "unified (host) memory for the KV buffer", ("0",)),
-    Rule("--inference-dynamic-batching-prefix-caching", _X, "", "prefix caching (KV blocks shared)"),
-    Rule("--no-inference-dynamic-batching-prefix-caching", _N, "", "prefix caching off: what cgbench models"),
-    Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "", "prefix caching of Mamba states"),
+    Rule("--inference-dynamic-batching-prefix-caching", _T, "engine.prefix_caching=true",
+         "prefix caching with LRU eviction (docs/prefix-caching.md)"),
+    Rule("--no-inference-dynamic-batching-prefix-caching", _N, "", "prefix caching off: the default"),
+    Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "",
+         "prefix caching of Mamba states: set engine.prefix_caching_mamba_slots (the durable slots) instead"),
     Rule("--inference-dynamic-batching-async-sched-mode", _X, "", "asynchronous scheduling", ("legacy",)),
     Rule("--mamba-inference-conv-states-dtype", _X, "",
          "a Mamba state dtype other than the model's 2 bytes", ("bf16", "fp16")),
@@ -497,6 +499,9 @@ def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:
     if "--enable-chunked-prefill" in g:
         _switch("--enable-chunked-prefill", g["--enable-chunked-prefill"])
         _add(t, "--enable-chunked-prefill", [], ["engine.chunked_prefill=true"])
+    if "--inference-dynamic-batching-prefix-caching" in g:
+        _switch("--inference-dynamic-batching-prefix-caching", g["--inference-dynamic-batching-prefix-caching"])
+        _add(t, "--inference-dynamic-batching-prefix-caching", [], ["engine.prefix_caching=true"])
     seq = _int("--inference-max-seq-length", g["--inference-max-seq-length"]) \
         if "--inference-max-seq-length" in g else None
     note = ""

@@ -46,6 +46,7 @@ BACKENDS = ("sim", "torch")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
 MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
+PREFIX_GATES = ("full", "computed")  # full: Megatron 0.19.2's non-chunked candidate; computed: cgbench-only
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
 MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
@@ -187,6 +188,22 @@ class TraceWindowConfig:
 
 
 @dataclass
+class PrefixModelConfig:
+    """Prefix-block ids for a generated workload (``cgbench.workload.prefix_model``): each request
+    starts with one of ``system_prompts`` shared system prompts of ``system_prompt_tokens`` tokens
+    (0 prompts: none), and requests come in sessions of ``session_turns`` consecutive requests whose
+    prompts grow by the previous turn's prompt and output (1: no sessions)."""
+
+    system_prompts: int = 0
+    system_prompt_tokens: int = 0
+    session_turns: int = 1
+
+    @property
+    def is_set(self) -> bool:
+        return self.system_prompts > 0 or self.session_turns > 1
+
+
+@dataclass
 class WorkloadConfig:
     name: str = "default"
     num_requests: int = 64
@@ -199,6 +216,7 @@ class WorkloadConfig:
     trace_columns: TraceColumnsConfig = field(default_factory=TraceColumnsConfig)  # another trace's fields
     trace_arrival_unit: Optional[str] = None  # s | ms | us | epoch_s | epoch_ms | epoch_us | datetime; null = detected
     window: TraceWindowConfig = field(default_factory=TraceWindowConfig)
+    prefix: PrefixModelConfig = field(default_factory=PrefixModelConfig)  # generated workloads' prefixes
 
 
 @dataclass
@@ -245,6 +263,14 @@ class EngineConfig:
     stall_steps: int = 0  # 0 = derived from max_sequence_length
     check_invariants: bool = False
     oracle: bool = False  # run the plain step-by-step engine instead of the event-proportional one
+    # prefix caching (Megatron's enable_prefix_caching, LRU eviction; docs/prefix-caching.md)
+    prefix_caching: bool = False
+    # hybrid models: Mamba states the prefix cache holds (Megatron sizes it from prefix_caching_mamba_gb);
+    # 0 = memory-only mode: KV blocks are shared, no prefill token is skipped
+    prefix_caching_mamba_slots: int = 0
+    # the non-chunked gating candidate under prefix caching: "full" = the whole remaining prompt
+    # (Megatron 0.19.2, conservative); "computed" = only the tokens the step computes (cgbench-only)
+    prefix_gate: str = "full"
 
     def resolved_kv_blocks(self) -> int:
         if self.kv_blocks > 0:
@@ -506,6 +532,18 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(e.token_rounder >= 1 and e.request_rounder >= 1, "engine.token_rounder",
              "rounders must be >= 1")
     _require(e.stall_steps >= 0, "engine.stall_steps", "must be >= 0 (0 = auto)")
+    _require(e.prefix_caching_mamba_slots >= 0, "engine.prefix_caching_mamba_slots", "must be >= 0")
+    if e.prefix_caching:
+        _require(e.ep_size == 1, "engine.prefix_caching", "is modelled on one engine: use engine.ep_size=1")
+        _require(e.megatron_rules == "0.19.2", "engine.prefix_caching",
+                 "is modelled under megatron-core 0.19.2's rules (main's #5995 counts shared blocks once when it "
+                 "evicts; not modelled yet): use engine.megatron_rules=0.19.2")
+        _require(cfg.backend.name == "sim", "engine.prefix_caching", "is simulated only: use backend=sim")
+    else:
+        _require(e.prefix_caching_mamba_slots == 0, "engine.prefix_caching_mamba_slots",
+                 "needs engine.prefix_caching=true")
+    _check_choice(e.prefix_gate, PREFIX_GATES, "engine.prefix_gate")
+    _require(e.prefix_gate == "full" or e.prefix_caching, "engine.prefix_gate", "needs engine.prefix_caching=true")
 
     grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean
     _check_choice(cg.distribution, DISTRIBUTIONS, "cg.distribution")
@@ -536,6 +574,15 @@ def validate(cfg: BenchConfig) -> BenchConfig:
                  "must be >= 1 for process=closed_loop")
     _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
     check_trace_options(w)
+    pm = w.prefix
+    _require(pm.system_prompts >= 0, "workload.prefix.system_prompts", f"must be >= 0, got {pm.system_prompts}")
+    _require(pm.system_prompt_tokens >= 0, "workload.prefix.system_prompt_tokens",
+             f"must be >= 0, got {pm.system_prompt_tokens}")
+    _require(pm.session_turns >= 1, "workload.prefix.session_turns", f"must be >= 1, got {pm.session_turns}")
+    _require(pm.system_prompts == 0 or pm.system_prompt_tokens >= 1, "workload.prefix.system_prompt_tokens",
+             "must be >= 1 with workload.prefix.system_prompts > 0")
+    _require(not (pm.is_set and w.trace), "workload.prefix",
+             "describes generated workloads; a trace brings its own prefix blocks (hash_ids)")
     check_dist(w.prompt_len, "workload.prompt_len")
     check_dist(w.output_len, "workload.output_len")
 

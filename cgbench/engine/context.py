@@ -1,6 +1,8 @@
 """The dynamic context: budgets, batch counters and the KV block pool.
 
 Every KV block a request gains or loses goes through this class (admission, resume, release).
+With ``engine.prefix_caching`` it owns the pool's ``PrefixCache`` (``prefix``) and calls it from
+those same places (``cgbench.engine.prefix_cache`` holds all of its rules).
 
 Counters follow Megatron's ``DynamicInferenceContext``: at the start of a round
 ``P = 0``, ``D`` = running (non-paused, non-hidden) requests and ``A = D * (1 + spec)``; each
@@ -16,6 +18,7 @@ from cgbench.config.schema import EngineConfig
 from cgbench.engine.contract import Admission
 from cgbench.engine.handoff import HandoffPins
 from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
 
 
@@ -42,6 +45,8 @@ class Context:
     rules: KVRules = field(default_factory=default_rules)  # engine.megatron_rules (kv_rules.py)
     handoff: HandoffPins | None = None  # engine.handoff_pinning (handoff.py): pinned Mamba slots
     pinned_slots: int = 0  # Mamba slots pinned by handoffs for this round (0 without pinning)
+    prefix: PrefixCache | None = None  # engine.prefix_caching: the pool's prefix cache
+    head_computed: int = -1  # prefix caching: the tokens the last check_availability's request computes
     decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
 
     def __post_init__(self) -> None:
@@ -78,6 +83,8 @@ class Context:
         self.paused_count = paused
         self.active_tokens = decodes * self.decode_tokens
         self.admitted = []  # a new list: the last step's StepWork may still hold the old one
+        if self.prefix is not None:
+            self.prefix.tick()
 
     def blocks_for(self, finished: int, tokens: int) -> int:
         """New blocks needed to append ``tokens`` after ``finished`` stored tokens."""
@@ -85,15 +92,39 @@ class Context:
         return ceil_div(finished + tokens, bs) - ceil_div(finished, bs)
 
     def check_availability(self, req: Request) -> tuple[bool, bool, bool]:
-        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt."""
+        """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt. With prefix caching the
+        tokens are those it computes (``head_computed``) and the blocks those it takes from the pool,
+        which may evict cached blocks other than the ones it matches."""
         # a pinned handoff holds a Mamba slot too (#6584): free slots = max_requests - requests - pinned
         request_ok = self.total_request_count + self.pinned_slots < self.max_requests and self.paused_count == 0
+        if self.prefix is not None:
+            m = self.prefix.match(req.id, req.finished_chunk, req.remaining_prompt)
+            self.head_computed = m.computed
+            tokens_ok = self.active_tokens + m.computed <= self.max_tokens
+            kv_ok = (self.free_blocks >= m.from_pool
+                     or self.free_blocks + self.prefix.cached - m.cached_matched >= m.from_pool)
+            return request_ok, tokens_ok, kv_ok
         tokens_ok = self.active_tokens + req.remaining_prompt <= self.max_tokens
         kv_ok = self.free_blocks >= self.blocks_for(req.finished_chunk, req.remaining_prompt)
         return request_ok, tokens_ok, kv_ok
 
+    def allocatable(self) -> int:
+        """Blocks an allocation can get: the free pool, and the cached blocks it may evict."""
+        return self.free_blocks + (self.prefix.cached if self.prefix is not None else 0)
+
+    def _take(self, n: int) -> None:
+        """Take ``n`` blocks from the free pool, evicting cached blocks first when it is short."""
+        short = n - self.free_blocks
+        if short > 0:
+            if self.prefix is None or self.prefix.evict(short) < short:
+                raise AssertionError(f"{n} KV blocks wanted, {self.free_blocks} free")
+            self.free_blocks += short
+        self.free_blocks -= n
+
     def add_request(self, req: Request, chunk: int) -> Admission:
         """Admit ``chunk`` tokens of ``req`` (the whole remaining prompt when final)."""
+        if self.prefix is not None:
+            return self._add_with_prefix(req, chunk, self.prefix)
         need = self.blocks_for(req.finished_chunk, chunk)
         if need > self.free_blocks or chunk < 1 or chunk > req.remaining_prompt:
             raise AssertionError(f"request {req.id}: add_request({chunk}) breaks a budget")
@@ -109,10 +140,42 @@ class Context:
         self.admitted.append(adm)
         return adm
 
+    def _add_with_prefix(self, req: Request, chunk: int, pc: PrefixCache) -> Admission:
+        """``add_request`` under prefix caching: the chunk's matched blocks are pinned (shared), the
+        rest taken from the pool (evicting cached blocks if it is short); only the tokens past the
+        skipped prefix are computed (``active_tokens``)."""
+        if chunk < 1 or chunk > req.remaining_prompt:
+            raise AssertionError(f"request {req.id}: add_request({chunk}) breaks a budget")
+        m = pc.match(req.id, req.finished_chunk, chunk)
+        if self.active_tokens + m.computed > self.max_tokens:
+            raise AssertionError(f"request {req.id}: add_request({chunk}) computes past max_tokens")
+        pc.pin(m)
+        self._take(m.from_pool)
+        pc.admit(req.id, req.finished_chunk, chunk, m, m.from_pool)
+        req.blocks += len(m.blocks) + m.from_pool
+        req.finished_chunk += chunk
+        req.remaining_prompt -= chunk
+        self.active_tokens += m.computed
+        self.prefill_count += 1
+        final = req.remaining_prompt == 0
+        self.chunked_request_id = -1 if final else req.id
+        adm = Admission(req, chunk, final, m.computed)
+        self.admitted.append(adm)
+        return adm
+
     def release(self, req: Request) -> None:
-        """``req`` gives back every block it holds (finished or evicted)."""
-        self.free_blocks += req.blocks
+        """``req`` gives back every block it holds (finished or evicted); under prefix caching its
+        registered blocks lose a reference and stay cached."""
+        shared = self.prefix.release(req.id) if self.prefix is not None else 0
+        self.free_blocks += req.blocks - shared
         req.blocks = 0
+
+    def unique_held(self, held: int) -> int:
+        """``held`` blocks summed over requests, each shared block counted once."""
+        return held - self.prefix.shared_extra() if self.prefix is not None else held
+
+    def cached_blocks(self) -> int:
+        return self.prefix.cached if self.prefix is not None else 0
 
     def decode_blocks_needed(self, req: Request) -> int:
         """Blocks ``req`` must gain before its next decode step (0 when its blocks hold it)."""
@@ -131,10 +194,10 @@ class Context:
             if cum > avail:
                 break
             n += 1
-        return max(0, min(n, self.free_blocks, room))
+        return max(0, min(n, self.allocatable(), room))
 
     def grant_decode_blocks(self, req: Request) -> None:
         """Give a resuming request the blocks its next decode step needs."""
         need = self.decode_blocks_needed(req)
-        self.free_blocks -= need
+        self._take(need)
         req.blocks += need

@@ -21,16 +21,20 @@ from cgbench.engine.request import Request
 
 @dataclass(slots=True, init=False)  # written __init__s here: dataclass-made ones stay slow when compiled
 class Admission:
-    """One chunk the scheduler admitted this round; ``final`` when it ends the request's prompt."""
+    """One chunk the scheduler admitted this round; ``final`` when it ends the request's prompt.
+    ``chunk`` prompt tokens gain KV; ``computed`` of them run in the step (fewer when a prefix-cache
+    hit skips the rest: ``engine.prefix_caching``; -1 given: all of them)."""
 
     request: Request
     chunk: int
     final: bool
+    computed: int
 
-    def __init__(self, request: Request, chunk: int, final: bool) -> None:
+    def __init__(self, request: Request, chunk: int, final: bool, computed: int = -1) -> None:
         self.request = request
         self.chunk = chunk
         self.final = final
+        self.computed = chunk if computed < 0 else computed
 
 
 # not frozen: one is built per simulated step, and frozen init costs 4x; the written __init__ holds the defaults
@@ -65,12 +69,13 @@ class StepWork:
 
 
 def attention_pairs(work: StepWork) -> int:
-    """Σ over the step's rows of new tokens × attended KV tokens. A chunk of ``c`` tokens after ``done - c``
-    prefilled ones attends them all plus the causal half of itself; each of ``D`` decode rows of
+    """Σ over the step's rows of new tokens × attended KV tokens. A chunk computing ``c`` tokens after
+    ``done - c`` stored ones (prefilled, or skipped by a prefix-cache hit) attends them all plus the
+    causal half of itself; each of ``D`` decode rows of
     ``q`` tokens attends its whole stored context plus the causal half of its ``q`` tokens."""
     pairs = chunk_tokens = chunk_context = 0
     for a in work.admitted:
-        c, done = a.chunk, a.request.finished_chunk  # finished_chunk already includes this chunk
+        c, done = a.computed, a.request.finished_chunk  # finished_chunk already includes this chunk
         chunk_tokens += c
         chunk_context += done
         pairs += c * (done - c) + c * (c + 1) // 2

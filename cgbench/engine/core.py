@@ -32,6 +32,7 @@ from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.invariants import InvariantError
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, Scheduler
@@ -109,8 +110,10 @@ class Engine:
     rows_class: ClassVar[type] = EveryStepRows
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, gating: bool, trace: bool = False) -> None:
-        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run."""
+                 stream: RequestStream, *, gating: bool, trace: bool = False,
+                 prefix: PrefixCache | None = None) -> None:
+        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run; ``prefix``: the KV
+        pool's prefix cache (``engine.prefix_caching``), which the context owns."""
         # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
         # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (~2% more instructions).
         self.grid = grid
@@ -120,9 +123,11 @@ class Engine:
         self.keep_trace = trace
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine)
+        self.ctx.prefix = prefix
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
                                    gating=gating, flash_attn_guard=engine.flash_attn_guard,
-                                   ssm_alignment=ssm_alignment(engine, grid.strict))
+                                   ssm_alignment=ssm_alignment(engine, grid.strict),
+                                   gate_on_computed=engine.prefix_gate == "computed")
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
@@ -169,6 +174,8 @@ class Engine:
             self._fail(req, reason)
             return
         req.start_prefill(spec.prompt_tokens)
+        if ctx.prefix is not None:
+            ctx.prefix.arrive(req.id, spec.prefix_blocks, spec.prompt_tokens)
         self.queue.append(req)
 
     def _fail(self, req: Request, reason: str) -> None:
@@ -176,6 +183,8 @@ class Engine:
         req.fail_reason = reason
         req.finish_s = self.state.now_s
         req.finish_step = self.step
+        if self.ctx.prefix is not None:
+            self.ctx.prefix.forget(req.id)
         self.stream.on_complete(self.state.now_s)
         self.state.requests.retire(req)  # nothing changes it after this
 
@@ -356,6 +365,8 @@ class Engine:
         self.ctx.release(req)
         if self.ctx.handoff is not None:  # its state is handed off: its Mamba slot stays pinned
             self.ctx.handoff.pin(self.step)
+        if self.ctx.prefix is not None:
+            self.ctx.prefix.forget(req.id)
         self.backend.release(req)
         self.stream.on_complete(self.state.now_s)
         self.state.requests.retire(req)  # nothing changes it after this
@@ -599,10 +610,17 @@ class Engine:
 
     def _check_blocks(self) -> None:
         """KV conservation: every block is held by a running, paused or the chunked request, or free."""
+        ctx = self.ctx
         held = self.rows.held_blocks + sum(r.blocks for r in self.paused)
         if self.chunked is not None:
             held += self.chunked.blocks
-        if held + self.ctx.free_blocks != self.ctx.pool_blocks:
-            raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + free "
-                                 f"{self.ctx.free_blocks} != pool {self.ctx.pool_blocks}")
+        held = ctx.unique_held(held)  # prefix caching: a shared block counts once
+        cached = ctx.cached_blocks()
+        if held + cached + ctx.free_blocks != ctx.pool_blocks:
+            raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + cached {cached} + "
+                                 f"free {ctx.free_blocks} != pool {ctx.pool_blocks}")
+        if ctx.prefix is not None:
+            why = ctx.prefix.check()
+            if why is not None:
+                raise InvariantError(f"step {self.step}: prefix cache: {why}")
         self.rows.check(self.step)

@@ -28,6 +28,7 @@ from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPr
 from cgbench.engine.core import Engine
 from cgbench.engine.invariants import InvariantError
 from cgbench.engine.policies import Policy
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
 from cgbench.engine.scheduler import RoundResult
@@ -205,9 +206,10 @@ class FastEngine(Engine):
     vector_min_steps: ClassVar[int] = 64
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer) -> None:
+                 stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer,
+                 prefix: PrefixCache | None = None) -> None:
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
-        super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace)
+        super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix)
         self.pricer = pricer
         # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
         # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).

@@ -72,7 +72,7 @@ def _resumable_0192(ctx: Context, paused: Sequence[Request], held_active: int, r
 
 
 def _resumes_at_once_0192(ctx: Context, held_active: int, granted: int, m: int, rows: int) -> bool:
-    return held_active <= ctx.active_blocks and m <= ctx.free_blocks and rows <= ctx.max_requests
+    return held_active <= ctx.active_blocks and m <= ctx.allocatable() and rows <= ctx.max_requests
 
 
 def _evict_count_0192(ctx: Context, paused: Sequence[Request], room: int) -> int:

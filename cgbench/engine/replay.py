@@ -22,6 +22,10 @@ Decisions about the format (docs/schedule.md gives the user's view):
   ``queue[0]`` and agree on ``prompt_tokens`` (= ``remaining``) and ``finished``; if the queue omits
   it, it is inserted at the head. It is hidden: not counted in ``batch``.
 * Every other queued request has ``finished`` 0: only the chunked request has prefilled tokens.
+* ``prefix_cache`` (only with ``engine.prefix_caching``): the KV pool's prefix cache as
+  ``PrefixCache.to_state`` writes it (its LRU clock, registered blocks with their references, stamps
+  and parents, the requests' block tables and block hashes, the cached Mamba states); without it the
+  cache starts empty.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ from cgbench.config.schema import (
 from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context
 from cgbench.engine.policy_registry import build_policy
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request, make_request
 from cgbench.engine.scheduler import GraphChoice, Scheduler, gating_active
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 
-_TOP_KEYS = ("description", "model", "engine", "cg", "policy", "batch", "chunked_request", "queue")
+_TOP_KEYS = ("description", "model", "engine", "cg", "policy", "batch", "chunked_request", "queue", "prefix_cache")
 _REQUIRED_TOP = ("model", "engine", "batch", "queue")
 _BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused", "pinned")
 _CHUNKED_KEYS = ("id", "remaining", "finished")
@@ -213,11 +218,18 @@ class RoundState:
     queue: tuple[QueueEntry, ...]
     grid: Grid
     description: str = ""
+    prefix_cache: dict[str, Any] | None = None  # engine.prefix_caching: PrefixCache.to_state()
 
     def context(self) -> Context:
-        """A fresh ``Context`` holding this state's counters."""
+        """A fresh ``Context`` holding this state's counters (and its prefix cache)."""
         ctx = Context.from_engine(self.engine)
         ctx.free_blocks = self.free_blocks
+        if self.engine.prefix_caching:
+            e = self.engine
+            ctx.prefix = PrefixCache(e.block_size, e.block_size, hybrid=self.model.kind == "hybrid",
+                                     mamba_slots=e.prefix_caching_mamba_slots)
+            if self.prefix_cache is not None:
+                ctx.prefix.load_state(self.prefix_cache)
         # begin_round would reset P to 0; a state may start mid-round, so set the counters directly
         ctx.active_tokens = self.batch.active_tokens
         ctx.prefill_count = self.batch.prefill
@@ -288,9 +300,17 @@ def _parse(doc: Any, source: str) -> RoundState:
 
     batch = _batch(_object(doc["batch"], "batch"), engine)
     queue, chunked_id = _queue(doc["queue"], doc.get("chunked_request"), engine)
+    prefix_doc = doc.get("prefix_cache")
+    if prefix_doc is not None:
+        if not engine.prefix_caching:
+            raise ConfigError("prefix_cache: needs engine.prefix_caching true")
+        try:
+            PrefixCache(engine.block_size, engine.block_size).load_state(prefix_doc)
+        except ValueError as e:
+            raise ConfigError(f"prefix_cache.{e}") from None
     return RoundState(source=source, model=model, engine=engine, cg=cg, policy=policy,
                       free_blocks=free_blocks, batch=batch, chunked_request_id=chunked_id,
-                      queue=queue, grid=grid, description=description)
+                      queue=queue, grid=grid, description=description, prefix_cache=prefix_doc)
 
 
 def _cg(value: Any) -> CGConfig:
@@ -457,7 +477,8 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
     sched = Scheduler(ctx, state.grid, pol, chunked_prefill=state.engine.chunked_prefill,
                       gating=gating_active(pol, state.cg, state.grid),
                       flash_attn_guard=state.engine.flash_attn_guard,
-                      ssm_alignment=ssm_alignment(state.engine, state.grid.strict))
+                      ssm_alignment=ssm_alignment(state.engine, state.grid.strict),
+                      gate_on_computed=state.engine.prefix_gate == "computed")
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
@@ -526,5 +547,6 @@ def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
         "chunked_request": chunked,
         "queue": [{"id": r.id, "prompt_tokens": r.remaining_prompt, "finished": r.finished_chunk,
                    "cg_wait_iters": r.cg_wait_iters} for r in engine.queue],
+        **({"prefix_cache": ctx.prefix.to_state()} if ctx.prefix is not None else {}),
     }
 

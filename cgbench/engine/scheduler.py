@@ -87,6 +87,9 @@ class GatingCounters:
     starvation_warnings: int = 0
     snap_splits: int = 0
     eager_admissions: int = 0  # admissions a gating policy let through knowing the step misses
+    # prefix caching, non-chunked: deferrals of a candidate sized with the full remaining prompt
+    # whose computed tokens alone would have found a graph (the cost of Megatron's conservative gate)
+    prefix_full_size_deferrals: int = 0
 
 
 # a written __init__ (it holds the defaults): a dataclass-made one stays slow when compiled
@@ -94,17 +97,23 @@ class GatingCounters:
 class RoundResult:
     deferred: Request | None  # the head held back by gating this round, if any
     stop_reason: str  # why the round ended with a non-empty queue ("" if it emptied)
+    # prefix caching: the deferral is one the full-size non-chunked candidate caused (its computed
+    # tokens would have hit a graph); every repeat of the round counts it again
+    full_size_deferral: bool
 
     def __init__(self, deferred: Request | None = None, stop_reason: str = "") -> None:
         self.deferred = deferred
         self.stop_reason = stop_reason
+        self.full_size_deferral = False
 
 
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating: bool, flash_attn_guard: bool = True, ssm_alignment: int = 0) -> None:
+                 gating: bool, flash_attn_guard: bool = True, ssm_alignment: int = 0,
+                 gate_on_computed: bool = False) -> None:
         """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings. ``ssm_alignment``:
-        batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off)."""
+        batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off). ``gate_on_computed``:
+        the non-chunked gate sizes its candidate by the tokens a prefix hit leaves to compute."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
@@ -114,11 +123,53 @@ class Scheduler:
         self.ssm_alignment = ssm_alignment
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
+        # engine.prefix_gate=computed (cgbench-only): the non-chunked candidate holds only the tokens
+        # the request computes, not its whole prompt (Megatron 0.19.2's full-size candidate)
+        self.gate_on_computed = gate_on_computed
+        self._held: list[Request] = []  # prefix caching: the pass's coordination waits
+        self._pending: set[int] = set()  # prefix caching: hashes the pass's admissions register
 
     def schedule(self, queue: deque[Request]) -> RoundResult:
+        if self.ctx.prefix is not None:
+            return self._schedule_with_prefix(queue)
         if self.chunked_prefill:
             return self._schedule_chunked(queue)
         return self._schedule_non_chunked(queue)
+
+    def _schedule_with_prefix(self, queue: deque[Request]) -> RoundResult:
+        """A pass under prefix caching (Megatron's pending-hash coordination): a request sharing a
+        block hash that an admission of this pass registers is taken off the queue for the pass (a
+        coordination wait) and the pass goes on behind it; the held requests go back to the queue's
+        front in their order at the end, behind a chunked request left at its head."""
+        self._held = []
+        self._pending = set()
+        result = (self._schedule_chunked(queue) if self.chunked_prefill
+                  else self._schedule_non_chunked(queue))
+        held = self._held
+        if held:
+            head = queue.popleft() if self.ctx.chunked_request_id >= 0 and queue else None
+            queue.extendleft(reversed(held))
+            if head is not None:
+                queue.appendleft(head)
+            if not result.stop_reason:
+                result.stop_reason = "prefix_conflict"
+        return result
+
+    def _conflicts(self, req: Request, queue: deque[Request]) -> bool:
+        """``req`` shares a block hash with an admission of this pass: hold it (counted)."""
+        pc = self.ctx.prefix
+        assert pc is not None
+        pending = self._pending
+        if pending and any(h in pending for h in pc.hashes.get(req.id, ())):
+            pc.counters.coordination_waits += 1
+            self._held.append(queue.popleft())
+            return True
+        return False
+
+    def _mark_pending(self, req: Request) -> None:
+        pc = self.ctx.prefix
+        assert pc is not None
+        self._pending.update(pc.pending(req.id))
 
     # -- gating helpers (Megatron's _register_cg_wait / _cg_admission_check) --------------------
 
@@ -130,6 +181,8 @@ class Scheduler:
         req.deferrals += n
         req.max_cg_wait = max(req.max_cg_wait, w + n)
         self.counters.deferral_events += n
+        if result.full_size_deferral:
+            self.counters.prefix_full_size_deferrals += n
         result.deferred = req
         self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
 
@@ -142,22 +195,32 @@ class Scheduler:
 
     def _schedule_non_chunked(self, queue: deque[Request]) -> RoundResult:
         ctx, result = self.ctx, RoundResult()
+        prefix = ctx.prefix is not None
         while queue:
             req = queue[0]
+            if prefix and self._conflicts(req, queue):
+                continue
             request_ok, tokens_ok, kv_ok = ctx.check_availability(req)
             if not (request_ok and tokens_ok and kv_ok):
                 result.stop_reason = _budget_reason(request_ok, tokens_ok, kv_ok, ctx)
                 return result
             if self.gating_active:
-                if self.candidate_hits(req.remaining_prompt):
+                # the candidate holds the whole remaining prompt, also the tokens a prefix hit skips
+                # (Megatron 0.19.2's non-chunked gate: conservative under prefix caching)
+                if self.candidate_hits(ctx.head_computed if prefix and self.gate_on_computed
+                                       else req.remaining_prompt):
                     req.cg_wait_iters = 0
                 elif self.policy.on_non_chunked_miss(req.cg_wait_iters) == DEFER:
+                    result.full_size_deferral = (prefix and ctx.head_computed < req.remaining_prompt
+                                                 and self.candidate_hits(ctx.head_computed))
                     self.register_waits(req, 1, result)
                     result.stop_reason = "deferred"
                     return result
                 else:
                     req.cg_wait_iters = 0
                     self.counters.eager_admissions += 1
+            if prefix:
+                self._mark_pending(req)
             ctx.add_request(req, req.remaining_prompt)
             queue.popleft()
         return result
@@ -166,16 +229,24 @@ class Scheduler:
 
     def _schedule_chunked(self, queue: deque[Request]) -> RoundResult:
         ctx, result = self.ctx, RoundResult()
+        pc = ctx.prefix
         while queue:
             req = queue[0]
             continuing = ctx.chunked_request_id >= 0
+            if pc is not None and not continuing and self._conflicts(req, queue):
+                continue
             rem = req.remaining_prompt
             request_ok, _, kv_ok = ctx.check_availability(req)
             request_ok = request_ok or continuing
             if not (request_ok and kv_ok and ctx.active_tokens < ctx.max_tokens):
                 result.stop_reason = _budget_reason(request_ok, ctx.active_tokens < ctx.max_tokens, kv_ok, ctx)
                 return result
-            max_chunk = min(rem, ctx.max_tokens - ctx.active_tokens)
+            # prefix caching: a first chunk's skipped tokens cost no budget; it spans them and up to
+            # the budget of computed tokens, and snapping sizes the computed tokens only
+            skip = 0
+            if pc is not None and not continuing:
+                skip = min(rem - ctx.head_computed, rem - 1)
+            max_chunk = min(rem - skip, ctx.max_tokens - ctx.active_tokens)
             chunk = max_chunk
             split_by_snap = eager_on_purpose = False
             # A continuing chunk is never gated in Megatron 0.19.2 ("would deadlock"); #6675 snaps it
@@ -189,7 +260,7 @@ class Scheduler:
                 if snapped is not None:
                     chunk = snapped
                     req.cg_wait_iters = 0
-                    split_by_snap = max_chunk >= rem > snapped
+                    split_by_snap = max_chunk >= rem - skip > snapped
                 elif policy.admits_covered and self.candidate_hits(max_chunk):
                     req.cg_wait_iters = 0  # no boundary fits, but a larger graph covers the step (padded)
                 else:
@@ -200,17 +271,28 @@ class Scheduler:
                         return result
                     req.cg_wait_iters = 0
                     eager_on_purpose = policy.gates_chunks and not idle
+            computed = chunk
+            if pc is not None:
+                chunk = self._prefix_span(req, skip, chunk, rem)
             if self.ssm_alignment:  # batch-invariant hybrid: SSM-aligned chunks, no flash-attn guard
-                chunk = aligned_chunk(rem, chunk, self.ssm_alignment)
+                chunk = aligned_chunk(rem, chunk, self.ssm_alignment)  # (never with prefix caching: refused)
                 if chunk == 0:
                     result.stop_reason = "ssm_chunk_alignment"
                     return result
             elif self.flash_attn_guard and rem - chunk == 1:
-                if chunk > 1:
+                if computed > 1:
                     chunk -= 1
                 else:
                     result.stop_reason = "single_token_guard"
                     return result
+            if pc is not None:
+                # add_request re-derives the skip for this exact span; where it computes fewer than two
+                # tokens its clamp may grow the computed count past the budget: wait for a later step
+                if skip > 0 and chunk - skip < 2 and (ctx.active_tokens + pc.match(req.id, req.finished_chunk, chunk)
+                                                      .computed > ctx.max_tokens):
+                    result.stop_reason = "max_tokens"
+                    return result
+                self._mark_pending(req)
             # counted only for chunks that are admitted: a round that admits nothing changes nothing
             self.counters.snap_splits += split_by_snap
             self.counters.eager_admissions += eager_on_purpose
@@ -220,6 +302,21 @@ class Scheduler:
                 return result
             queue.popleft()
         return result
+
+
+    def _prefix_span(self, req: Request, skip: int, computed: int, rem: int) -> int:
+        """The chunk's span: the skipped prefix and the computed tokens; on a hybrid model with a Mamba
+        cache a partial chunk ends on a block boundary when that still computes a token (so later
+        chunks can record Mamba states at block boundaries)."""
+        span = skip + computed
+        pc = self.ctx.prefix
+        assert pc is not None
+        if pc.hybrid and pc.mamba_slots > 0 and span < rem:
+            bs = self.ctx.block_size
+            aligned = (req.finished_chunk + span) // bs * bs - req.finished_chunk
+            if aligned > skip:
+                span = aligned
+        return span
 
 
 def _budget_reason(request_ok: bool, tokens_ok: bool, kv_ok: bool, ctx: Context) -> str:

@@ -38,6 +38,7 @@ class Metric:
     needs_clock: bool = False  # present only when the backend has a clock (time metrics)
     needs_ep: bool = False  # present only with expert parallelism (engine.ep_size > 1)
     per_rank: bool = False  # a list of values, one per expert-parallel rank
+    needs_prefix: bool = False  # present only with prefix caching (engine.prefix_caching)
 
 
 _M = Metric
@@ -165,6 +166,39 @@ METRICS: tuple[Metric, ...] = (
        deterministic=True, needs_ep=True, per_rank=True),
     _M("ep.load_imbalance", COUNT, LOWER, "load imbalance", "max over ranks of tokens generated / the mean "
        "over ranks (1 = balanced)", deterministic=True, needs_ep=True),
+    # prefix caching (engine.prefix_caching; docs/prefix-caching.md)
+    _M("prefix_cache.block_hit_rate", FRACTION, HIGHER, "prefix block hits",
+       "hashed prompt blocks admissions found cached (shared, not computed) / hashed prompt blocks they "
+       "covered (found + newly registered)", deterministic=True, needs_prefix=True),
+    _M("prefix_cache.token_hit_rate", FRACTION, HIGHER, "prefix token hits",
+       "prefill tokens skipped by a prefix hit / prompt tokens admitted (skipped + computed)",
+       deterministic=True, needs_prefix=True),
+    _M("prefix_cache.saved_prefill_tokens", TOKENS, HIGHER, "saved prefill tokens",
+       "prompt tokens whose prefill a prefix hit skipped (their KV was shared)", deterministic=True,
+       needs_prefix=True),
+    _M("prefix_cache.computed_prefill_tokens", TOKENS, NEITHER, "computed prefill tokens",
+       "prompt tokens prefilled (with prefix caching, what the steps' prefill rows hold)",
+       deterministic=True, needs_prefix=True),
+    _M("prefix_cache.hits", COUNT, NEITHER, "prefix hits", "admitted chunks that matched at least one cached "
+       "block (Megatron's prefix_cache_hits)", deterministic=True, needs_prefix=True),
+    _M("prefix_cache.blocks_matched", COUNT, NEITHER, "blocks matched", "cached blocks matched over all "
+       "admissions (Megatron's prefix_cache_blocks_matched)", deterministic=True, needs_prefix=True),
+    _M("prefix_cache.computed_tokens_per_prefill", TOKENS, NEITHER, "computed tokens per prefill",
+       "computed prefill tokens / admitted chunks: the prefill rows' size in the steps' shapes",
+       deterministic=True, needs_prefix=True),
+    _M("prefix_cache.span_tokens_per_prefill", TOKENS, NEITHER, "prompt tokens per prefill",
+       "prompt tokens admitted (skipped + computed) / admitted chunks: the rows' size without the skip",
+       deterministic=True, needs_prefix=True),
+    _M("prefix_cache.coordination_waits", COUNT, LOWER, "prefix coordination waits",
+       "requests a scheduling pass held back because an admission of the same pass registers one of "
+       "their block hashes (Megatron's _prefix_coordination_waits)", deterministic=True, needs_prefix=True),
+    _M("prefix_cache.full_size_deferrals", COUNT, LOWER, "full-size gate deferrals",
+       "non-chunked gating deferrals whose candidate, sized with the full remaining prompt as Megatron "
+       "0.19.2 sizes it, missed every graph although the tokens the request computes would have hit one "
+       "(the cost of the conservative gate; 0 with chunked prefill)", deterministic=True, needs_prefix=True),
+    _M("prefix_cache.evicted_blocks", COUNT, NEITHER, "cached blocks evicted",
+       "cached (unreferenced) blocks evicted, least recently used first, to make room", deterministic=True,
+       needs_prefix=True),
 )
 
 REGISTRY: dict[str, Metric] = {m.name: m for m in METRICS}
@@ -221,6 +255,8 @@ def flatten(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str,
             yield name, value
 
 
-def registered_top_level(*, ep: bool = False) -> set[str]:
-    """The top-level keys of a full ``metrics`` block (with time metrics; with the EP metrics if ``ep``)."""
-    return {m.name.split(".", 1)[0] for m in METRICS if ep or not m.needs_ep}
+def registered_top_level(*, ep: bool = False, prefix: bool = False) -> set[str]:
+    """The top-level keys of a full ``metrics`` block (with time metrics; with the EP metrics if ``ep``,
+    the prefix-cache ones if ``prefix``)."""
+    return {m.name.split(".", 1)[0] for m in METRICS
+            if (ep or not m.needs_ep) and (prefix or not m.needs_prefix)}

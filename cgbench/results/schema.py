@@ -163,7 +163,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep)
+    return not (m.needs_clock or m.needs_ep or m.needs_prefix)
 
 
 def metrics_schema() -> dict[str, Any]:
@@ -318,6 +318,8 @@ def state_schema() -> dict[str, Any]:
         "chunked_request": nullable(record({k: count for k in STATE_KEYS["chunked_request"]},
                                            STATE_KEYS["chunked_request"])),
         "queue": {"type": "array", "items": record({k: count for k in STATE_KEYS["queue"]}, ("id",))},
+        "prefix_cache": {"type": "object", "description": "engine.prefix_caching: the prefix cache "
+                         "(PrefixCache.to_state: clock, next_id, blocks, tables, hashes, mamba)"},
     }
     missing = set(STATE_KEYS["top"]) ^ set(props)
     if missing:

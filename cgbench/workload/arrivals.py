@@ -46,8 +46,8 @@ class RequestSpec:
     arrival_s: float  # seconds from the start of the run
     prompt_tokens: int
     output_tokens: int
-    # a trace's prefix-block hashes (Mooncake's hash_ids), packed int64: kept for prefix caching,
-    # read by no scheduler yet; None without them
+    # the prompt's prefix-block ids (a trace's hash_ids, or workload.prefix's), packed int64: what
+    # engine.prefix_caching hashes (cgbench.workload.prefix_hashes); None without them
     prefix_blocks: array[int] | None
 
     def __init__(self, id: int, arrival_s: float, prompt_tokens: int, output_tokens: int,

@@ -33,6 +33,7 @@ from cgbench.workload.arrivals import (
     RequestStream,
 )
 from cgbench.workload.lengths import sample_lengths
+from cgbench.workload.prefix_model import with_prefix_blocks
 from cgbench.workload.sources import lengths_drawer, times_drawer
 from cgbench.workload.trace import TraceOptions, TraceSource, check_time_scale, read_trace, scale_arrivals, write_trace
 from cgbench.workload.trace_summary import TraceSummary
@@ -53,7 +54,10 @@ def generate_requests(w: WorkloadConfig, seed: int) -> list[RequestSpec]:
     the stream sets them on release). ``w`` is trusted as validated; a bad trace file is a ConfigError."""
     if w.trace:
         return scale_arrivals(read_trace(w.trace, TraceOptions.of(w)), w.time_scale)
-    return next(request_batches(w, seed, max(w.num_requests, 1)), [])
+    specs = next(request_batches(w, seed, max(w.num_requests, 1)), [])
+    if w.prefix.is_set:  # workload.prefix: prompts grown by their sessions, prefix ids set
+        return list(with_prefix_blocks(iter(specs), w.prefix, stream_rng(seed, "prefix")))
+    return specs
 
 
 def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> Iterator[list[RequestSpec]]:
@@ -67,6 +71,14 @@ def request_batches(w: WorkloadConfig, seed: int, batch: int = STREAM_BATCH) -> 
     for first in range(0, n, batch):
         k = min(batch, n - first)
         yield list(map(RequestSpec, range(first, first + k), times(k), prompts(k), outputs(k)))
+
+
+def _generated(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
+    """``iter_requests``, with ``workload.prefix``'s prompts and prefix ids when it is set."""
+    specs = iter_requests(w, seed)
+    if w.prefix.is_set:
+        return with_prefix_blocks(specs, w.prefix, stream_rng(seed, "prefix"))
+    return specs
 
 
 def iter_requests(w: WorkloadConfig, seed: int) -> Iterator[RequestSpec]:
@@ -93,7 +105,7 @@ def open_workload(w: WorkloadConfig, seed: int) -> tuple[ArrivalStream | Ordered
     if not w.trace:
         if closed:
             return ArrivalStream(generate_requests(w, seed), concurrency=w.arrival.concurrency), None
-        return OrderedStream(iter_requests(w, seed), w.num_requests), None
+        return OrderedStream(_generated(w, seed), w.num_requests), None
     source = TraceSource(w.trace, TraceOptions.of(w), time_scale=w.time_scale)
     check_time_scale(source.summary, w.time_scale)
     if closed:

@@ -565,3 +565,8 @@ def write_trace(path: str | Path, specs: Iterable[RequestSpec]) -> None:
         # str(float) is the shortest repr that parses back to the same float.
         writer.writerows((s.arrival_s, s.prompt_tokens, s.output_tokens) for s in specs)
     write_text_atomic(p, buf.getvalue())
+
+
+def trace_block_tokens(path: str | Path, options: TraceOptions) -> int:
+    """Tokens per prefix block of the trace's hash ids (0: its format has none), from its first record."""
+    return _Layout(Path(path), str(path), options).spec.block_tokens

@@ -233,14 +233,14 @@ def _recorder_class() -> type:
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_tight_pools_conserve_and_follow_the_order_rules(scenario):
-    from cgbench.pipeline import build_engine
+    from cgbench.pipeline import build_engine, build_prefix_cache
     from cgbench.workload.arrivals import ArrivalStream
 
     cfg, reqs = scenario
     base = build_engine(replace(cfg, engine=replace(cfg.engine, oracle=True)), trace=True,
                         stream=ArrivalStream(reqs))
     eng = _recorder_class()(cfg.engine, base.grid, base.policy, base.backend, ArrivalStream(reqs),
-                    gating=base.scheduler.gating_active, trace=True)
+                    gating=base.scheduler.gating_active, trace=True, prefix=build_prefix_cache(cfg))
     state = eng.run()  # check_invariants: KV blocks conserved and budgets kept every step
     assert state.outcome in ("completed", "stalled", "engine_assertion"), state.diagnosis
     if state.outcome == "engine_assertion":

@@ -112,6 +112,15 @@ CASES: list[Case] = [
         ("run backend.cost_model=calibrated backend.calibration=/nonexistent/table.json", "table.json"),
         ("run hardware.peak_flops=0", "peak_flops"),
         ("run slo.ttft_ms=-5", "slo.ttft_ms"),
+        ("run engine.prefix_caching=maybe", "prefix_caching"),
+        ("run engine.prefix_caching_mamba_slots=4", ("engine.prefix_caching_mamba_slots", "prefix_caching=true")),
+        ("run engine.prefix_caching=true engine.prefix_caching_mamba_slots=-1", "prefix_caching_mamba_slots"),
+        ("run engine.prefix_caching=true engine.ep_size=2", ("engine.prefix_caching", "ep_size=1")),
+        ("run workload.prefix.session_turns=0", "workload.prefix.session_turns"),
+        ("run engine.prefix_gate=computed", ("engine.prefix_gate", "prefix_caching=true")),
+        ("run engine.prefix_caching=true engine.prefix_gate=half", "engine.prefix_gate"),
+        ("run workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens"),
+        ("run workload=mooncake_conv workload.prefix.session_turns=2", ("workload.prefix", "hash_ids")),
     ),
     # -- model rules that used to live only in the torch model: every backend now
     *_section(

@@ -27,8 +27,8 @@ def ep_metrics() -> dict:
 
 
 def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict) -> None:
-    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_ep}
-    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS}
+    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not (m.needs_ep or m.needs_prefix)}
+    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_prefix}
     for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)):
         assert metric(name) is not None, name
 
@@ -39,9 +39,20 @@ def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -
             assert m.name.startswith("ep.") and lookup(ep_metrics, m.name) is not None, m.name
 
 
+def test_every_registered_prefix_metric_is_computed_with_prefix_caching_only(metrics: dict) -> None:
+    cfg = load_config(["model=transformer", "workload.num_requests=24", "engine.prefix_caching=true",
+                       "workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens=600"])
+    with_prefix = run_point(cfg, [])["metrics"]
+    assert set(with_prefix) == set(metrics) | {"prefix_cache"}
+    for m in METRICS:
+        if m.needs_prefix:
+            assert m.name.startswith("prefix_cache.") and lookup(with_prefix, m.name) is not None, m.name
+    assert with_prefix["prefix_cache"]["saved_prefill_tokens"] > 0
+
+
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
-        if m.needs_ep:
+        if m.needs_ep or m.needs_prefix:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
