@@ -74,6 +74,9 @@ class ModelConfig:
     # SwiGLU (3 matrices) vs squared-ReLU / GeLU (2). None = by kind (SwiGLU for transformer) is for
     # ModelConfig built in Python only: a model file must say (cgbench.config.model_files)
     gated_mlp: Optional[bool] = None
+    # What a padded request slot of a CUDA graph costs the Mamba state read/write: full (its own slot),
+    # shared (every padded row reads one dummy slot: Megatron's -1 rows), or a fraction in [0, 1]
+    padded_slot_cost: str = "shared"
 
     @property
     def is_hybrid(self) -> bool:
@@ -247,16 +250,24 @@ class HardwareConfig:
     name: str = "h100"
     peak_flops: float = 989e12  # dense bf16 FLOP/s
     hbm_bandwidth: float = 3.35e12  # bytes/s
-    flops_efficiency: float = 0.66  # fraction of peak large GEMMs reach
-    bandwidth_efficiency: float = 0.7  # fraction of peak bandwidth weight-streaming kernels reach
+    flops_efficiency: float = 0.75  # fraction of peak a full wave of GEMM tiles reaches
+    bandwidth_efficiency: float = 0.75  # fraction of peak bandwidth weight-streaming kernels reach
     memory_gb: float = 80.0  # device memory, 1e9 bytes
     # kernel floors: the shortest a kernel of each class runs, in µs
-    floor_gemm_us: float = 6.0
-    floor_attention_us: float = 26.0
-    floor_scan_us: float = 6.0
-    floor_elementwise_us: float = 2.5
+    floor_gemm_us: float = 4.0
+    floor_attention_us: float = 19.0
+    floor_scan_us: float = 2.5
+    floor_elementwise_us: float = 2.0
+    # problem-size efficiency (docs/cost-model.md): GEMM tile/wave quantisation, attention and scan rates
+    sm_count: int = 132
+    gemm_tile_m: int = 64
+    gemm_tile_n: int = 128
+    attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
+    attention_half_tokens: float = 600.0  # query tokens per request at which it reaches half of that
+    scan_efficiency: float = 0.22  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
-    host_op_us: float = 9.5  # host time per framework op of an eager step (dispatch, Python)
+    host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
+    host_op_us: Optional[float] = None  # host time per framework op; None = the host profile's
     host_calibration: Optional[str] = None  # `cgbench calibrate --host` file; replaces host_op_us
     kernel_launch_us: float = 2.5  # host time per CUDA kernel launch call
     kernel_gap_us: float = 1.0  # GPU idle between two eager kernels
@@ -264,8 +275,10 @@ class HardwareConfig:
     graph_launch_us: float = 10.0  # one graph replay
     sync_us: float = 20.0  # end-of-step synchronisation and sampled-token copy
     # tensor-parallel interconnect
-    interconnect_bandwidth: float = 360e9  # bytes/s a ring collective moves per link
-    interconnect_latency_us: float = 12.0  # per collective
+    interconnect_bandwidth: float = 370e9  # bytes/s a ring collective moves per link
+    interconnect_latency_us: float = 32.0  # per collective (alpha)
+    interconnect_hop_us: float = 0.0  # per ring step or tree level
+    allreduce_algorithm: str = "auto"  # auto (the faster) | ring | tree
 
 
 @dataclass
@@ -377,23 +390,46 @@ def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
 
 
 HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency", "memory_gb",
-                     "interconnect_bandwidth")
+                     "interconnect_bandwidth", "sm_count", "gemm_tile_m", "gemm_tile_n", "attention_efficiency",
+                     "attention_half_tokens", "scan_efficiency")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
-                         "host_op_us", "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
-                         "sync_us", "interconnect_latency_us")
+                         "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
+                         "sync_us", "interconnect_latency_us", "interconnect_hop_us")
+HOST_PROFILE_NAMES = ("megatron", "vllm", "sglang", "measured")
+ALLREDUCE_ALGORITHMS = ("auto", "ring", "tree")
 
 
 def check_hardware(h: HardwareConfig) -> None:
     for key in HARDWARE_POSITIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v > 0, f"hardware.{key}", f"must be > 0, got {v}")
-    for key in ("flops_efficiency", "bandwidth_efficiency"):
+    for key in ("flops_efficiency", "bandwidth_efficiency", "attention_efficiency", "scan_efficiency"):
         _require(getattr(h, key) <= 1, f"hardware.{key}", f"must be <= 1, got {getattr(h, key)}")
     for key in HARDWARE_NON_NEGATIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v >= 0, f"hardware.{key}", f"must be >= 0, got {v}")
     _require(h.host_calibration is None or bool(h.host_calibration), "hardware.host_calibration",
              "must be a file path or null")
+    _require(h.host_op_us is None or (isinstance(h.host_op_us, (int, float)) and h.host_op_us >= 0),
+             "hardware.host_op_us", f"must be >= 0 or null (the host profile's), got {h.host_op_us}")
+    _check_choice(h.host_profile, HOST_PROFILE_NAMES, "hardware.host_profile")
+    _require(h.host_profile != "measured" or bool(h.host_calibration), "hardware.host_profile",
+             "measured needs hardware.host_calibration (a `cgbench calibrate --host` file)")
+    _check_choice(h.allreduce_algorithm, ALLREDUCE_ALGORITHMS, "hardware.allreduce_algorithm")
+
+
+def padded_slot_fraction(value: str) -> float | None:
+    """``model.padded_slot_cost`` as a fraction of a slot's state traffic, None for ``shared``."""
+    if value == "full":
+        return 1.0
+    if value == "shared":
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = -1.0
+    _require(0.0 <= f <= 1.0, "model.padded_slot_cost", f"must be full, shared or a fraction in [0, 1], got {value!r}")
+    return f
 
 
 def validate(cfg: BenchConfig) -> BenchConfig:
@@ -403,6 +439,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(len(m.layers) >= 1 and set(m.layers) <= set("M*-"), "model.layer_pattern",
              f"must be a non-empty string of 'M', '*', '-', got {m.layer_pattern!r}")
     _require(m.pattern_repeat >= 1, "model.pattern_repeat", "must be >= 1")
+    padded_slot_fraction(m.padded_slot_cost)
     if m.kind == "hybrid":
         _require("M" in m.layers, "model.layer_pattern", "a hybrid model needs at least one 'M' layer")
     for key in ("hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
