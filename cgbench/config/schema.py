@@ -250,20 +250,22 @@ class HardwareConfig:
     name: str = "h100"
     peak_flops: float = 989e12  # dense bf16 FLOP/s
     hbm_bandwidth: float = 3.35e12  # bytes/s
-    flops_efficiency: float = 0.75  # fraction of peak a full wave of GEMM tiles reaches
-    bandwidth_efficiency: float = 0.75  # fraction of peak bandwidth weight-streaming kernels reach
+    flops_efficiency: float = 0.8  # fraction of peak a full wave of GEMM tiles reaches
+    bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth weight-streaming kernels reach
     memory_gb: float = 80.0  # device memory, 1e9 bytes
     # kernel floors: the shortest a kernel of each class runs, in µs
     floor_gemm_us: float = 4.0
-    floor_attention_us: float = 19.0
+    floor_attention_us: float = 16.0
     floor_scan_us: float = 2.5
     floor_elementwise_us: float = 2.0
     # problem-size efficiency (docs/cost-model.md): GEMM tile/wave quantisation, attention and scan rates
     sm_count: int = 132
     gemm_tile_m: int = 64
-    gemm_tile_n: int = 128
+    gemm_tile_n: int = 64
+    gemm_overlap_exponent: float = 1.5  # p of a GEMM's (compute^p + memory^p)^(1/p)
     attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
     attention_half_tokens: float = 600.0  # query tokens per request at which it reaches half of that
+    attention_bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth decode attention streams KV at
     scan_efficiency: float = 0.22  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
     host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
@@ -391,7 +393,8 @@ def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
 
 HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency", "memory_gb",
                      "interconnect_bandwidth", "sm_count", "gemm_tile_m", "gemm_tile_n", "attention_efficiency",
-                     "attention_half_tokens", "scan_efficiency")
+                     "attention_half_tokens", "scan_efficiency", "attention_bandwidth_efficiency",
+                     "gemm_overlap_exponent")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
                          "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
                          "sync_us", "interconnect_latency_us", "interconnect_hop_us")
@@ -403,7 +406,8 @@ def check_hardware(h: HardwareConfig) -> None:
     for key in HARDWARE_POSITIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v > 0, f"hardware.{key}", f"must be > 0, got {v}")
-    for key in ("flops_efficiency", "bandwidth_efficiency", "attention_efficiency", "scan_efficiency"):
+    for key in ("flops_efficiency", "bandwidth_efficiency", "attention_efficiency", "scan_efficiency",
+                "attention_bandwidth_efficiency"):
         _require(getattr(h, key) <= 1, f"hardware.{key}", f"must be <= 1, got {getattr(h, key)}")
     for key in HARDWARE_NON_NEGATIVE:
         v = getattr(h, key)

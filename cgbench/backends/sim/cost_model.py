@@ -133,11 +133,21 @@ class GemmTiling:
     tile_n: int
     sm_count: int
     sm_flops: float
+    overlap: float = 2.0
 
     @classmethod
     def from_hardware(cls, hardware: HardwareConfig) -> GemmTiling:
         return cls(int(hardware.gemm_tile_m), int(hardware.gemm_tile_n), int(hardware.sm_count),
-                   hardware.peak_flops * hardware.flops_efficiency / hardware.sm_count)
+                   hardware.peak_flops * hardware.flops_efficiency / hardware.sm_count,
+                   float(hardware.gemm_overlap_exponent))
+
+    def combine(self, compute: float, memory: float) -> float:
+        """A GEMM's time from its compute and weight-streaming times: ``(c^p + m^p)^(1/p)``, the
+        ``p``-norm (``hardware.gemm_overlap_exponent``): ``p → ∞`` is perfect overlap (the roofline's
+        max), ``p = 1`` none. Tiles load and multiply in a pipeline that hides one behind the other
+        only in part, most visibly where the two are equal (the roofline's ridge)."""
+        p = self.overlap
+        return (compute ** p + memory ** p) ** (1.0 / p)
 
     def seconds(self, m: int, n: float, k: float) -> float:
         if m <= 0:
@@ -178,6 +188,7 @@ class Kernel:
             + self.bytes_state * (slots if state_slots is None else state_slots)
         if self.gemm_n and tiling is not None:
             compute = tiling.seconds(slots if self.flops_slot else tokens, self.gemm_n, self.gemm_k)
+            return self.layers * max(self.launches * floor, tiling.combine(compute, by / bandwidth))
         else:
             f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
                 + self.flops_prefill * prefill_tok
@@ -313,8 +324,11 @@ class RooflineCostModel:
         # (flash-attention kernels fill their tiles only with long query blocks).
         self._attn_flop = na * 4 * q * d / (hardware.peak_flops * hardware.attention_efficiency)
         self._attn_half = float(hardware.attention_half_tokens)
-        self._attn_kv = self.kv_bytes_per_token / self.bandwidth
-        self._attn_q = na * 2 * q * d * b / self.bandwidth
+        # Its memory side is a fixed latency (launch, split-KV reduction: the floor) plus the KV it
+        # streams at attention_bandwidth_efficiency of peak (paged decode kernels stream long rows).
+        attn_bw = hardware.hbm_bandwidth * hardware.attention_bandwidth_efficiency
+        self._attn_kv = self.kv_bytes_per_token / attn_bw
+        self._attn_q = na * 2 * q * d * b / attn_bw
         self._attn_floor = na * self.floors["attention"]
 
         # Launch counts and host ops.
@@ -443,8 +457,8 @@ class RooflineCostModel:
         given = work.attention_pairs
         pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
                  if given is None else given)
-        return max(self.attention_flop_seconds(work) * pairs,
-                   self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc, self._attn_floor)
+        kv = self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc
+        return max(self.attention_flop_seconds(work) * pairs, self._attn_floor + kv)
 
     def step_time(self, work: StepWork) -> float:
         # max(a, b, ...) written as comparisons (max keeps an item only if it is greater than the one
@@ -462,11 +476,9 @@ class RooflineCostModel:
                 if q > 0:
                     coef = coef * ((q + self._attn_half) / q)
             attn = coef * pairs
-            kv = self._attn_kv * (ctx + tc) + aq_tc
+            kv = self._attn_floor + (self._attn_kv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
-            if self._attn_floor > attn:
-                attn = self._attn_floor
             gpu = gpu + attn
         else:
             gpu = gpu + 0.0
@@ -484,11 +496,9 @@ class RooflineCostModel:
 
         def step(ctx: int, pairs: int) -> float:
             attn = af * pairs  # step_time's operations, in its order
-            kv = akv * (ctx + tc) + aq_tc
+            kv = floor + (akv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
-            if floor > attn:
-                attn = floor
             g = gpu + attn
             return (host if host > g else g) + sync
 
@@ -510,8 +520,7 @@ class RooflineCostModel:
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
-        attn = np.maximum(np.maximum(self.attention_flop_seconds(work) * pairs, self._attn_kv * ctx + aq_tc),
-                          self._attn_floor)
+        attn = np.maximum(self.attention_flop_seconds(work) * pairs, self._attn_floor + (self._attn_kv * ctx + aq_tc))
         return np.maximum(gpu + attn, host) + sync
 
     # ------------------------------------------------------------------ explanation
