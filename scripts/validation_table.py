@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from cgbench.backends.sim.collectives import Collectives
-from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
+from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 
@@ -113,10 +113,17 @@ def step_value(r: dict[str, str]) -> float:
         cost = RooflineCostModel(LLAMA3_8B, hardware(r["hardware"]))
         w = StepWork(batch, 0, batch, batch * (cached + 1), (batch, 0, batch))
         return cost.breakdown(w)["attention"] / cost.n_attention * 1e3
-    if cls == "attention_prefill":
+    if cls == "attention_prefill":  # one chunk of `batch` tokens after `cached` ones: FLOPs / (time x peak)
         hw = hardware(r["hardware"])
-        q = 512 if "512" in r["quantity"] else 16384
-        return hw.attention_efficiency * q / (q + hw.attention_half_tokens)
+        cost = RooflineCostModel(LLAMA3_8B, hw)
+        w = StepWork(batch, 1, 0, cached + batch, (batch, 1, 0))
+        pairs = estimate_attention_pairs(batch, 1, 0, cached + batch)
+        return hw.attention_efficiency * pairs / (pairs + cost.prefill_key_overhead(w))
+    if cls == "mamba_scan":  # tilelang's kernel: `batch` sequences of `cached` tokens, its FLOP count
+        hw = hardware(r["hardware"])
+        e, n, chunk = 80 * 64, 128, 256
+        flops = batch * cached * (chunk * e + 2 * e * n)
+        return flops / (hw.peak_flops * hw.scan_efficiency) * 1e3
     graphed, eager = decode_step_ms(r)
     if cls == "ratio":
         return eager / graphed

@@ -264,9 +264,9 @@ class HardwareConfig:
     gemm_tile_n: int = 64
     gemm_overlap_exponent: float = 1.5  # p of a GEMM's (compute^p + memory^p)^(1/p)
     attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
-    attention_half_tokens: float = 600.0  # query tokens per request at which it reaches half of that
+    attention_half_tokens: float = 600.0  # chunk tokens at which a chunk over a long cache reaches half of that
     attention_bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth decode attention streams KV at
-    scan_efficiency: float = 0.22  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
+    scan_efficiency: float = 0.13  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
     host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
     host_op_us: Optional[float] = None  # host time per framework op; None = the host profile's

@@ -300,7 +300,10 @@ class RooflineCostModel:
                    bytes_slot=(h + v) * b, gemm_n=v, gemm_k=h),
             Kernel("elementwise", "sampling", 1, launches=2, bytes_slot=2 * model.vocab_size * 4),
         ]
-        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + 2 * SSD_CHUNK * (e + gn),
+        # SSD per prefill token (Mamba-2's chunked algorithm, chunk Q): chunk states B^T X and the state
+        # output C h (2·d_inner·N each), the intra-chunk C B^T (2·Q·G·N) and its causal (half) product
+        # with X (Q·d_inner).
+        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + SSD_CHUNK * (e + 2 * gn),
                    bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_state=2 * e * n * b)
         decode_ssd = [Kernel("mamba_scan", "SSM update", nm, **ssd)] if nm else []
         # The chunked scan's Triton kernels (fp32 accumulation, chunk-local matmuls of 128 x 64/128
@@ -319,9 +322,12 @@ class RooflineCostModel:
         self._allreduce_bytes_tok = h * b
         self._gather_bytes_slot = model.vocab_size * b
 
-        # Attention core: the only context-dependent term. Its FLOP rate is
-        # peak × attention_efficiency × q / (q + attention_half_tokens) for q prefill tokens per request
-        # (flash-attention kernels fill their tiles only with long query blocks).
+        # Attention core: the only context-dependent term. Its FLOP side is
+        # (pairs + attention_half_tokens × prefill keys) at peak × attention_efficiency: every query
+        # block of a prefill re-reads all the request's keys (K/V loads, softmax rescaling), a cost per
+        # key that a long chunk amortises. A q-token chunk over a long cache thus runs at
+        # q / (q + attention_half_tokens) of the long-sequence rate, a fresh q-token prompt at
+        # q / (q + 2 × attention_half_tokens); decode rows read KV (the memory side).
         self._attn_flop = na * 4 * q * d / (hardware.peak_flops * hardware.attention_efficiency)
         self._attn_half = float(hardware.attention_half_tokens)
         # Its memory side is a fixed latency (launch, split-KV reduction: the floor) plus the KV it
@@ -440,16 +446,24 @@ class RooflineCostModel:
 
     # ------------------------------------------------------------------ pricing protocol
 
-    def attention_flop_seconds(self, work: StepWork) -> float:
-        """Seconds per (query, key) pair of the step's attention core: slower for short prefill chunks
-        (``q / (q + attention_half_tokens)`` of the long-sequence rate); decode-only steps read KV."""
-        prefills = work.prefills
-        if not prefills:
-            return self._attn_flop
-        q = (work.tokens - work.decodes) / prefills
-        if q <= 0:
-            return self._attn_flop
-        return self._attn_flop * ((q + self._attn_half) / q)
+    def prefill_key_overhead(self, work: StepWork) -> float:
+        """``attention_half_tokens × Σ keys`` over the step's prefill chunks (the keys each attends:
+        its cached and new tokens), in pairs: exact from the admitted chunks, else estimated as
+        ``estimate_attention_pairs`` does (a prefill-only step's context is its chunks' keys; in a
+        mixed step prefills are taken as fresh prompts)."""
+        if not work.prefills:
+            return 0.0
+        if work.admitted:
+            keys = 0
+            for a in work.admitted:
+                keys += a.request.finished_chunk
+        elif work.decodes == 0:
+            keys = work.context_tokens
+        else:
+            keys = work.tokens - work.decodes
+            if keys < 0:
+                keys = 0
+        return self._attn_half * keys
 
     def attention_seconds(self, work: StepWork, tc: int) -> float:
         if not self.n_attention:
@@ -458,7 +472,7 @@ class RooflineCostModel:
         pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
                  if given is None else given)
         kv = self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc
-        return max(self.attention_flop_seconds(work) * pairs, self._attn_floor + kv)
+        return max(self._attn_flop * (pairs + self.prefill_key_overhead(work)), self._attn_floor + kv)
 
     def step_time(self, work: StepWork) -> float:
         # max(a, b, ...) written as comparisons (max keeps an item only if it is greater than the one
@@ -469,13 +483,8 @@ class RooflineCostModel:
             given = work.attention_pairs
             pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, ctx)
                      if given is None else given)
-            prefills = work.prefills
-            coef = self._attn_flop
-            if prefills:
-                q = (work.tokens - work.decodes) / prefills
-                if q > 0:
-                    coef = coef * ((q + self._attn_half) / q)
-            attn = coef * pairs
+            attn = self._attn_flop * (pairs + self.prefill_key_overhead(work)) if work.prefills \
+                else self._attn_flop * (pairs + 0.0)
             kv = self._attn_floor + (self._attn_kv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
@@ -492,10 +501,11 @@ class RooflineCostModel:
             g = gpu + 0.0
             const = (host if host > g else g) + sync
             return lambda ctx, pairs: const
-        af, akv, floor = self.attention_flop_seconds(work), self._attn_kv, self._attn_floor
+        af, akv, floor = self._attn_flop, self._attn_kv, self._attn_floor
+        extra = self.prefill_key_overhead(work) if work.prefills else 0.0
 
         def step(ctx: int, pairs: int) -> float:
-            attn = af * pairs  # step_time's operations, in its order
+            attn = af * (pairs + extra)  # step_time's operations, in its order
             kv = floor + (akv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
@@ -520,7 +530,8 @@ class RooflineCostModel:
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
-        attn = np.maximum(self.attention_flop_seconds(work) * pairs, self._attn_floor + (self._attn_kv * ctx + aq_tc))
+        extra = self.prefill_key_overhead(work) if work.prefills else 0.0
+        attn = np.maximum(self._attn_flop * (pairs + extra), self._attn_floor + (self._attn_kv * ctx + aq_tc))
         return np.maximum(gpu + attn, host) + sync
 
     # ------------------------------------------------------------------ explanation
