@@ -284,7 +284,7 @@ def test_lm_head_runs_on_sampled_rows_only() -> None:
     # Hand-computed: 1 and 64 rows both fill one 64-row tile per column of 64 logits: 2,004 tiles,
     # ceil(2004 / 132) = 16 waves of 2·64·64·4096 FLOPs at 0.8 × 989 T / 132 per SM; the time is
     # (compute^1.5 + memory^1.5)^(1/1.5) with memory the weights plus the rows.
-    waves = -(-(-(-m.vocab_size // 64)) // 132)
+    waves = math.ceil(math.ceil(m.vocab_size / 64) / 132)
     compute = waves * 2 * 64 * 64 * m.hidden_size / (free.peak_flops * free.flops_efficiency / free.sm_count)
 
     def head(rows: int) -> float:
@@ -640,7 +640,8 @@ def _max_formula(cost: RooflineCostModel, work: StepWork) -> float:
     if pairs is None:
         pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
     extra = cost.prefill_key_overhead(work) if work.prefills else 0.0
-    attn = max(cost._attn_flop * (pairs + extra), cost._attn_floor + (cost._attn_kv * (work.context_tokens + tc) + aq_tc))
+    kv = cost._attn_floor + (cost._attn_kv * (work.context_tokens + tc) + aq_tc)
+    attn = max(cost._attn_flop * (pairs + extra), kv)
     return max(gpu + attn, host) + sync
 
 

@@ -146,7 +146,8 @@ def test_padded_slots_cost_the_scan_as_configured() -> None:
     assert scan["full"] > scan["0.5"] > scan["shared"] > scan["0"]
     # full - shared is at most the state traffic of 254 more slots (conv and SSM state, read and written)
     state_bytes = RooflineCostModel(base, H100).mamba_state_bytes * 2
-    assert scan["full"] - scan["shared"] <= 254 * state_bytes / (H100.hbm_bandwidth * H100.bandwidth_efficiency) * 1.0001
+    bandwidth = H100.hbm_bandwidth * H100.bandwidth_efficiency
+    assert scan["full"] - scan["shared"] <= 254 * state_bytes / bandwidth * 1.0001
 
 
 def test_padded_slot_cost_rejects_other_values() -> None:
