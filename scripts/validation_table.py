@@ -1,7 +1,8 @@
 """The cost model's validation: published measurements next to what the model gives for them.
 
     python scripts/validation_table.py            # print the per-class summary and the step rows
-    python scripts/validation_table.py --write    # also replace them in docs/cost-model.md
+    python scripts/validation_table.py --write    # also replace them in docs/cost-model.md (and the
+                                                  # per-class summary in README.md's cost-model section)
 
 Sources (each row of the data files names its own):
 
@@ -37,6 +38,8 @@ from cgbench.engine.contract import StepWork
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "cost-model.md"
+README = ROOT / "README.md"
+SUMMARY_BEGIN, SUMMARY_END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
 DATA = ROOT / "scripts" / "validation_data.csv"
 STEPS = ROOT / "scripts" / "validation_steps.csv"
 BEGIN, END = "<!-- validation-table:begin -->", "<!-- validation-table:end -->"
@@ -196,10 +199,15 @@ def main() -> None:
     text = table()
     print(text)
     if args.write:
-        doc = DOC.read_text()
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        _replace(DOC, BEGIN, END, text)
+        _replace(README, SUMMARY_BEGIN, SUMMARY_END, summary_table(list(rows())))
+
+
+def _replace(path: Path, begin: str, end: str, text: str) -> None:
+    doc = path.read_text()
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 if __name__ == "__main__":

@@ -202,3 +202,9 @@ def test_gemm_quantisation_by_hand() -> None:
     assert tiling.seconds(128, 4096, 4096) == pytest.approx(one_wave)
     assert tiling.seconds(192, 4096, 4096) == pytest.approx(2 * one_wave)  # 192 tiles on 132 SMs
     assert math.isclose(tiling.combine(3.0, 4.0), (3 ** 1.5 + 4 ** 1.5) ** (1 / 1.5))
+
+
+def test_readme_validation_summary_is_the_scripts_output() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(VALIDATION.SUMMARY_BEGIN, 1)[1].split(VALIDATION.SUMMARY_END, 1)[0].strip()
+    assert block == VALIDATION.summary_table(ROWS), "regenerate it: python scripts/validation_table.py --write"
