@@ -105,6 +105,12 @@ CASES: list[Case] = [
         ("run backend.cost_model=calibrated", "backend.calibration"),
         ("run backend.cost_model=calibrated backend.calibration=/nonexistent/table.json", "table.json"),
         ("run hardware.peak_flops=0", "peak_flops"),
+        ("run hardware.host_profile=tgi", ("hardware.host_profile", "megatron, vllm, sglang, measured")),
+        ("run hardware.host_profile=measured", ("hardware.host_profile", "hardware.host_calibration")),
+        ("run hardware.allreduce_algorithm=nvls", "hardware.allreduce_algorithm"),
+        ("run hardware.scan_efficiency=1.5", ("hardware.scan_efficiency", "<= 1")),
+        ("run model.padded_slot_cost=half", ("model.padded_slot_cost", "full, shared or a fraction")),
+        ("run model.padded_slot_cost=1.5", "model.padded_slot_cost"),
         ("run slo.ttft_ms=-5", "slo.ttft_ms"),
     ),
     # -- model rules that used to live only in the torch model: every backend now
