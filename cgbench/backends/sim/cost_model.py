@@ -7,8 +7,9 @@ in short, per tensor-parallel rank:
 
 * every kernel of the step costs ``max(floor, FLOPs / F, bytes / B)`` (``F``, ``B``: the preset's
   peak rates times its efficiencies; ``floor``: the preset's minimum duration of the kernel's class);
-  a GEMM's FLOP time is tile/wave quantised on the SM count, the attention core's FLOP rate rises with
-  the query tokens per request, and Mamba-2's chunked scan runs at ``hardware.scan_efficiency``;
+  a GEMM's FLOP time is tile/wave quantised on the SM count, the attention core pays a per-key cost
+  for each prefill chunk (short chunks run far below peak), and Mamba-2's chunked scan runs at
+  ``hardware.scan_efficiency`` of peak;
 * the ``t - 1`` other ranks are reached by one all-reduce per layer output and per embedding, and
   one all-gather of the logits: ``alpha + steps × hop + wire bytes / bandwidth`` each
   (``cgbench.backends.sim.collectives``);
@@ -189,10 +190,9 @@ class Kernel:
         if self.gemm_n and tiling is not None:
             compute = tiling.seconds(slots if self.flops_slot else tokens, self.gemm_n, self.gemm_k)
             return self.layers * max(self.launches * floor, tiling.combine(compute, by / bandwidth))
-        else:
-            f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
-                + self.flops_prefill * prefill_tok
-            compute = f / (flops * self.flops_scale)
+        f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
+            + self.flops_prefill * prefill_tok
+        compute = f / (flops * self.flops_scale)
         return self.layers * max(self.launches * floor, compute, by / bandwidth)
 
 
