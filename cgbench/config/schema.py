@@ -586,8 +586,11 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         for k in ("cost_model", *read_keys(PRICERS)):
             unread[f"backend.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
         for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
-                  "bandwidth_efficiency"):
+                  "bandwidth_efficiency", "sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_overlap_exponent",
+                  "attention_efficiency", "attention_half_tokens", "attention_bandwidth_efficiency",
+                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm"):
             unread[f"hardware.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
+        unread["model.padded_slot_cost"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
     return unread
 
 

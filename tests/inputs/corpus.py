@@ -140,6 +140,8 @@ CASES: list[Case] = [
         ("run policy.wait_timeout.iters=5", ("policy.wait_timeout", "policy=megatron")),
         ("run backend.calibration=table.json", ("backend.calibration", "cost_model=calibrated")),
         ("run backend=torch hardware.peak_flops=1e15", ("hardware.peak_flops", "backend=torch")),
+        ("run backend=torch hardware.host_profile=vllm", ("hardware.host_profile", "backend=torch")),
+        ("run backend=torch model.padded_slot_cost=full", ("model.padded_slot_cost", "backend=torch")),
         ("run backend.host_memory_gb=64", ("backend.host_memory_gb", "backend=torch")),
     ),
     # -- deletions, Hydra's settings and sweeps on run
