@@ -39,12 +39,15 @@ MEGATRON = HostProfile(
     source="op counts: cgbench's torch model (calibrate --host counts them); µs/op: calibrate --host, "
            "4.0-4.1 µs measured on a server core (issue 29)")
 # vLLM and SGLang fuse norms, rotary, activation and the KV write into custom ops (one op each) and
-# call one attention op: ~14 ops per attention layer, 6 per MLP layer, ~60 per step (input
-# preparation, sampling). Their µs per op is fitted to a published eager-vs-graph pair each.
+# call one attention op. Counted from vLLM's Llama decoder layer (vllm/model_executor/models/llama.py:
+# fused-add RMSNorm, qkv_proj, split, rotary, the attention call with its q/k/v views, KV write and
+# kernel, o_proj: ~14; fused-add RMSNorm, gate_up_proj, the output buffer, SiluAndMul, down_proj: 6),
+# SGLang's llama.py having the same structure; ~60 per step (input preparation, logits, sampling) is
+# an estimate. Their µs per op is fitted to a published eager-vs-graph pair each.
 VLLM = HostProfile(
     "vllm", {"*": 14, "-": 6, "M": 16}, 8, 60, 2, 30.0,
     source="µs/op fitted to vllm-omni issue 7960 (Qwen2.5-Omni-7B thinker, A800: TPOT ~22-23 ms eager "
-           "vs ~13 ms graphed); op counts: vLLM's fused custom ops per layer")
+           "vs ~13 ms graphed); op counts: vLLM's Llama decoder layer (vllm/model_executor/models/llama.py)")
 SGLANG = HostProfile(
     "sglang", {"*": 14, "-": 6, "M": 16}, 8, 60, 2, 10.3,
     source="µs/op fitted to sgl-project/sglang PR 1401 (Llama-3-8B, batch 1, flashinfer: 8.23 ms eager vs "
