@@ -59,9 +59,31 @@ def where_graphs_win(hardware: str) -> None:
     print()
 
 
+def padded_slots(hardware: str) -> None:
+    """The hybrid rows of where-graphs-win under both padded-slot assumptions (model.padded_slot_cost)."""
+    print(f"padded request slots ({hardware}): graphs' gain for the hybrid, cg=none vs cg=megatron policy=budget\n"
+          "| workload | gain, `padded_slot_cost=shared` (default) | gain, `padded_slot_cost=full` | TPOT ms p50 "
+          "(grid: shared / full) |\n|---|---:|---:|---:|")
+    for label, base in WHERE:
+        if base[0] != "model=hybrid":
+            continue
+        ovr = [*base, f"hardware={hardware}"]
+        none = metrics([*ovr, "cg=none", "policy=budget"])["output_throughput_tok_s"]
+        cells = []
+        tpot = []
+        for slot in ("shared", "full"):
+            m = metrics([*ovr, "cg=megatron", "policy=budget", f"model.padded_slot_cost={slot}"])
+            cells.append(f"{100 * (m['output_throughput_tok_s'] - none) / none:+.1f}%")
+            tpot.append(f"{m['tpot_ms']['p50']:.1f}")
+        print(f"| {label} | {cells[0]} | {cells[1]} | {' / '.join(tpot)} |")
+    print()
+
+
 if __name__ == "__main__":
     table("headline", ["model=hybrid"], ("budget", "megatron", "defer"))
     table("transformer", ["model=transformer"], ("budget", "megatron"))
     table("chat", ["model=hybrid", *CHAT], ("budget", "megatron", "defer", "wait_timeout"))
     where_graphs_win("h100")
     where_graphs_win("a100")
+    padded_slots("h100")
+    padded_slots("a100")

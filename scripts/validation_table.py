@@ -1,59 +1,108 @@
-"""The cost model's validation table: published measurements next to what the model gives for them.
+"""The cost model's validation: published measurements next to what the model gives for them.
 
-    python scripts/validation_table.py            # print the Markdown table
-    python scripts/validation_table.py --write    # also replace it in docs/cost-model.md
+    python scripts/validation_table.py            # print the per-class summary and the step rows
+    python scripts/validation_table.py --write    # also replace them in docs/cost-model.md (and the
+                                                  # per-class summary in README.md's cost-model section)
 
-The same figures are test fixtures (tests/backends/test_time_model.py), with the acceptance bands.
+Sources (each row of the data files names its own):
+
+* ``scripts/validation_data.csv``: Vidur's public profiles (github:microsoft/vidur,
+  data/profiling/compute/{a100,h100}/<model>/mlp.csv: per-layer QKV, output, MLP up and down GEMM
+  times of seven models at TP 1-8; data/profiling/network/{a100,h100}_dgx/all_reduce.csv: NCCL
+  all-reduce on one node), rebuilt by ``scripts/validation_extract.py``;
+* ``scripts/validation_steps.csv``: decode attention (Vidur), attention efficiency (issue 29,
+  FlashAttention-2), published eager-vs-graph step pairs (sgl-project/sglang PR 1401,
+  vllm-project/vllm-omni issue 7960, facebookresearch/metaseq PR 270).
+
+``fit`` rows chose a preset figure (a tile shape and efficiency, an all-reduce alpha and beta, a host
+profile's µs per op); ``check`` rows are held out. The acceptance bands are test fixtures
+(tests/backends/test_validation.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
+from cgbench.backends.sim.collectives import Collectives
+from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "cost-model.md"
+README = ROOT / "README.md"
+SUMMARY_BEGIN, SUMMARY_END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
+DATA = ROOT / "scripts" / "validation_data.csv"
+STEPS = ROOT / "scripts" / "validation_steps.csv"
 BEGIN, END = "<!-- validation-table:begin -->", "<!-- validation-table:end -->"
-VIDUR = "Vidur public profile"
+LINEAR_GEMMS = ("QKV projection", "output projection", "MLP up", "MLP down")
 
 
 def model(name: str) -> ModelConfig:
     return ModelConfig(**yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text()))
 
 
-def hardware(name: str) -> HardwareConfig:
-    return HardwareConfig(**yaml.safe_load((ROOT / "conf" / "hardware" / f"{name}.yaml").read_text()))
+def hardware(name: str, **changes: object) -> HardwareConfig:
+    hw = HardwareConfig(**yaml.safe_load((ROOT / "conf" / "hardware" / f"{name}.yaml").read_text()))
+    return dataclasses.replace(hw, **changes) if changes else hw
 
 
 LLAMA3_8B = model("transformer")
-LLAMA2_7B = dataclasses.replace(LLAMA3_8B, num_kv_heads=32, ffn_hidden_size=11008, vocab_size=32000)
 # OPT-175B (metaseq): 96 layers, hidden 12288, 96 heads x 128, FFN 49152 (ReLU, 2 matrices), vocab 50272.
 OPT_175B = dataclasses.replace(LLAMA3_8B, name="opt175b", pattern_repeat=96, hidden_size=12288,
                                num_attention_heads=96, num_kv_heads=96, ffn_hidden_size=49152, vocab_size=50272,
                                gated_mlp=False)
-A100, H100 = hardware("a100"), hardware("h100")
+MODELS = {"llama3_8b": LLAMA3_8B, "opt_175b": OPT_175B}
 
 
-def linear_ms(m: ModelConfig, hw: HardwareConfig, tokens: int) -> float:
-    w = StepWork(1, 0, 1, 1, (1, 0, 1)) if tokens == 1 else StepWork(tokens, 1, 0, tokens, (tokens, 1, 0))
-    parts = RooflineCostModel(m, hw).breakdown(w)
-    return (parts["projections"] + parts["mlp"]) * 1e3
+@dataclass(frozen=True)
+class Row:
+    cls: str
+    quantity: str
+    source: str
+    measured: float
+    modelled: float
+    role: str
+
+    @property
+    def error(self) -> float:
+        return (self.modelled - self.measured) / self.measured
 
 
-def attention_ms(batch: int) -> float:
-    w = StepWork(batch, 0, batch, batch * 609, (batch, 0, batch))
-    return RooflineCostModel(LLAMA3_8B, A100).breakdown(w)["attention"] / 32 * 1e3
+def linear_ms(r: dict[str, str]) -> float:
+    """Per-layer time of the four GEMMs of one Vidur row (its dimensions, its TP degree)."""
+    heads, hidden = int(r["heads"]), int(r["hidden"])
+    m = dataclasses.replace(LLAMA3_8B, name=r["model"], pattern_repeat=1, hidden_size=hidden,
+                            num_attention_heads=heads, num_kv_heads=int(r["kv_heads"]), head_dim=hidden // heads,
+                            ffn_hidden_size=int(r["ffn"]), gated_mlp=r["gated"] == "True")
+    cost = RooflineCostModel(m, hardware(r["hardware"]), int(r["tp"]))
+    tokens = int(r["tokens"])
+    total = 0.0
+    for kn in cost.kernels_prefill:
+        if kn.name in LINEAR_GEMMS:
+            total += kn.seconds(tokens, 1, 0, tokens, cost.floors[kn.cls], cost.flops, cost.bandwidth,
+                                cost.tiling) / kn.layers
+    return total * 1e3
 
 
-def decode_ms(m: ModelConfig, hw: HardwareConfig, tp: int, batch: int, cached: int) -> tuple[float, float]:
-    cost = RooflineCostModel(m, hw, tp, eager_padding=EagerPadding.from_engine(EngineConfig(tp_size=tp)))
+def allreduce_ms(r: dict[str, str]) -> float:
+    return Collectives.from_hardware(hardware(r["hardware"]), int(r["tp"])).allreduce(float(r["bytes"])) * 1e3
+
+
+def decode_step_ms(r: dict[str, str]) -> tuple[float, float]:
+    """(graphed, eager) ms of a decode step of ``batch`` requests with ``cached`` tokens each."""
+    tp, batch, cached = int(r["tp"]), int(r["batch"]), int(r["cached"])
+    hw = hardware(r["hardware"], host_profile=r["host_profile"])
+    cost = RooflineCostModel(MODELS[r["model"]], hw, tp,
+                             eager_padding=EagerPadding.from_engine(EngineConfig(tp_size=tp)))
     graph = max(batch, tp)
     ctx = batch * (cached + 1)
     eager = cost.step_time(StepWork(batch, 0, batch, ctx, None)) * 1e3
@@ -61,43 +110,86 @@ def decode_ms(m: ModelConfig, hw: HardwareConfig, tp: int, batch: int, cached: i
     return graphed, eager
 
 
-FIT, CHECK = "fit", "check"
+def step_value(r: dict[str, str]) -> float:
+    cls, batch, cached = r["class"], int(r["batch"]), int(r["cached"])
+    if cls == "attention_decode":
+        cost = RooflineCostModel(LLAMA3_8B, hardware(r["hardware"]))
+        w = StepWork(batch, 0, batch, batch * (cached + 1), (batch, 0, batch))
+        return cost.breakdown(w)["attention"] / cost.n_attention * 1e3
+    if cls == "attention_prefill":  # one chunk of `batch` tokens after `cached` ones: FLOPs / (time x peak)
+        hw = hardware(r["hardware"])
+        cost = RooflineCostModel(LLAMA3_8B, hw)
+        w = StepWork(batch, 1, 0, cached + batch, (batch, 1, 0))
+        pairs = estimate_attention_pairs(batch, 1, 0, cached + batch)
+        return hw.attention_efficiency * pairs / (pairs + cost.prefill_key_overhead(w))
+    if cls == "mamba_scan":  # tilelang's kernel: `batch` sequences of `cached` tokens, its FLOP count
+        hw = hardware(r["hardware"])
+        e, n, chunk = 80 * 64, 128, 256
+        flops = batch * cached * (chunk * e + 2 * e * n)
+        return flops / (hw.peak_flops * hw.scan_efficiency) * 1e3
+    graphed, eager = decode_step_ms(r)
+    if cls == "ratio":
+        return eager / graphed
+    return eager if "eager" in r["quantity"] else graphed
 
 
-def rows() -> list[tuple[str, ...]]:
-    """(quantity, source, measured, model, error, role): ``fit`` rows set a preset figure (an efficiency,
-    a floor, host_op_us), so they agree by construction; ``check`` rows are out of sample."""
+def rows() -> Iterator[Row]:
+    with DATA.open() as f:
+        for r in csv.DictReader(f):
+            if r["class"] == "linear":
+                what = f"{r['model']} linear layers, {r['tokens']} tokens, TP {r['tp']}, {r['hardware']} (ms)"
+                yield Row("linear", what, r["source"], float(r["measured_ms"]), linear_ms(r), r["role"])
+            else:
+                what = f"all-reduce {int(r['bytes']):,} B, TP {r['tp']}, {r['hardware']} (ms)"
+                yield Row("allreduce", what, r["source"], float(r["measured_ms"]), allreduce_ms(r), r["role"])
+    with STEPS.open() as f:
+        for r in csv.DictReader(f):
+            yield Row(r["class"], r["quantity"], r["source"], float(r["measured"]), step_value(r), r["role"])
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    cls: str
+    count: int
+    held_out: int
+    median: float
+    worst: float
+    held_out_median: float | None
+
+
+def summarise(all_rows: list[Row]) -> list[ClassSummary]:
     out = []
-    fits = iter([FIT, FIT, FIT, CHECK, FIT, FIT, CHECK, FIT, CHECK, CHECK, CHECK])
-
-    def add(what: str, source: str, measured: float, modelled: float, fmt: str = "{:.2f}") -> None:
-        err = 100 * (modelled - measured) / measured
-        out.append((what, source, fmt.format(measured), fmt.format(modelled), f"{err:+.0f}%", next(fits)))
-
-    add("Llama-3-8B linear layers, decode batch 1, A100 (ms)", f"{VIDUR} (A100, mlp.csv)", 9.7,
-        linear_ms(LLAMA3_8B, A100, 1))
-    add("Llama-3-8B linear layers, 2k-token prefill, A100 (ms)", f"{VIDUR} (A100, mlp.csv)", 141.8,
-        linear_ms(LLAMA3_8B, A100, 2048), "{:.1f}")
-    for tokens, ms in ((1, 5.60), (64, 5.86), (2048, 40.5)):
-        add(f"Llama-2-7B-shaped linear layers, {tokens} token{'s' if tokens > 1 else ''}, H100 (ms)",
-            f"{VIDUR} (H100)", ms, linear_ms(LLAMA2_7B, H100, tokens))
-    for batch, ms in ((12, 0.038), (64, 0.113)):
-        add(f"decode attention per layer, batch {batch}, ~608 cached tokens, A100 (ms)",
-            f"{VIDUR} (A100 attention)", ms, attention_ms(batch), "{:.3f}")
-    g, e = decode_ms(LLAMA3_8B, A100, 1, 1, 1000)
-    add("eager / graphed decode, 7B-class, batch 1, A100/A800 (x)", "vllm-omni issue 7960 (22-23 vs ~13 ms)",
-        1.75, e / g)
-    g, e = decode_ms(OPT_175B, A100, 8, 1, 1000)
-    add("175B (OPT-shaped) graphed decode per token, 8 x A100 (ms)", "metaseq PR 270", 66.0, g, "{:.1f}")
-    add("175B (OPT-shaped) eager decode per token, 8 x A100 (ms)", "metaseq PR 270", 95.0, e, "{:.1f}")
-    add("175B eager / graphed, 8 x A100 (x)", "metaseq PR 270 (95 vs 66 ms)", 95 / 66, e / g)
+    for cls in dict.fromkeys(r.cls for r in all_rows):
+        errs = [abs(r.error) for r in all_rows if r.cls == cls]
+        held = [abs(r.error) for r in all_rows if r.cls == cls and r.role == "check"]
+        out.append(ClassSummary(cls, len(errs), len(held), statistics.median(errs), max(errs),
+                                statistics.median(held) if held else None))
     return out
 
 
-def table() -> str:
-    lines = ["| quantity | source | measured | model | error | role |", "|---|---|---:|---:|---:|---|"]
-    lines += [f"| {' | '.join(r)} |" for r in rows()]
+def summary_table(all_rows: list[Row]) -> str:
+    lines = ["| class | rows | held out | median \\|error\\| | held-out median | worst \\|error\\| |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for s in summarise(all_rows):
+        held = "–" if s.held_out_median is None else f"{100 * s.held_out_median:.0f}%"
+        lines.append(f"| {s.cls} | {s.count} | {s.held_out} | {100 * s.median:.0f}% | {held} | {100 * s.worst:.0f}% |")
     return "\n".join(lines)
+
+
+def detail_table(all_rows: list[Row]) -> str:
+    lines = ["| quantity | source | measured | model | error | role |", "|---|---|---:|---:|---:|---|"]
+    for r in all_rows:
+        if r.cls in ("linear", "allreduce"):
+            continue
+        fmt = "{:.3f}" if r.measured < 1 else "{:.2f}"
+        lines.append(f"| {r.quantity} | {r.source} | {fmt.format(r.measured)} | {fmt.format(r.modelled)} | "
+                     f"{100 * r.error:+.0f}% | {r.role} |")
+    return "\n".join(lines)
+
+
+def table() -> str:
+    all_rows = list(rows())
+    return f"{summary_table(all_rows)}\n\n{detail_table(all_rows)}"
 
 
 def main() -> None:
@@ -107,10 +199,15 @@ def main() -> None:
     text = table()
     print(text)
     if args.write:
-        doc = DOC.read_text()
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        _replace(DOC, BEGIN, END, text)
+        _replace(README, SUMMARY_BEGIN, SUMMARY_END, summary_table(list(rows())))
+
+
+def _replace(path: Path, begin: str, end: str, text: str) -> None:
+    doc = path.read_text()
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 if __name__ == "__main__":

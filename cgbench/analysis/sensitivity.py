@@ -23,6 +23,7 @@ from typing import Any
 from cgbench.backends.sim.factory import make_cost_model
 from cgbench.backends.sim.repricing import RecordingBackend, StepLog, reprice
 from cgbench.backends.sim.uncertainty import UNCERTAIN, UncertainParameter, by_key
+from cgbench.backends.sim.uncertainty import describe as describe_parameters
 from cgbench.config.schema import BenchConfig, ConfigError, PolicyConfig
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.grids.build import build_grid
@@ -146,7 +147,9 @@ def retimed_metrics(log: StepLog, requests: Ledger, durations: Any) -> dict[str,
 def same_steps(a: StepLog, b: StepLog) -> bool:
     """Both sides computed the very same steps (then no price can separate them)."""
     return all(getattr(a, f) == getattr(b, f) for f in ("tokens", "prefills", "decodes", "context", "pairs",
-                                                          "graph_ids", "graphs", "durations"))
+                                                          "graph_ids", "graphs", "durations")) and \
+        [[(x.request.id, x.request.finished_chunk, x.chunk) for x in adm] for adm in a.admitted] == \
+        [[(x.request.id, x.request.finished_chunk, x.chunk) for x in adm] for adm in b.admitted]
 
 
 def winner(a: float, b: float, higher_is_better: bool) -> str:
@@ -182,8 +185,7 @@ def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainP
     parameters = []
     flips: list[str] = []
     for p in params:
-        lo, hi = p.bounds(cfg)
-        values = sorted({lo, p.value(cfg), hi})
+        values = p.values(cfg)
         at = {v: (point_a, point_b) if v == p.value(cfg) else (a.evaluate(p.applied(cfg, v)),
                                                                    b.evaluate(p.applied(cfg, v)))
               for v in values}
@@ -287,7 +289,6 @@ def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
         "method": "repriced" if refusal is None else "rerun",
         "why_rerun": refusal,
         "eager_graphed_ratio": ratio,
-        "parameters": [{"key": p.key, "point": p.value(cfg), "low": p.bounds(cfg)[0], "high": p.bounds(cfg)[1],
-                        "source": p.source} for p in params],
+        "parameters": describe_parameters(cfg, params),
         "comparisons": comparisons,
     }

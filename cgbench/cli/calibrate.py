@@ -72,6 +72,22 @@ def summary_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def cpu_warning(report: dict[str, Any]) -> str | None:
+    """On a CPU (no CUDA device), a warning that the table describes this CPU, not a GPU, with the noise
+    of its timed runs: the median and worst spread (slowest − fastest run, over the median) of a step."""
+    if report.get("on_cuda", True):
+        return None
+    spreads = sorted((m["max_ms"] - m["min_ms"]) / m["ms"] for m in report.get("measured", []) if m.get("ms"))
+    noise = ""
+    if spreads:
+        median = spreads[len(spreads) // 2] if len(spreads) % 2 else \
+            (spreads[len(spreads) // 2 - 1] + spreads[len(spreads) // 2]) / 2
+        noise = (f"; measured noise: a step's runs spread {100 * median:.1f}% (median) to "
+                 f"{100 * spreads[-1]:.1f}% (worst) of its median over {len(spreads)} steps")
+    return (f"warning: no GPU: these step times describe this CPU ({report.get('device', '?')}), computed "
+            f"eagerly without CUDA graphs; they are not a GPU's and should not price a GPU run{noise}")
+
+
 def calibrate_cmd(
     overrides: CalibrateOverrides = None,
     out_path: Annotated[Optional[Path], typer.Option(
@@ -133,9 +149,12 @@ def calibrate_cmd(
         path = out_path or default_table_path(cfg, result.table.device)
         table_path, sidecar = write_outputs(result, path)
         report = result.report
+        warning = cpu_warning(report)
         if as_json:
             brief = {k: report[k] for k in ("model", "device", "torch", "graphed_method", "cases",
                                             "decode_ratio", "table")}
+            if warning:
+                brief["warning"] = warning
             hold = report["holdout"]
             brief["holdout"] = {"fraction": hold["fraction"], "modes": hold["modes"]}
             brief["report"] = str(sidecar)
@@ -143,6 +162,8 @@ def calibrate_cmd(
         else:
             out.print(summary_table(report))
             out.print(error_table(report))
+        if warning:
+            err.print(warning, soft_wrap=True, markup=False)
         err.print(f"table: {table_path}\nreport: {sidecar}", soft_wrap=True)
 
 

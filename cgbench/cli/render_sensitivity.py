@@ -46,8 +46,12 @@ def _break_even(even: dict[str, Any]) -> str:
 
 def sensitivity_ranges(block: dict[str, Any]) -> list[str]:
     """One line per uncertain parameter: its configured value, range and source."""
-    return [f"{p['key']}: {significant(p['point'], 4)} in [{significant(p['low'], 4)}, {significant(p['high'], 4)}]"
-            f" ({p['source']})" for p in block["parameters"]]
+    return [f"{p['key']}: {_setting(p['point'])} in [{_setting(p['low'])}, {_setting(p['high'])}] ({p['source']})"
+            for p in block["parameters"]]
+
+
+def _setting(v: Any) -> str:
+    return v if isinstance(v, str) else significant(v, 4)
 
 
 def sweep_sensitivity_table(folder: Path, points: list[tuple[str, str]]) -> Table:

@@ -90,6 +90,9 @@ class ModelConfig:
     # where a step's padded tokens go: "shared" (identical, all to the same top-k experts, as Megatron's
     # zero-filled padding) or "spread" (routed like real tokens)
     moe_padded_routing: str = "shared"
+    # What a padded request slot of a CUDA graph costs the Mamba state read/write: full (its own slot),
+    # shared (every padded row reads one dummy slot: Megatron's -1 rows), or a fraction in [0, 1]
+    padded_slot_cost: str = "shared"
 
     @property
     def is_hybrid(self) -> bool:
@@ -298,16 +301,26 @@ class HardwareConfig:
     name: str = "h100"
     peak_flops: float = 989e12  # dense bf16 FLOP/s
     hbm_bandwidth: float = 3.35e12  # bytes/s
-    flops_efficiency: float = 0.66  # fraction of peak large GEMMs reach
-    bandwidth_efficiency: float = 0.7  # fraction of peak bandwidth weight-streaming kernels reach
+    flops_efficiency: float = 0.8  # fraction of peak a full wave of GEMM tiles reaches
+    bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth weight-streaming kernels reach
     memory_gb: float = 80.0  # device memory, 1e9 bytes
     # kernel floors: the shortest a kernel of each class runs, in µs
-    floor_gemm_us: float = 6.0
-    floor_attention_us: float = 26.0
-    floor_scan_us: float = 6.0
-    floor_elementwise_us: float = 2.5
+    floor_gemm_us: float = 4.0
+    floor_attention_us: float = 16.0
+    floor_scan_us: float = 2.5
+    floor_elementwise_us: float = 2.0
+    # problem-size efficiency (docs/cost-model.md): GEMM tile/wave quantisation, attention and scan rates
+    sm_count: int = 132
+    gemm_tile_m: int = 64
+    gemm_tile_n: int = 64
+    gemm_overlap_exponent: float = 1.5  # p of a GEMM's (compute^p + memory^p)^(1/p)
+    attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
+    attention_half_tokens: float = 600.0  # chunk tokens at which a chunk over a long cache reaches half of that
+    attention_bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth decode attention streams KV at
+    scan_efficiency: float = 0.13  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
-    host_op_us: float = 9.5  # host time per framework op of an eager step (dispatch, Python)
+    host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
+    host_op_us: Optional[float] = None  # host time per framework op; None = the host profile's
     host_calibration: Optional[str] = None  # `cgbench calibrate --host` file; replaces host_op_us
     kernel_launch_us: float = 2.5  # host time per CUDA kernel launch call
     kernel_gap_us: float = 1.0  # GPU idle between two eager kernels
@@ -315,8 +328,10 @@ class HardwareConfig:
     graph_launch_us: float = 10.0  # one graph replay
     sync_us: float = 20.0  # end-of-step synchronisation and sampled-token copy
     # tensor-parallel interconnect
-    interconnect_bandwidth: float = 360e9  # bytes/s a ring collective moves per link
-    interconnect_latency_us: float = 12.0  # per collective
+    interconnect_bandwidth: float = 370e9  # bytes/s a ring collective moves per link
+    interconnect_latency_us: float = 32.0  # per collective (alpha)
+    interconnect_hop_us: float = 0.0  # per ring step or tree level
+    allreduce_algorithm: str = "auto"  # auto (the faster) | ring | tree
 
 
 @dataclass
@@ -428,23 +443,48 @@ def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
 
 
 HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwidth_efficiency", "memory_gb",
-                     "interconnect_bandwidth")
+                     "interconnect_bandwidth", "sm_count", "gemm_tile_m", "gemm_tile_n", "attention_efficiency",
+                     "attention_half_tokens", "scan_efficiency", "attention_bandwidth_efficiency",
+                     "gemm_overlap_exponent")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
-                         "host_op_us", "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
-                         "sync_us", "interconnect_latency_us")
+                         "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
+                         "sync_us", "interconnect_latency_us", "interconnect_hop_us")
+HOST_PROFILE_NAMES = ("megatron", "vllm", "sglang", "measured")
+ALLREDUCE_ALGORITHMS = ("auto", "ring", "tree")
 
 
 def check_hardware(h: HardwareConfig) -> None:
     for key in HARDWARE_POSITIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v > 0, f"hardware.{key}", f"must be > 0, got {v}")
-    for key in ("flops_efficiency", "bandwidth_efficiency"):
+    for key in ("flops_efficiency", "bandwidth_efficiency", "attention_efficiency", "scan_efficiency",
+                "attention_bandwidth_efficiency"):
         _require(getattr(h, key) <= 1, f"hardware.{key}", f"must be <= 1, got {getattr(h, key)}")
     for key in HARDWARE_NON_NEGATIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v >= 0, f"hardware.{key}", f"must be >= 0, got {v}")
     _require(h.host_calibration is None or bool(h.host_calibration), "hardware.host_calibration",
              "must be a file path or null")
+    _require(h.host_op_us is None or (isinstance(h.host_op_us, (int, float)) and h.host_op_us >= 0),
+             "hardware.host_op_us", f"must be >= 0 or null (the host profile's), got {h.host_op_us}")
+    _check_choice(h.host_profile, HOST_PROFILE_NAMES, "hardware.host_profile")
+    _require(h.host_profile != "measured" or bool(h.host_calibration), "hardware.host_profile",
+             "measured needs hardware.host_calibration (a `cgbench calibrate --host` file)")
+    _check_choice(h.allreduce_algorithm, ALLREDUCE_ALGORITHMS, "hardware.allreduce_algorithm")
+
+
+def padded_slot_fraction(value: str) -> float | None:
+    """``model.padded_slot_cost`` as a fraction of a slot's state traffic, None for ``shared``."""
+    if value == "full":
+        return 1.0
+    if value == "shared":
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = -1.0
+    _require(0.0 <= f <= 1.0, "model.padded_slot_cost", f"must be full, shared or a fraction in [0, 1], got {value!r}")
+    return f
 
 
 def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
@@ -474,6 +514,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(len(m.layers) >= 1 and set(m.layers) <= set(LAYER_SYMBOLS), "model.layer_pattern",
              f"must be a non-empty string of 'M', '*', '-', 'E', got {m.layer_pattern!r}")
     _require(m.pattern_repeat >= 1, "model.pattern_repeat", "must be >= 1")
+    padded_slot_fraction(m.padded_slot_cost)
     if m.kind == "hybrid":
         _require("M" in m.layers, "model.layer_pattern", "a hybrid model needs at least one 'M' layer")
     for key in ("hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
@@ -663,8 +704,11 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         for k in ("cost_model", *read_keys(PRICERS)):
             unread[f"backend.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
         for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
-                  "bandwidth_efficiency"):
+                  "bandwidth_efficiency", "sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_overlap_exponent",
+                  "attention_efficiency", "attention_half_tokens", "attention_bandwidth_efficiency",
+                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm"):
             unread[f"hardware.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
+        unread["model.padded_slot_cost"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
     return unread
 
 

@@ -242,9 +242,11 @@ def _sensitivity() -> dict[str, Any]:
     """``cgbench run --sensitivity``'s block (cgbench.analysis.sensitivity)."""
     numbers = {"type": "object", "additionalProperties": NUMBER}
     sides = {"type": "array", "items": NUMBER}
+    setting = {"type": ["number", "string"]}  # a number, or a choice (model.padded_slot_cost)
     metric_row = record({"a": sides, "b": sides, "winner": {"type": "array", "items": {"enum": ["a", "b", "tie"]}},
                          "flips": BOOLEAN}, ("a", "b", "winner", "flips"))
-    parameter = record({"key": STRING, "values": sides, "point": NUMBER, "effect": STRING,
+    parameter = record({"key": STRING, "values": {"type": "array", "items": setting}, "point": setting,
+                        "effect": STRING,
                         "metrics": {"type": "object", "additionalProperties": metric_row}}, ("key", "values", "point"))
     even = record({"metric": STRING, "host_op_us": nullable(NUMBER), "below": STRING, "above": STRING,
                    "eager_graphed_ratio": nullable(NUMBER)}, ("metric", "host_op_us", "below", "above"))
@@ -254,7 +256,7 @@ def _sensitivity() -> dict[str, Any]:
                          "parameters": {"type": "array", "items": parameter}, "flips": STRINGS,
                          "break_even": {"type": "array", "items": even}},
                         ("b", "point", "point_winner", "parameters", "flips", "break_even"))
-    described = record({"key": STRING, "point": NUMBER, "low": NUMBER, "high": NUMBER, "source": STRING},
+    described = record({"key": STRING, "point": setting, "low": setting, "high": setting, "source": STRING},
                        ("key", "point", "low", "high", "source"))
     return {**record({"method": {"enum": ["repriced", "rerun"]}, "why_rerun": nullable(STRING),
                       "eager_graphed_ratio": nullable(NUMBER),

@@ -37,7 +37,9 @@ def decision(metrics: dict) -> dict[str, float]:
 @pytest.mark.parametrize("extra", [[], ["workload.arrival.process=closed_loop", "workload.arrival.concurrency=8"],
                                    ["model=transformer", "cg=vllm", "policy=budget"]])
 @pytest.mark.parametrize("key,value", [("hardware.host_op_us", 3.1), ("hardware.flops_efficiency", 0.41),
-                                       ("hardware.bandwidth_efficiency", 0.93), ("hardware.kernel_launch_us", 7.0)])
+                                       ("hardware.bandwidth_efficiency", 0.93), ("hardware.kernel_launch_us", 7.0),
+                                       ("hardware.attention_efficiency", 0.3), ("hardware.scan_efficiency", 0.2),
+                                       ("model.padded_slot_cost", "full")])
 def test_repriced_equals_a_full_rerun(extra, key, value):
     """The oracle: the recorded run re-priced at a new value equals a fresh simulation at that value."""
     cfg = load_config([*SMALL, *extra])
@@ -59,7 +61,7 @@ def test_timed_arrivals_are_rerun_and_say_why():
 
 
 @settings(max_examples=25, deadline=None)
-@given(point=st.floats(0.01, 50.0), key=st.sampled_from([p.key for p in UNCERTAIN]))
+@given(point=st.floats(0.01, 50.0), key=st.sampled_from([p.key for p in UNCERTAIN if not p.choices]))
 def test_every_range_contains_its_point(point, key):
     p = by_key()[key]
     cfg = load_config([])
@@ -69,6 +71,16 @@ def test_every_range_contains_its_point(point, key):
     assert lo <= p.value(cfg) <= hi
     if p.at_most is not None:
         assert hi <= max(p.at_most, p.value(cfg))
+
+
+def test_a_choice_is_tried_at_each_value_and_the_null_host_cost_is_the_profiles():
+    cfg = load_config(["model=hybrid"])
+    slot = by_key()["model.padded_slot_cost"]
+    assert slot.values(cfg) == ["shared", "full"] and slot.value(cfg) == "shared"
+    assert slot.applied(cfg, "full").model.padded_slot_cost == "full"
+    host = by_key()["hardware.host_op_us"]
+    assert cfg.hardware.host_op_us is None and host.value(cfg) == 4.05  # the megatron profile's
+    assert host.applied(cfg, 5.0).hardware.host_op_us == 5.0
 
 
 def test_break_even_separates_the_winners():

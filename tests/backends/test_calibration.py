@@ -287,6 +287,7 @@ def test_calibrate_on_the_cpu_writes_a_table_the_simulator_reads(tmp_path):
     assert "padded" in table.notes and "held-out eager" in table.notes
     assert report["graphed_method"] == GRAPHED_ON_CPU and not report["on_cuda"]
     assert report["table"] == str(out) and report["cases"]["skipped"] == []
+    assert "warning: no GPU: these step times describe this CPU" in r.output and "measured noise" in r.output
 
     cfg = load_config(["model=tiny_hybrid", *TINY])
     grid = {tuple(g) for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs}
@@ -464,3 +465,14 @@ def test_host_op_counts_of_the_sim_match_the_torch_model():
     one, three = ops(1), ops(3)
     assert (three - one) / 2 == HOST_OPS_PER_LAYER["-"]
     assert one - HOST_OPS_PER_LAYER["-"] == HOST_OPS_PER_STEP
+
+
+def test_cpu_warning_states_the_measured_noise():
+    from cgbench.cli.calibrate import cpu_warning
+
+    rows = [{"ms": 10.0, "min_ms": 9.0, "max_ms": 11.0}, {"ms": 2.0, "min_ms": 2.0, "max_ms": 2.1},
+            {"ms": 4.0, "min_ms": 3.0, "max_ms": 5.0}]  # spreads 20 %, 5 %, 50 %
+    text = cpu_warning({"on_cuda": False, "device": "cpu", "measured": rows})
+    assert text is not None and "this CPU (cpu)" in text
+    assert "20.0% (median) to 50.0% (worst) of its median over 3 steps" in text
+    assert cpu_warning({"on_cuda": True, "device": "NVIDIA H100", "measured": rows}) is None

@@ -142,8 +142,10 @@ def test_batch1_decode_is_weights_over_bandwidth(model_name: str, hw_name: str) 
     streamed = parts["projections"] + parts["mlp"] + parts["lm_head"]
     if model_name == "hybrid":
         streamed += parts["mamba_scan"]  # the conv and SSM weights, one request's state, and 48 scan floors
-    rel = 0.05 if model_name == "transformer" else 0.12
-    assert streamed == pytest.approx(read_bytes / (hw.hbm_bandwidth * hw.bandwidth_efficiency), rel=rel)
+    # A batch-1 GEMM streams its weights while one 64-row tile computes: the two overlap in part
+    # (the p-norm), so the weights stream at an effective 70-90 % of peak (Vidur: 0.745 on A100).
+    effective = read_bytes / hw.hbm_bandwidth / streamed
+    assert 0.65 <= effective <= hw.bandwidth_efficiency
     t = cost.step_time(decode(1, 512))
     assert t >= read_bytes / hw.hbm_bandwidth  # never faster than the raw bandwidth allows
 
@@ -155,8 +157,12 @@ def test_long_prefill_is_compute_bound() -> None:
     attention = len(m.layers) // 2 * 4 * m.num_attention_heads * m.head_dim * t_tokens * (t_tokens + 1) / 2
     flops = 2 * linear * t_tokens + 2 * m.hidden_size * m.vocab_size + attention
     parts = RooflineCostModel(m, hw).breakdown(StepWork(t_tokens, 1, 0, t_tokens, (t_tokens, 1, 0)))
-    compute = parts["projections"] + parts["mlp"] + parts["lm_head"] + parts["attention"]
-    assert compute == pytest.approx(flops / (hw.peak_flops * hw.flops_efficiency), rel=0.02)
+    gemms = parts["projections"] + parts["mlp"] + parts["lm_head"]
+    # full waves of tiles: the GEMMs run at flops_efficiency, within the weight-streaming overlap
+    assert gemms == pytest.approx((flops - attention) / (hw.peak_flops * hw.flops_efficiency), rel=0.04)
+    # a fresh 8k prompt: attention_efficiency × q / (q + 2 × attention_half_tokens) of peak
+    rate = hw.attention_efficiency * t_tokens / (t_tokens + 2 * hw.attention_half_tokens)
+    assert parts["attention"] == pytest.approx(attention / (hw.peak_flops * rate), rel=0.01)
 
 
 def test_decode_kv_reads_cost_bandwidth() -> None:
@@ -275,8 +281,20 @@ def test_lm_head_runs_on_sampled_rows_only() -> None:
     one = cost.breakdown(StepWork(64, 1, 0, 64, (64, 1, 0), attention_pairs=0))["lm_head"]
     many = cost.breakdown(StepWork(64, 64, 0, 64, (64, 64, 0), attention_pairs=0))["lm_head"]
     bandwidth = free.hbm_bandwidth * free.bandwidth_efficiency
-    head_row = (m.hidden_size + m.vocab_size) * m.dtype_bytes / bandwidth
-    assert many - one == pytest.approx(63 * head_row)
+    weights = m.hidden_size * m.vocab_size * m.dtype_bytes
+    head_row = (m.hidden_size + m.vocab_size) * m.dtype_bytes
+    # Hand-computed: 1 and 64 rows both fill one 64-row tile per column of 64 logits: 2,004 tiles,
+    # ceil(2004 / 132) = 16 waves of 2·64·64·4096 FLOPs at 0.8 × 989 T / 132 per SM; the time is
+    # (compute^1.5 + memory^1.5)^(1/1.5) with memory the weights plus the rows.
+    waves = math.ceil(math.ceil(m.vocab_size / 64) / 132)
+    compute = waves * 2 * 64 * 64 * m.hidden_size / (free.peak_flops * free.flops_efficiency / free.sm_count)
+
+    def head(rows: int) -> float:
+        memory = (weights + rows * head_row) / bandwidth
+        return (compute ** 1.5 + memory ** 1.5) ** (1 / 1.5)
+
+    assert (free.gemm_tile_m, free.gemm_tile_n, free.gemm_overlap_exponent) == (64, 64, 1.5)
+    assert one == pytest.approx(head(1)) and many == pytest.approx(head(64)) and many > one
 
 
 # --------------------------------------------------------------------------- eager padding (§4.1)
@@ -294,10 +312,15 @@ def test_eager_padding_follows_megatron(padding, real, padded) -> None:
 
 
 def test_eager_padding_rounds_decode_steps_to_the_same_cost() -> None:
-    cost = RooflineCostModel(_MODELS["hybrid"], _H100, eager_padding=EagerPadding(16384, 256))
+    # With padded_slot_cost=full a padded request row costs a real one; with shared (Megatron's -1
+    # rows) the 63 padded rows of a 65 -> 128 step skip their state read/write.
+    full = dataclasses.replace(_MODELS["hybrid"], padded_slot_cost="full")
+    cost = RooflineCostModel(full, _H100, eager_padding=EagerPadding(16384, 256))
     ctx = 200_000
     assert cost.step_time(StepWork(65, 0, 65, ctx, None)) == cost.step_time(StepWork(128, 0, 128, ctx, None))
     assert cost.step_time(StepWork(129, 0, 129, ctx, None)) > cost.step_time(StepWork(128, 0, 128, ctx, None))
+    shared = RooflineCostModel(_MODELS["hybrid"], _H100, eager_padding=EagerPadding(16384, 256))
+    assert shared.step_time(StepWork(65, 0, 65, ctx, None)) < shared.step_time(StepWork(128, 0, 128, ctx, None))
 
 
 def test_make_cost_model_uses_engine_tp_and_padding() -> None:
@@ -618,7 +641,9 @@ def _max_formula(cost: RooflineCostModel, work: StepWork) -> float:
     pairs = work.attention_pairs
     if pairs is None:
         pairs = estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
-    attn = max(cost._attn_flop * pairs, cost._attn_kv * (work.context_tokens + tc) + aq_tc, cost._attn_floor)
+    extra = cost.prefill_key_overhead(work) if work.prefills else 0.0
+    kv = cost._attn_floor + (cost._attn_kv * (work.context_tokens + tc) + aq_tc)
+    attn = max(cost._attn_flop * (pairs + extra), kv)
     return max(gpu + attn, host) + sync
 
 

@@ -1,24 +1,27 @@
 """The time model against published measurements, and its structure (eager/graphed, floors, TP collectives,
 capture cost, `cgbench cost`).
 
-Published fixtures (the issue's table; each with its source):
+Published fixtures (each with its source; the full validation is scripts/validation_table.py, its
+bands in tests/backends/test_validation.py):
 
 * Vidur (microsoft/vidur) public profiles, ``data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv``:
   Llama-3-8B linear layers on an A100, decode batch 1 ≈ 9.7 ms, a 2k-token prefill 141.8 ms.
 * Vidur's H100 profile of Llama-2-7B-shaped linear layers: 1 / 64 / 2048 tokens = 5.60 / 5.86 / 40.5 ms.
 * Vidur's A100 attention profile: the decode attention kernel per layer with ~608 cached tokens,
   batch 12 = 0.038 ms, batch 64 = 0.113 ms.
-* Eager ÷ graphed decode time at small batch for a 7B-class model: 1.7–1.8× (Qwen2.5-Omni-7B thinker on an
-  A800, TPOT ~22–23 ms eager vs ~13 ms graphed; vllm-project/vllm-omni issue 7960).
+* Eager ÷ graphed decode time at small batch for a 7B-class model under vLLM: 1.7–1.8× (Qwen2.5-Omni-7B
+  thinker on an A800, TPOT ~22–23 ms eager vs ~13 ms graphed; vllm-project/vllm-omni issue 7960).
 
 Acceptance bands: linear layers ±15 %, decode attention ±30 %, the eager/graphed ratio of the
-Llama-3-8B-like preset on an A100 in [1.5, 2.0] at batch 1 and below 1.15 at batch 256.
+Llama-3-8B-like preset on an A100 under the ``vllm`` host profile within ±25 % of 1.75 at batch 1
+and below 1.15 at batch 256.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,9 +95,12 @@ def decode_ratio(hw: HardwareConfig, batch: int, cached: int) -> float:
 
 @pytest.mark.parametrize("cached", [128, 608, 2000])
 def test_eager_over_graphed_decode_on_a100(cached: int) -> None:
-    # 1.7-1.8x for a 7B model at small batch (vllm-omni issue 7960); the band is [1.5, 2.0].
-    assert 1.5 <= decode_ratio(A100, 1, cached) <= 2.0
-    assert decode_ratio(A100, 256, cached) < 1.15
+    # vLLM's host profile: 1.7-1.8x for a 7B model at small batch (vllm-omni issue 7960), +-25 %.
+    vllm = dataclasses.replace(A100, host_profile="vllm")
+    assert 1.75 * 0.75 <= decode_ratio(vllm, 1, cached) <= 1.75 * 1.25
+    assert decode_ratio(vllm, 256, cached) < 1.15
+    # Megatron's (4.05 us per op): an 8B batch-1 step on A100 is GPU-bound, so graphs gain little
+    assert 1.0 <= decode_ratio(A100, 1, cached) < 1.2
 
 
 def test_70b_at_tp8_pays_its_collectives() -> None:
@@ -163,7 +169,7 @@ def test_eager_is_the_slower_of_gpu_and_host_plus_sync() -> None:
 def test_graphed_step_pays_node_gaps_one_replay_and_input_copies() -> None:
     cost = RooflineCostModel(LLAMA3_8B, H100)
     parts = cost.breakdown(StepWork(8, 0, 8, 8000, (8, 0, 8)))
-    copies = 6 * (H100.host_op_us + H100.kernel_launch_us)
+    copies = 6 * (cost.host_profile.op_us + H100.kernel_launch_us)
     expected = cost.kernel_count(0) * H100.graph_node_us + H100.graph_launch_us + copies
     assert parts["launch"] == pytest.approx(expected * 1e-6)
 
@@ -176,7 +182,7 @@ def test_kernel_floors_bound_tiny_steps() -> None:
     # every kernel of a toy model is far below its floor: each class costs exactly its floors
     assert parts["projections"] == pytest.approx(2 * layers * H100.floor_gemm_us * 1e-6)
     assert parts["mlp"] == pytest.approx(2 * layers * H100.floor_gemm_us * 1e-6)
-    assert parts["attention"] == pytest.approx(layers * H100.floor_attention_us * 1e-6)
+    assert parts["attention"] == pytest.approx(layers * H100.floor_attention_us * 1e-6, rel=1e-3)
     assert parts["lm_head"] == pytest.approx(H100.floor_gemm_us * 1e-6)
     # norm, rotary, KV write, residual; norm, activation, residual; embedding, final norm, 2 sampling
     assert parts["elementwise"] == pytest.approx((7 * layers + 4) * H100.floor_elementwise_us * 1e-6)
@@ -278,8 +284,8 @@ runner = CliRunner()
 
 
 def test_cost_json_has_both_prices_and_breakdowns() -> None:
-    r = runner.invoke(app, ["cost", "model=transformer", "hardware=a100", "--shape", "1,0,1", "--context", "608",
-                            "--format", "json"])
+    r = runner.invoke(app, ["cost", "model=transformer", "hardware=a100", "hardware.host_profile=vllm",
+                            "--shape", "1,0,1", "--context", "608", "--format", "json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     for mode in ("graphed", "eager"):
@@ -341,6 +347,7 @@ def test_docs_validation_table_is_the_scripts_output() -> None:
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("validation_table", root / "scripts" / "validation_table.py")
     script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclasses look their module up
     spec.loader.exec_module(script)
     doc = (root / "docs" / "cost-model.md").read_text()
     block = doc.split(script.BEGIN, 1)[1].split(script.END, 1)[0].strip()

@@ -7,12 +7,17 @@ in short, per tensor-parallel rank:
 
 * every kernel of the step costs ``max(floor, FLOPs / F, bytes / B)`` (``F``, ``B``: the preset's
   peak rates times its efficiencies; ``floor``: the preset's minimum duration of the kernel's class);
+  a GEMM's FLOP time is tile/wave quantised on the SM count, the attention core pays a per-key cost
+  for each prefill chunk (short chunks run far below peak), and Mamba-2's chunked scan runs at
+  ``hardware.scan_efficiency`` of peak;
 * the ``t - 1`` other ranks are reached by one all-reduce per layer output and per embedding, and
-  one all-gather of the logits: ``latency + wire bytes / interconnect bandwidth`` each;
+  one all-gather of the logits: ``alpha + steps × hop + wire bytes / bandwidth`` each
+  (``cgbench.backends.sim.collectives``);
 * an **eager** step (Megatron's eager padding applied) costs
   ``max(GPU, host) + sync`` with ``GPU = Σ kernels + kernels × kernel_gap_us`` and
-  ``host = host ops × host_op_us + kernels × kernel_launch_us``: the host issues every op through
-  the framework while the GPU runs what it has been given;
+  ``host = host ops × host_op_us + kernels × kernel_launch_us`` (ops and µs per op: the engine's
+  host profile, ``cgbench.backends.sim.host_profiles``): the host issues every op through the
+  framework while the GPU runs what it has been given;
 * a **graphed** step costs ``GPU(padded shape) + kernels × graph_node_us + graph_launch_us +
   input copies + sync``, the copies being ``GRAPH_INPUT_COPIES`` host ops that stage the step's
   inputs in the graph's static buffers.
@@ -32,25 +37,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cgbench.backends.sim.collectives import Collectives
+from cgbench.backends.sim.host_profiles import MEGATRON, host_profile
 from cgbench.backends.sim.moe_cost import MOE_LAYER, MoeLayers, moe_layers
 from cgbench.config.schema import (
     ConfigError,
     EngineConfig,
     HardwareConfig,
     ModelConfig,
+    padded_slot_fraction,
 )
 from cgbench.engine.contract import StepWork
 
 SSD_CHUNK = 128
-# Host ops (framework calls, each dispatched by the host) of an unfused eager PyTorch implementation,
-# per layer and per step. The MLP (18) and per-step (34) counts are those of cgbench's own torch model
-# (aten ops, counted by ``cgbench calibrate --host``); attention and Mamba are counted with a fused
-# attention kernel and fused scan kernels (the toy torch model's pure-torch attention and scan issue
-# far more ops).
-HOST_OPS_PER_LAYER = {"*": 50, "-": 18, "M": 40}
-HOST_OPS_MAMBA_PREFILL = 20  # more per Mamba layer when the step has prefills (chunked-scan path)
-HOST_OPS_PER_STEP = 34
-HOST_OPS_PER_COLLECTIVE = 2
+# Host ops of Megatron's eager path (the default host profile; cgbench.backends.sim.host_profiles
+# has the others and the sources).
+HOST_OPS_PER_LAYER = dict(MEGATRON.ops_per_layer)
+HOST_OPS_MAMBA_PREFILL = MEGATRON.ops_mamba_prefill
+HOST_OPS_PER_STEP = MEGATRON.ops_per_step
+HOST_OPS_PER_COLLECTIVE = MEGATRON.ops_per_collective
 GRAPH_INPUT_COPIES = 6  # token ids, positions, slot mapping, block table, sequence lengths, sample rows
 MAMBA_PREFILL_SCAN_KERNELS = 5  # the chunked scan (cumsum, chunk state, state passing, bmm, scan)
 # The kernel classes a step's time is split into (``RooflineCostModel.breakdown``), in order.
@@ -120,10 +125,48 @@ def estimate_attention_pairs(tokens: int, prefills: int, decodes: int, context_t
 
 
 @dataclass(frozen=True, slots=True)
+class GemmTiling:
+    """Tile/wave quantisation of a GEMM ``(M × K) · (K × N)``: the output is cut into
+    ``tile_m × tile_n`` tiles, one per SM at a time, so a GEMM takes ``ceil(tiles / SMs)`` waves of
+    one tile's FLOPs at one SM's rate (``peak × flops_efficiency / SMs``). Small ``M`` pays a whole
+    tile row; a tile count just above a multiple of the SM count pays a nearly empty wave."""
+
+    tile_m: int
+    tile_n: int
+    sm_count: int
+    sm_flops: float
+    overlap: float = 2.0
+
+    @classmethod
+    def from_hardware(cls, hardware: HardwareConfig) -> GemmTiling:
+        return cls(int(hardware.gemm_tile_m), int(hardware.gemm_tile_n), int(hardware.sm_count),
+                   hardware.peak_flops * hardware.flops_efficiency / hardware.sm_count,
+                   float(hardware.gemm_overlap_exponent))
+
+    def combine(self, compute: float, memory: float) -> float:
+        """A GEMM's time from its compute and weight-streaming times: ``(c^p + m^p)^(1/p)``, the
+        ``p``-norm (``hardware.gemm_overlap_exponent``): ``p → ∞`` is perfect overlap (the roofline's
+        max), ``p = 1`` none. Tiles load and multiply in a pipeline that hides one behind the other
+        only in part, most visibly where the two are equal (the roofline's ridge)."""
+        p = self.overlap
+        return (compute ** p + memory ** p) ** (1.0 / p)
+
+    def seconds(self, m: int, n: float, k: float) -> float:
+        if m <= 0:
+            return 0.0
+        tiles = math.ceil(m / self.tile_m) * math.ceil(n / self.tile_n)
+        waves = math.ceil(tiles / self.sm_count)
+        return waves * 2.0 * self.tile_m * self.tile_n * k / self.sm_flops
+
+
+@dataclass(frozen=True, slots=True)
 class Kernel:
     """One kernel (or one fused group) run ``layers`` times per step: it costs
     ``layers · max(launches · floor, FLOPs / F, bytes / B)`` with FLOPs and bytes linear in the
-    computed tokens ``T``, request slots ``S``, decode tokens ``Td`` and prefill tokens ``Tp``."""
+    computed tokens ``T``, request slots ``S``, decode tokens ``Td`` and prefill tokens ``Tp``;
+    a GEMM (``gemm_n``, ``gemm_k`` set) takes its FLOP time from ``GemmTiling`` with ``M = T`` (``S``
+    for the LM head); ``bytes_state`` is per request slot whose recurrent state is read and written,
+    ``flops_scale`` scales ``F`` for kernels that do not reach a GEMM's rate."""
 
     cls: str
     name: str
@@ -136,13 +179,22 @@ class Kernel:
     bytes_fixed: float = 0.0
     bytes_tok: float = 0.0
     bytes_slot: float = 0.0
+    bytes_state: float = 0.0
+    gemm_n: float = 0.0
+    gemm_k: float = 0.0
+    flops_scale: float = 1.0
 
     def seconds(self, tokens: int, slots: int, decode_tok: int, prefill_tok: int, floor: float, flops: float,
-                bandwidth: float) -> float:
+                bandwidth: float, tiling: GemmTiling | None = None, state_slots: float | None = None) -> float:
+        by = self.bytes_fixed + self.bytes_tok * tokens + self.bytes_slot * slots \
+            + self.bytes_state * (slots if state_slots is None else state_slots)
+        if self.gemm_n and tiling is not None:
+            compute = tiling.seconds(slots if self.flops_slot else tokens, self.gemm_n, self.gemm_k)
+            return self.layers * max(self.launches * floor, tiling.combine(compute, by / bandwidth))
         f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
             + self.flops_prefill * prefill_tok
-        by = self.bytes_fixed + self.bytes_tok * tokens + self.bytes_slot * slots
-        return self.layers * max(self.launches * floor, f / flops, by / bandwidth)
+        compute = f / (flops * self.flops_scale)
+        return self.layers * max(self.launches * floor, compute, by / bandwidth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +232,8 @@ class RooflineCostModel:
         self.bandwidth = hardware.hbm_bandwidth * hardware.bandwidth_efficiency
         self.tp_size = t
         self.eager_padding = eager_padding
+        self.tiling = GemmTiling.from_hardware(hardware)
+        self.padded_slot_fraction = padded_slot_fraction(getattr(model, "padded_slot_cost", "full"))
         self.n_attention = na = layers.count("*")
         self.n_mamba = nm = layers.count("M")
         self.n_mlp = nf = layers.count("-")
@@ -212,46 +266,52 @@ class RooflineCostModel:
             common += [
                 Kernel("elementwise", "attention norm", na, bytes_fixed=h * b, bytes_tok=norm),
                 Kernel("projections", "QKV projection", na, flops_tok=2 * h * qkv, bytes_fixed=h * qkv * b,
-                       bytes_tok=(h + qkv) * b),
+                       bytes_tok=(h + qkv) * b, gemm_n=qkv, gemm_k=h),
                 Kernel("elementwise", "rotary", na, bytes_tok=2 * (q + kv_r) * d * b),
                 Kernel("elementwise", "KV write", na, bytes_tok=4 * kv_r * d * b),
                 Kernel("projections", "output projection", na, flops_tok=2 * q * d * h,
-                       bytes_fixed=q * d * h * b, bytes_tok=(q * d + h) * b),
+                       bytes_fixed=q * d * h * b, bytes_tok=(q * d + h) * b, gemm_n=h, gemm_k=q * d),
                 Kernel("elementwise", "attention residual", na, bytes_tok=residual),
             ]
         if nf:
             common += [
                 Kernel("elementwise", "MLP norm", nf, bytes_fixed=h * b, bytes_tok=norm),
                 Kernel("mlp", "MLP up", nf, flops_tok=2 * h * g * f, bytes_fixed=h * g * f * b,
-                       bytes_tok=(h + g * f) * b),
+                       bytes_tok=(h + g * f) * b, gemm_n=g * f, gemm_k=h),
                 Kernel("elementwise", "MLP activation", nf, bytes_tok=(g * f + f) * b),
-                Kernel("mlp", "MLP down", nf, flops_tok=2 * f * h, bytes_fixed=f * h * b, bytes_tok=(f + h) * b),
+                Kernel("mlp", "MLP down", nf, flops_tok=2 * f * h, bytes_fixed=f * h * b, bytes_tok=(f + h) * b,
+                       gemm_n=h, gemm_k=f),
                 Kernel("elementwise", "MLP residual", nf, bytes_tok=residual),
             ]
         if nm:
             common += [
                 Kernel("elementwise", "Mamba norm", nm, bytes_fixed=h * b, bytes_tok=norm),
                 Kernel("projections", "Mamba in projection", nm, flops_tok=2 * h * in_dim,
-                       bytes_fixed=h * in_dim * b, bytes_tok=(h + in_dim) * b),
+                       bytes_fixed=h * in_dim * b, bytes_tok=(h + in_dim) * b, gemm_n=in_dim, gemm_k=h),
                 Kernel("mamba_scan", "causal conv", nm, flops_tok=2 * conv * k, bytes_fixed=conv * (k + 1) * b,
-                       bytes_tok=2 * conv * b, bytes_slot=2 * conv * (k - 1) * b),
+                       bytes_tok=2 * conv * b, bytes_state=2 * conv * (k - 1) * b),
                 Kernel("elementwise", "gated norm", nm, bytes_fixed=e * b, bytes_tok=3 * e * b),
                 Kernel("projections", "Mamba out projection", nm, flops_tok=2 * e * h, bytes_fixed=e * h * b,
-                       bytes_tok=(e + h) * b),
+                       bytes_tok=(e + h) * b, gemm_n=h, gemm_k=e),
                 Kernel("elementwise", "Mamba residual", nm, bytes_tok=residual),
             ]
         common += [
             Kernel("elementwise", "embedding", 1, bytes_tok=2 * h * b),
             Kernel("elementwise", "final norm", 1, bytes_fixed=h * b, bytes_tok=norm),
             Kernel("lm_head", "LM head", 1, flops_slot=2 * h * v, bytes_fixed=h * v * b,
-                   bytes_slot=(h + v) * b),
+                   bytes_slot=(h + v) * b, gemm_n=v, gemm_k=h),
             Kernel("elementwise", "sampling", 1, launches=2, bytes_slot=2 * model.vocab_size * 4),
         ]
-        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + 2 * SSD_CHUNK * (e + gn),
-                   bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_slot=2 * e * n * b)
+        # SSD per prefill token (Mamba-2's chunked algorithm, chunk Q): chunk states B^T X and the state
+        # output C h (2·d_inner·N each), the intra-chunk C B^T (2·Q·G·N) and its causal (half) product
+        # with X (Q·d_inner).
+        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + SSD_CHUNK * (e + 2 * gn),
+                   bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_state=2 * e * n * b)
         decode_ssd = [Kernel("mamba_scan", "SSM update", nm, **ssd)] if nm else []
+        # The chunked scan's Triton kernels (fp32 accumulation, chunk-local matmuls of 128 x 64/128
+        # tiles, a sequential state pass) reach hardware.scan_efficiency of peak, not a GEMM's rate.
         prefill_ssd = [Kernel("mamba_scan", "SSM chunked scan", nm, launches=1 + MAMBA_PREFILL_SCAN_KERNELS,
-                              **ssd)] if nm else []
+                              flops_scale=hardware.scan_efficiency / hardware.flops_efficiency, **ssd)] if nm else []
         self.kernels_decode = tuple(common + decode_ssd)
         self.kernels_prefill = tuple(common + prefill_ssd)
         # MoE layers ('E'): priced by cgbench.backends.sim.moe_cost, added to the shape's classes
@@ -261,52 +321,76 @@ class RooflineCostModel:
             self.weight_bytes += self.moe.weight_bytes
 
         # Collectives: one all-reduce per layer output and per (vocab-parallel) embedding, one logits
-        # all-gather; ring algorithms move 2(t-1)/t and (t-1)/t of the payload over each link.
+        # all-gather (cgbench.backends.sim.collectives).
         self.collectives_per_step = (len(layers) + 2) if t > 1 else 0
-        lat = hardware.interconnect_latency_us * 1e-6
-        link = hardware.interconnect_bandwidth
-        self._allreduce_lat = (len(layers) + 1) * lat if t > 1 else 0.0
-        self._allreduce_tok = (len(layers) + 1) * 2 * (t - 1) / t * h * b / link if t > 1 else 0.0
-        self._gather_lat = lat if t > 1 else 0.0
-        self._gather_slot = (t - 1) / t * model.vocab_size * b / link if t > 1 else 0.0
+        self.collectives = Collectives.from_hardware(hardware, t)
+        self._allreduces = len(layers) + 1
+        self._allreduce_bytes_tok = h * b
+        self._gather_bytes_slot = model.vocab_size * b
 
-        # Attention core: the only context-dependent term.
-        self._attn_flop = na * 4 * q * d / self.flops
-        self._attn_kv = self.kv_bytes_per_token / self.bandwidth
-        self._attn_q = na * 2 * q * d * b / self.bandwidth
+        # Attention core: the only context-dependent term. Its FLOP side is
+        # (pairs + attention_half_tokens × prefill keys) at peak × attention_efficiency: every query
+        # block of a prefill re-reads all the request's keys (K/V loads, softmax rescaling), a cost per
+        # key that a long chunk amortises. A q-token chunk over a long cache thus runs at
+        # q / (q + attention_half_tokens) of the long-sequence rate, a fresh q-token prompt at
+        # q / (q + 2 × attention_half_tokens); decode rows read KV (the memory side).
+        self._attn_flop = na * 4 * q * d / (hardware.peak_flops * hardware.attention_efficiency)
+        self._attn_half = float(hardware.attention_half_tokens)
+        # Its memory side is a fixed latency (launch, split-KV reduction: the floor) plus the KV it
+        # streams at attention_bandwidth_efficiency of peak (paged decode kernels stream long rows).
+        attn_bw = hardware.hbm_bandwidth * hardware.attention_bandwidth_efficiency
+        self._attn_kv = self.kv_bytes_per_token / attn_bw
+        self._attn_q = na * 2 * q * d * b / attn_bw
         self._attn_floor = na * self.floors["attention"]
 
         # Launch counts and host ops.
         coll = self.collectives_per_step
         self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
         self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
-        base_ops = (HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER.get(c, 0) for c in layers)
-                    + HOST_OPS_PER_COLLECTIVE * coll)
+        profile = self.host_profile = host_profile(hardware)
+        base_ops = profile.ops_per_step + sum(profile.ops_per_layer.get(c, 0) for c in layers) \
+            + profile.ops_per_collective * coll
         if self.moe is not None:
             self.kernels_per_step_decode += self.moe.kernels_per_step
             self.kernels_per_step_prefill += self.moe.kernels_per_step
             base_ops += self.moe.host_ops
         self.host_ops_decode = base_ops
-        self.host_ops_prefill = base_ops + HOST_OPS_MAMBA_PREFILL * nm
-        self._host_op = hardware.host_op_us * 1e-6
+        self.host_ops_prefill = base_ops + profile.ops_mamba_prefill * nm
+        self._host_op = profile.op_us * 1e-6
         self._kernel_launch = hardware.kernel_launch_us * 1e-6
         self._kernel_gap = hardware.kernel_gap_us * 1e-6
         self._graph_node = hardware.graph_node_us * 1e-6
         self._graph_launch = hardware.graph_launch_us * 1e-6
         self._input_copies = GRAPH_INPUT_COPIES * (self._host_op + self._kernel_launch)
         self._sync = hardware.sync_us * 1e-6
-        self._graphed: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
-        # an MoE model's graphed parts, by graph and real tokens (moe_cost: where padding is routed)
-        self._graphed_moe: dict[tuple[int, int, int, int], tuple[float, float, float, int, float]] = {}
-        self._eager: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
+        # A graphed shape's price depends on the real request count too when padded slots do not
+        # pay a full state read/write (model.padded_slot_cost).
+        self._slot_sensitive = bool(nm) and self.padded_slot_fraction != 1.0
+        self._graphed: dict[tuple[Any, ...], tuple[float, float, float, int, float]] = {}
+        # an MoE model's graphed parts, by graph, real slots and real tokens (moe_cost: where padding goes)
+        self._graphed_moe: dict[tuple[Any, ...], tuple[float, float, float, int, float]] = {}
+        self._eager: dict[tuple[Any, ...], tuple[float, float, float, int, float]] = {}
 
     # ------------------------------------------------------------------ shape part
 
+    def state_slots(self, slots: int, real_slots: int | None) -> float:
+        """The request slots whose Mamba state is read and written: the real ones, plus the padded
+        ones at ``model.padded_slot_cost`` (``shared``: all padded rows read one dummy slot)."""
+        if real_slots is None or real_slots >= slots:
+            return float(slots)
+        padded = slots - real_slots
+        fraction = self.padded_slot_fraction
+        if fraction is None:
+            return float(real_slots + 1)
+        return real_slots + fraction * padded
+
     def shape_classes(self, tokens: int, prefills: int, decodes: int,
-                      real_tokens: int | None = None) -> dict[str, float]:
-        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape
-        (``real_tokens`` of its ``tokens`` real, the rest padding: read by MoE layers only)."""
+                      real_slots: int | None = None, real_tokens: int | None = None) -> dict[str, float]:
+        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape,
+        ``real_slots`` of its request slots real (the rest padding; None: all real) and ``real_tokens``
+        of its ``tokens`` (read by MoE layers only)."""
         slots = prefills + decodes
+        state = self.state_slots(slots, real_slots)
         if prefills == 0:
             decode_tok, prefill_tok = tokens, 0
             kernels = self.kernels_decode
@@ -314,12 +398,13 @@ class RooflineCostModel:
             decode_tok, prefill_tok = decodes, max(tokens - decodes, 0)
             kernels = self.kernels_prefill
         out = dict.fromkeys(KERNEL_CLASSES, 0.0)
-        floors, fl, bw = self.floors, self.flops, self.bandwidth
+        floors, fl, bw, tiling = self.floors, self.flops, self.bandwidth, self.tiling
         for kn in kernels:
-            out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw)
+            out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw, tiling, state)
         if self.tp_size > 1:
-            out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
-                                  + self._gather_lat + self._gather_slot * slots)
+            coll = self.collectives
+            out["collectives"] = (self._allreduces * coll.allreduce(self._allreduce_bytes_tok * tokens)
+                                  + coll.allgather(self._gather_bytes_slot * slots))
         if self.moe is not None:
             self.moe.add_to(out, tokens, tokens if real_tokens is None else real_tokens)
         return out
@@ -339,9 +424,10 @@ class RooflineCostModel:
             return kernels * self._graph_node + self._graph_launch + self._input_copies
         return kernels * self._kernel_gap
 
-    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool, real_tokens: int) -> StepPrice:
+    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool,
+               real_slots: int | None = None, real_tokens: int | None = None) -> StepPrice:
         gpu = 0.0
-        for v in self.shape_classes(tokens, prefills, decodes, real_tokens).values():
+        for v in self.shape_classes(tokens, prefills, decodes, real_slots, real_tokens).values():
             gpu += v
         gpu += self.launch_seconds(prefills, graphed)
         return StepPrice(gpu, 0.0 if graphed else self.host_seconds(prefills), self._sync)
@@ -358,8 +444,10 @@ class RooflineCostModel:
         """``(gpu, host, sync, Tc, attention Q/O bytes time)`` of the step's shape, cached: graphed steps by
         their graph, eager ones by their real shape."""
         graph = work.graph
+        key: tuple[Any, ...]
         if graph is not None:
-            cache, key = self._graphed, graph
+            cache = self._graphed
+            key = (graph, work.prefills + work.decodes) if self._slot_sensitive else graph
         else:
             cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
         part = cache.get(key)
@@ -369,23 +457,43 @@ class RooflineCostModel:
             if len(cache) > 1 << 16:
                 cache.clear()
             tc, pc, dc = self.computed_shape(work)
-            price = self._price(tc, pc, dc, graph is not None, work.tokens)
+            price = self._price(tc, pc, dc, graph is not None, work.prefills + work.decodes, work.tokens)
             part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
     def _moe_graphed_part(self, work: StepWork, graph: tuple[int, int, int]) -> tuple[float, float, float, int, float]:
         """``_shape_part`` of a graphed step of an MoE model: its price depends on the real tokens too."""
-        key = (graph[0], graph[1], graph[2], work.tokens)
+        slots = work.prefills + work.decodes
+        key = (graph[0], graph[1], graph[2], work.tokens, slots if self._slot_sensitive else -1)
         part = self._graphed_moe.get(key)
         if part is None:
             if len(self._graphed_moe) > 1 << 16:
                 self._graphed_moe.clear()
             tc, pc, dc = graph
-            price = self._price(tc, pc, dc, True, work.tokens)
+            price = self._price(tc, pc, dc, True, slots, work.tokens)
             part = self._graphed_moe[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
     # ------------------------------------------------------------------ pricing protocol
+
+    def prefill_key_overhead(self, work: StepWork) -> float:
+        """``attention_half_tokens × Σ keys`` over the step's prefill chunks (the keys each attends:
+        its cached and new tokens), in pairs: exact from the admitted chunks, else estimated as
+        ``estimate_attention_pairs`` does (a prefill-only step's context is its chunks' keys; in a
+        mixed step prefills are taken as fresh prompts)."""
+        if not work.prefills:
+            return 0.0
+        if work.admitted:
+            keys = 0
+            for a in work.admitted:
+                keys += a.request.finished_chunk
+        elif work.decodes == 0:
+            keys = work.context_tokens
+        else:
+            keys = work.tokens - work.decodes
+            if keys < 0:
+                keys = 0
+        return self._attn_half * keys
 
     def attention_seconds(self, work: StepWork, tc: int) -> float:
         if not self.n_attention:
@@ -393,8 +501,8 @@ class RooflineCostModel:
         given = work.attention_pairs
         pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, work.context_tokens)
                  if given is None else given)
-        return max(self._attn_flop * pairs, self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc,
-                   self._attn_floor)
+        kv = self._attn_kv * (work.context_tokens + tc) + self._attn_q * tc
+        return max(self._attn_flop * (pairs + self.prefill_key_overhead(work)), self._attn_floor + kv)
 
     def step_time(self, work: StepWork) -> float:
         # max(a, b, ...) written as comparisons (max keeps an item only if it is greater than the one
@@ -405,12 +513,11 @@ class RooflineCostModel:
             given = work.attention_pairs
             pairs = (estimate_attention_pairs(work.tokens, work.prefills, work.decodes, ctx)
                      if given is None else given)
-            attn = self._attn_flop * pairs
-            kv = self._attn_kv * (ctx + tc) + aq_tc
+            attn = self._attn_flop * (pairs + self.prefill_key_overhead(work)) if work.prefills \
+                else self._attn_flop * (pairs + 0.0)
+            kv = self._attn_floor + (self._attn_kv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
-            if self._attn_floor > attn:
-                attn = self._attn_floor
             gpu = gpu + attn
         else:
             gpu = gpu + 0.0
@@ -425,14 +532,13 @@ class RooflineCostModel:
             const = (host if host > g else g) + sync
             return lambda ctx, pairs: const
         af, akv, floor = self._attn_flop, self._attn_kv, self._attn_floor
+        extra = self.prefill_key_overhead(work) if work.prefills else 0.0
 
         def step(ctx: int, pairs: int) -> float:
-            attn = af * pairs  # step_time's operations, in its order
-            kv = akv * (ctx + tc) + aq_tc
+            attn = af * (pairs + extra)  # step_time's operations, in its order
+            kv = floor + (akv * (ctx + tc) + aq_tc)
             if kv > attn:
                 attn = kv
-            if floor > attn:
-                attn = floor
             g = gpu + attn
             return (host if host > g else g) + sync
 
@@ -454,7 +560,8 @@ class RooflineCostModel:
         j = np.arange(k, dtype=np.int64)
         pairs = (work.attention_pairs + j * pairs_step).astype(np.float64)
         ctx = (work.context_tokens + tc + j * ctx_step).astype(np.float64)
-        attn = np.maximum(np.maximum(self._attn_flop * pairs, self._attn_kv * ctx + aq_tc), self._attn_floor)
+        extra = self.prefill_key_overhead(work) if work.prefills else 0.0
+        attn = np.maximum(self._attn_flop * (pairs + extra), self._attn_floor + (self._attn_kv * ctx + aq_tc))
         return np.maximum(gpu + attn, host) + sync
 
     # ------------------------------------------------------------------ explanation
@@ -466,7 +573,7 @@ class RooflineCostModel:
         end-of-step synchronisation."""
         tc, pc, dc = self.computed_shape(work)
         graphed = work.graph is not None
-        out = self.shape_classes(tc, pc, dc, work.tokens)
+        out = self.shape_classes(tc, pc, dc, work.prefills + work.decodes, work.tokens)
         out["attention"] = self.attention_seconds(work, tc)
         out["launch"] = self.launch_seconds(pc, graphed)
         gpu = sum(out.values())

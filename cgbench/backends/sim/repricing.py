@@ -12,18 +12,20 @@ t = 0, or a closed loop): ``cgbench.analysis.sensitivity`` decides, and re-runs 
 
 from __future__ import annotations
 
+import copy
 from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from cgbench.engine.contract import StepPricer, StepWork, StretchPricer, attention_pairs
+from cgbench.engine.contract import Admission, StepPricer, StepWork, StretchPricer, attention_pairs
 from cgbench.engine.request import Request
 
 
 class StepLog:
     """The priced steps of one run, in order: shape, context tokens, attention pairs and graph."""
 
-    __slots__ = ("tokens", "prefills", "decodes", "context", "pairs", "graph_ids", "graphs", "durations")
+    __slots__ = ("tokens", "prefills", "decodes", "context", "pairs", "graph_ids", "graphs", "durations",
+                 "admitted")
 
     def __init__(self) -> None:
         self.tokens = array("q")
@@ -34,6 +36,9 @@ class StepLog:
         self.graph_ids = array("q")  # index into ``graphs``, -1 for an eager step
         self.graphs: list[tuple[int, int, int]] = []
         self.durations = array("d")  # as the run priced them
+        # the chunks each prefill step admitted, their requests copied as they were when it ran (a pricer
+        # may read them: the keys each chunk attends); decode-only steps share the empty tuple
+        self.admitted: list[tuple[Admission, ...]] = []
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -55,6 +60,8 @@ class StepLog:
                 self.graphs.append(graph)  # type: ignore[arg-type]
             self.graph_ids.append(gid)
         self.durations.append(duration_s)
+        self.admitted.append(tuple(Admission(copy.copy(a.request), a.chunk, a.final, a.computed)
+                                   for a in work.admitted) if work.admitted else ())
 
     def works(self, *, graphed: bool | None = None) -> list[StepWork]:
         """The steps as ``StepWork`` records. ``graphed=None``: as they ran; ``True``: every step
@@ -68,7 +75,7 @@ class StepLog:
             else:
                 graph = (T, P, D) if graphed else None
             out.append(StepWork(T, P, D, self.context[i], graph, self.pairs[i],
-                                None if graph is not None else "repriced"))
+                                None if graph is not None else "repriced", self.admitted[i]))
         return out
 
 
