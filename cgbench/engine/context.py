@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cgbench.config.schema import EngineConfig
+from cgbench.engine.acceptance import AcceptanceModel, acceptance_model
 from cgbench.engine.contract import Admission
 from cgbench.engine.request import Request
 
@@ -37,13 +38,15 @@ class Context:
     paused_count: int = 0
     chunked_request_id: int = -1
     admitted: list[Admission] = field(default_factory=list)
+    acceptance: AcceptanceModel | None = None  # None: every draft accepted (engine/acceptance.py)
     decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
 
     def __post_init__(self) -> None:
         self.decode_tokens = 1 + self.num_speculative_tokens
 
     @classmethod
-    def from_engine(cls, e: EngineConfig) -> Context:
+    def from_engine(cls, e: EngineConfig, seed: int = 0) -> Context:
+        """``seed``: the run's, for the acceptance model's draws."""
         blocks = e.resolved_kv_blocks()
         return cls(
             max_requests=e.max_requests,
@@ -54,6 +57,7 @@ class Context:
             active_blocks=blocks,
             paused_block_budget=e.paused_blocks,
             free_blocks=blocks + e.paused_blocks,
+            acceptance=acceptance_model(e, seed),
         )
 
     @property
@@ -124,6 +128,15 @@ class Context:
                 break
             n += 1
         return max(0, min(n, self.free_blocks, room))
+
+    def rewind(self, req: Request) -> None:
+        """After a decode step whose rejected drafts moved ``req.kv_tokens`` back: the block past the
+        kept tokens goes back to the pool (Megatron's ``rewind_kv_cache`` releases the last block when
+        the rewind crosses back into the one before it; the rewind is shorter than a block)."""
+        extra = req.blocks - -(-req.kv_tokens // self.block_size)
+        if extra > 0:
+            self.free_blocks += extra
+            req.blocks -= extra
 
     def grant_decode_blocks(self, req: Request) -> None:
         """Give a resuming request the blocks its next decode step needs."""

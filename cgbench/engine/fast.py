@@ -208,6 +208,8 @@ class FastEngine(Engine):
                  stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer) -> None:
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
         super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace)
+        if self.ctx.acceptance is not None:  # pipeline.build_engine picks Engine (acceptance.needs_step_engine)
+            raise ValueError("FastEngine: a stochastic engine.spec_acceptance needs the step-by-step Engine")
         self.pricer = pricer
         # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
         # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).
