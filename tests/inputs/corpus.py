@@ -89,6 +89,19 @@ CASES: list[Case] = [
         ("run engine.max_tokens=100", "engine.max_tokens"),  # < max_requests (256)
         ("run engine.max_requests=6 engine.tp_size=4", "engine.max_requests"),  # must be a tp multiple
         ("run engine.num_speculative_tokens=-1", "num_speculative_tokens"),
+        ("run engine.spec_acceptance.per_position=[0.8]", ("engine.spec_acceptance", "num_speculative_tokens > 0")),
+        ("run engine.num_speculative_tokens=2 engine.spec_acceptance.per_position=[0.8]",
+         ("engine.spec_acceptance.per_position", "one probability per draft position (2)")),
+        ("run engine.num_speculative_tokens=1 engine.spec_acceptance.per_position=[1.5]",
+         "engine.spec_acceptance.per_position[0]"),
+        ("run engine.num_speculative_tokens=1 engine.spec_acceptance.lengths=[1,2,3]",
+         ("engine.spec_acceptance.lengths", "0..1")),
+        ("run engine.num_speculative_tokens=1 engine.spec_acceptance.lengths=[0,0]",
+         ("engine.spec_acceptance.lengths", "positive total")),
+        ("run engine.num_speculative_tokens=1 engine.spec_acceptance.lengths=[1,-1]",
+         "engine.spec_acceptance.lengths[1]"),
+        ("run engine.num_speculative_tokens=1 engine.spec_acceptance.per_position=[0.5] "
+         "engine.spec_acceptance.lengths=[1,1]", ("engine.spec_acceptance", "not both")),
         ("run cg.num_cuda_graphs=-2", "cg.num_cuda_graphs"),
         ("run cg.distribution=cubic", "cg.distribution"),
         ("run cg=explicit cg.graphs=[[64,1]]", "cg.graphs[0]"),
