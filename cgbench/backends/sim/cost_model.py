@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cgbench.backends.sim.draft_head import DraftHead
 from cgbench.config.schema import (
     ConfigError,
     EngineConfig,
@@ -53,7 +54,8 @@ HOST_OPS_PER_COLLECTIVE = 2
 GRAPH_INPUT_COPIES = 6  # token ids, positions, slot mapping, block table, sequence lengths, sample rows
 MAMBA_PREFILL_SCAN_KERNELS = 5  # the chunked scan (cumsum, chunk state, state passing, bmm, scan)
 # The kernel classes a step's time is split into (``RooflineCostModel.breakdown``), in order.
-KERNEL_CLASSES = ("projections", "attention", "mamba_scan", "mlp", "lm_head", "elementwise", "collectives")
+KERNEL_CLASSES = ("projections", "attention", "mamba_scan", "mlp", "lm_head", "elementwise", "collectives",
+                  "draft_head")
 OVERHEAD_CLASSES = ("launch", "dispatch", "sync")
 BREAKDOWN_CLASSES = KERNEL_CLASSES + OVERHEAD_CLASSES
 
@@ -159,7 +161,9 @@ class RooflineCostModel:
     name = "roofline"
 
     def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
-                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None) -> None:
+                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None,
+                 draft: DraftHead | None = None) -> None:
+        """``draft``: the MTP head of a speculative engine (``draft_head.py``), its own kernel class."""
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
@@ -274,7 +278,13 @@ class RooflineCostModel:
         coll = self.collectives_per_step
         self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
         self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
+        self.draft = draft
+        if draft is not None:
+            self.kernels_per_step_decode += draft.kernels
+            self.kernels_per_step_prefill += draft.kernels
         base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER[c] for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        if draft is not None:
+            base_ops += draft.host_ops
         self.host_ops_decode = base_ops
         self.host_ops_prefill = base_ops + HOST_OPS_MAMBA_PREFILL * nm
         self._host_op = hardware.host_op_us * 1e-6
@@ -302,6 +312,8 @@ class RooflineCostModel:
         floors, fl, bw = self.floors, self.flops, self.bandwidth
         for kn in kernels:
             out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw)
+        if self.draft is not None:
+            out["draft_head"] = self.draft.seconds(slots, fl, bw)
         if self.tp_size > 1:
             out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
                                   + self._gather_lat + self._gather_slot * slots)
