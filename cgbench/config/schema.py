@@ -224,6 +224,9 @@ class EngineConfig:
     tp_size: int = 1
     num_speculative_tokens: int = 0
     spec_acceptance: SpecAcceptanceConfig = field(default_factory=SpecAcceptanceConfig)
+    # Megatron's async scheduling (async_sched_mode=async): a step that overlaps scheduling with the
+    # previous forward records no gating wait (docs/speculative.md, "Async overlap")
+    async_overlap: bool = False
     flash_attn_guard: bool = True
     token_rounder: int = 64  # eager-step padding (Megatron TOKEN_ROUNDER)
     request_rounder: int = 4

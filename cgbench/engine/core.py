@@ -121,7 +121,8 @@ class Engine:
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine, seed)
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
-                                   gating=gating, flash_attn_guard=engine.flash_attn_guard)
+                                   gating=gating, flash_attn_guard=engine.flash_attn_guard,
+                                   async_overlap=engine.async_overlap)
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
@@ -219,6 +220,8 @@ class Engine:
         watching). A round that admits a request for the first time, or takes one off the queue, is
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
+        if self.scheduler.async_overlap:  # the last step was decode-only (its P) and nothing is paused
+            self.scheduler.overlap = ctx.prefill_count == 0 and not self.paused
         ctx.begin_round(len(self.rows), len(self.paused))
         queued_before = len(self.queue)
         observer = self.round_observer
@@ -565,6 +568,7 @@ class Engine:
         rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
         head, sched = result.deferred, self.scheduler
         assert head is not None
+        sched.overlap = False  # nothing runs: no forward to overlap with
         before = sched.counters.starvation_warnings
         sched.register_waits(head, self.stall_steps - 1, result)
         cause = ""

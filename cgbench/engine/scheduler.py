@@ -101,8 +101,9 @@ class RoundResult:
 
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating: bool, flash_attn_guard: bool = True) -> None:
-        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings."""
+                 gating: bool, flash_attn_guard: bool = True, async_overlap: bool = False) -> None:
+        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings; ``async_overlap``:
+        Megatron's async scheduling, whose overlap probe records no wait (``overlap``)."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
@@ -111,6 +112,12 @@ class Scheduler:
         self.flash_attn_guard = flash_attn_guard
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
+        # Megatron 0.19.2's async mode (engine ~1695): a step overlaps scheduling with the forward when
+        # the running batch is decode-only with nothing paused and the queue head cannot be admitted
+        # (a probe that records no wait; a chunked head's probe checks budgets only, so only the
+        # non-chunked gate is affected). The engine sets ``overlap`` each round from the first two.
+        self.async_overlap = async_overlap and not chunked_prefill
+        self.overlap = False
 
     def schedule(self, queue: deque[Request]) -> RoundResult:
         if self.chunked_prefill:
@@ -122,6 +129,9 @@ class Scheduler:
     def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
         """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
         warning fires at every multiple of ``max(100, max_sequence_length)``."""
+        result.deferred = req
+        if self.overlap and not self.ctx.admitted:  # the head itself: an overlap step, no wait recorded
+            return
         w = req.cg_wait_iters
         req.cg_wait_iters = w + n
         req.deferrals += n
