@@ -220,8 +220,8 @@ class Engine:
         watching). A round that admits a request for the first time, or takes one off the queue, is
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
-        if self.scheduler.async_overlap:  # the last step was decode-only (its P) and nothing is paused
-            self.scheduler.overlap = ctx.prefill_count == 0 and not self.paused
+        if self.scheduler.async_overlap:  # the last step's P (the context keeps it until this reset)
+            self.scheduler.previous_prefill = ctx.prefill_count
         ctx.begin_round(len(self.rows), len(self.paused))
         queued_before = len(self.queue)
         observer = self.round_observer
@@ -568,7 +568,7 @@ class Engine:
         rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
         head, sched = result.deferred, self.scheduler
         assert head is not None
-        sched.overlap = False  # nothing runs: no forward to overlap with
+        sched.previous_prefill = -1  # nothing runs: no forward to overlap with
         before = sched.counters.starvation_warnings
         sched.register_waits(head, self.stall_steps - 1, result)
         cause = ""

@@ -115,9 +115,10 @@ class Scheduler:
         # Megatron 0.19.2's async mode (engine ~1695): a step overlaps scheduling with the forward when
         # the running batch is decode-only with nothing paused and the queue head cannot be admitted
         # (a probe that records no wait; a chunked head's probe checks budgets only, so only the
-        # non-chunked gate is affected). The engine sets ``overlap`` each round from the first two.
+        # non-chunked gate is affected). The engine sets ``previous_prefill`` (the last step's P) each
+        # round; ``ctx.paused_count`` says whether anything is paused.
         self.async_overlap = async_overlap and not chunked_prefill
-        self.overlap = False
+        self.previous_prefill = -1  # -1: no step before this round to overlap with
 
     def schedule(self, queue: deque[Request]) -> RoundResult:
         if self.chunked_prefill:
@@ -130,7 +131,7 @@ class Scheduler:
         """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
         warning fires at every multiple of ``max(100, max_sequence_length)``."""
         result.deferred = req
-        if self.overlap and not self.ctx.admitted:  # the head itself: an overlap step, no wait recorded
+        if self.overlapping and not self.ctx.admitted:  # the head itself: an overlap step, no wait recorded
             return
         w = req.cg_wait_iters
         req.cg_wait_iters = w + n
@@ -139,6 +140,12 @@ class Scheduler:
         self.counters.deferral_events += n
         result.deferred = req
         self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
+
+    @property
+    def overlapping(self) -> bool:
+        """This round is an async overlap step if the gate defers its head: the step before it was
+        decode-only and nothing is paused."""
+        return self.async_overlap and self.previous_prefill == 0 and self.ctx.paused_count == 0
 
     def candidate_hits(self, tokens: int) -> bool:
         ctx = self.ctx

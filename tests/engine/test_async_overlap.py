@@ -69,3 +69,18 @@ def test_fast_engine_equals_oracle_under_async_overlap(scenario):
     fast = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=False)), reqs))
     slow = _everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs))
     assert fast == slow
+
+
+def test_a_saved_round_replays_with_its_overlap():
+    """A state saved from an async-overlap run carries ``batch.previous_prefill``: every round replays
+    to the engine's own decision, waits included."""
+    from cgbench.engine.replay import parse_state, replay_round
+    from tests.engine.test_schedule_cmd import run_and_snapshot
+
+    for policy in ("megatron", "wait_timeout"):
+        cfg = _cfg(policy, True, oracle=True)
+        rounds = run_and_snapshot(cfg, REQS)
+        assert any("previous_prefill" in snap["batch"] for snap, _, _ in rounds)
+        for snap, want, _ in rounds:
+            got = replay_round(parse_state(snap, "engine"), policy).to_json()
+            assert {k: got[k] for k in want} == want
