@@ -84,3 +84,12 @@ def test_a_saved_round_replays_with_its_overlap():
         for snap, want, _ in rounds:
             got = replay_round(parse_state(snap, "engine"), policy).to_json()
             assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.parametrize("mode,value", [("async", "true"), ("legacy", "false")])
+def test_megatrons_async_sched_mode_flag_translates(mode, value):
+    from cgbench.config.megatron_args import translate
+
+    t = translate(f"--inference-dynamic-batching-async-sched-mode {mode}")
+    t.check()
+    assert f"engine.async_overlap={value}" in t.overrides
