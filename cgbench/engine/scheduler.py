@@ -103,7 +103,7 @@ class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
                  gating: bool, flash_attn_guard: bool = True, async_overlap: bool = False) -> None:
         """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings; ``async_overlap``:
-        Megatron's async scheduling, whose overlap probe records no wait (``overlap``)."""
+        Megatron's async scheduling, whose overlap steps record no wait (``overlapping``)."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
@@ -138,7 +138,6 @@ class Scheduler:
         req.deferrals += n
         req.max_cg_wait = max(req.max_cg_wait, w + n)
         self.counters.deferral_events += n
-        result.deferred = req
         self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
 
     @property
