@@ -24,11 +24,13 @@ def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
-    """The roofline model of this model on this device, with the engine's tp size and eager padding."""
+    """The roofline model of this model on this device, with the engine's tp size, eager padding, for
+    MoE layers its expert parallelism and dispatcher, and under speculative decoding its MTP draft head."""
     hw = resolve_hardware(hardware)
     gated = getattr(model, "gated_mlp", None)
     draft = draft_head(model, hw, engine, model.kind == "transformer" if gated is None else gated)
-    return RooflineCostModel(model, hw, engine.tp_size, eager_padding=EagerPadding.from_engine(engine), draft=draft)
+    return RooflineCostModel(model, hw, engine.tp_size, eager_padding=EagerPadding.from_engine(engine),
+                             ep_size=engine.ep_size, moe_dispatcher=engine.moe_dispatcher, draft=draft)
 
 
 def make_calibrated(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
