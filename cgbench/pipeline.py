@@ -13,7 +13,8 @@ from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.config.labels import run_labels
-from cgbench.config.schema import BenchConfig, PolicyConfig, SloConfig
+from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
+from cgbench.engine.acceptance import needs_step_engine
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine
@@ -35,6 +36,7 @@ from cgbench.results.health import (
 )
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.results.prefix_metrics import prefix_metrics
+from cgbench.results.spec_metrics import spec_metrics
 from cgbench.workload.prefix_model import prefix_source_tokens
 from cgbench.workload.stream import RequestStream, make_stream, open_workload
 from cgbench.workload.trace_summary import TraceSummary
@@ -68,7 +70,8 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
                  grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
-    unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object needs it)."""
+    unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object, or a
+    stochastic ``engine.spec_acceptance``, needs it)."""
     grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
     if backend is None:
         backend, _, _ = make_backend(cfg, grid)
@@ -79,8 +82,9 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
     prefix = build_prefix_cache(cfg)
-    if cfg.engine.oracle or backend.pricer is None or needs_oracle(policy):
-        return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix)
+    if cfg.engine.oracle or backend.pricer is None or needs_oracle(policy) or needs_step_engine(cfg.engine):
+        return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix,
+                      seed=cfg.seed)
     return FastEngine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace,
                       pricer=backend.pricer, prefix=prefix)
 
@@ -108,7 +112,9 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
     return out
 
 
-def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:
+def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig,
+               engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
+    """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates."""
     sched = engine.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
@@ -120,7 +126,19 @@ def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> di
         m["ep"] = engine.ep_metrics()
     elif engine.ctx.prefix is not None:
         m["prefix_cache"] = prefix_metrics(engine.ctx.prefix.counters, sched.prefix_full_size_deferrals)
+    if engine_cfg is not None and engine_cfg.num_speculative_tokens > 0:
+        m["spec"] = _spec_block(engine, state, engine_cfg, m["output_tokens"])
     return m
+
+
+def _spec_block(engine: Engine | EPEngine, state: RunState, e: EngineConfig, output_tokens: int) -> dict[str, Any]:
+    if isinstance(engine, EPEngine):
+        models = [rank.ctx.acceptance for rank in engine.ranks]
+        dummies = sum(s.dummy_steps for s in engine.rank_stats)
+    else:
+        models, dummies = [engine.ctx.acceptance], 0
+    kind = "event_proportional" if isinstance(engine, FastEngine) else "step_by_step"
+    return spec_metrics(e, state.stats, output_tokens, models, dummies, kind)
 
 
 def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bool = False,
@@ -136,7 +154,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
-    doc["metrics"] = metrics_of(engine, state, cfg.slo)
+    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine)
     if trace_summary is not None:
         doc["trace"] = trace_summary.to_json()
     doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
@@ -171,7 +189,7 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     engine = build_engine(cfg, backend=backend, grid=grid)
-    return metrics_of(engine, engine.run(), cfg.slo)
+    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine)
 
 
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:

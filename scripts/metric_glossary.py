@@ -27,7 +27,8 @@ def render() -> str:
         "kinds) to counts. *Deterministic* metrics are step accounting that the `sim` backend reproduces",
         "exactly for a config and seed; *clock* metrics exist only when the backend has a clock; *EP*",
         "metrics only with expert parallelism (`engine.ep_size` > 1); *per rank* ones are lists, one value",
-        "per rank. Fractions are stored raw (0..1) and shown as percentages in tables.",
+        "per rank; *spec* metrics only with speculative decoding (`engine.num_speculative_tokens` > 0,",
+        "docs/speculative.md). Fractions are stored raw (0..1) and shown as percentages in tables.",
         "",
         "## Percentiles",
         "",
@@ -51,8 +52,8 @@ def render() -> str:
     for m in METRICS:
         kind = ", ".join(k for k, on in (("summary", m.summary), ("keyed", m.keyed),
                                          ("deterministic", m.deterministic), ("clock", m.needs_clock),
-                                         ("EP", m.needs_ep), ("per rank", m.per_rank),
-                                         ("prefix caching", m.needs_prefix)) if on)
+                                         ("EP", m.needs_ep), ("spec", m.needs_spec),
+                                         ("per rank", m.per_rank), ("prefix caching", m.needs_prefix)) if on)
         lines.append(f"| `{m.name}` | {m.unit} | {m.better} | {kind or '-'} | {m.description} |")
     return "\n".join(lines) + "\n"
 

@@ -116,7 +116,7 @@ def cost_cmd(
 ) -> None:
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
-    collectives, launch, dispatch, sync (docs/cost-model.md)."""
+    collectives, draft_head (speculative decoding's MTP head), launch, dispatch, sync (docs/cost-model.md)."""
     from cgbench.cli.errors import out, user_errors
 
     with user_errors():

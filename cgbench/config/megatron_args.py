@@ -121,7 +121,8 @@ RULES: tuple[Rule, ...] = (
     Rule("--no-inference-dynamic-batching-prefix-caching", _N, "", "prefix caching off: the default"),
     Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "",
          "prefix caching of Mamba states: set engine.prefix_caching_mamba_slots (the durable slots) instead"),
-    Rule("--inference-dynamic-batching-async-sched-mode", _X, "", "asynchronous scheduling", ("legacy",)),
+    Rule("--inference-dynamic-batching-async-sched-mode", _T, "engine.async_overlap",
+         "legacy | async: async overlaps scheduling with the forward (docs/speculative.md)"),
     Rule("--mamba-inference-conv-states-dtype", _X, "",
          "a Mamba state dtype other than the model's 2 bytes", ("bf16", "fp16")),
     Rule("--mamba-inference-ssm-states-dtype", _X, "",
@@ -496,6 +497,12 @@ def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:
     if "--inference-moe-token-dispatcher-type" in g:
         v = _one("--inference-moe-token-dispatcher-type", g["--inference-moe-token-dispatcher-type"])
         _add(t, "--inference-moe-token-dispatcher-type", [v], [f"engine.moe_dispatcher={v}"])
+    if "--inference-dynamic-batching-async-sched-mode" in g:
+        flag = "--inference-dynamic-batching-async-sched-mode"
+        v = _one(flag, g[flag])
+        if v not in ("legacy", "async"):
+            raise ConfigError(f"--megatron-args: {flag} takes legacy or async, got {v!r}")
+        _add(t, flag, [v], [f"engine.async_overlap={'true' if v == 'async' else 'false'}"])
     if "--enable-chunked-prefill" in g:
         _switch("--enable-chunked-prefill", g["--enable-chunked-prefill"])
         _add(t, "--enable-chunked-prefill", [], ["engine.chunked_prefill=true"])

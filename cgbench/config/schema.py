@@ -233,6 +233,15 @@ class PolicyConfig:
 
 
 @dataclass
+class SpecAcceptanceConfig:
+    """``engine.spec_acceptance``: how many of a decode step's drafts the target model accepts
+    (docs/speculative.md). Neither list set: every draft is accepted (the step emits 1 + S tokens)."""
+
+    per_position: list[float] = field(default_factory=list)  # p_k: draft k accepted given 1..k-1 were
+    lengths: list[float] = field(default_factory=list)  # weights of 0, 1, ..., S accepted drafts
+
+
+@dataclass
 class EngineConfig:
     max_requests: int = 256
     max_tokens: int = 16384
@@ -260,6 +269,10 @@ class EngineConfig:
     chunked_prefill: bool = False
     tp_size: int = 1
     num_speculative_tokens: int = 0
+    spec_acceptance: SpecAcceptanceConfig = field(default_factory=SpecAcceptanceConfig)
+    # Megatron's async scheduling (async_sched_mode=async): a step that overlaps scheduling with the
+    # previous forward records no gating wait (docs/speculative.md, "Async overlap")
+    async_overlap: bool = False
     flash_attn_guard: bool = True
     token_rounder: int = 64  # eager-step padding (Megatron TOKEN_ROUNDER)
     request_rounder: int = 4
@@ -487,6 +500,24 @@ def padded_slot_fraction(value: str) -> float | None:
     return f
 
 
+def check_spec_acceptance(e: EngineConfig) -> None:
+    sa, spec, key = e.spec_acceptance, e.num_speculative_tokens, "engine.spec_acceptance"
+    _require(not (sa.per_position and sa.lengths), key, "set per_position or lengths, not both")
+    _require(spec > 0 or not (sa.per_position or sa.lengths), key,
+             "an acceptance model needs engine.num_speculative_tokens > 0")
+    if sa.per_position:
+        _require(len(sa.per_position) == spec, f"{key}.per_position",
+                 f"needs one probability per draft position ({spec}), got {len(sa.per_position)}")
+        for i, p in enumerate(sa.per_position):
+            _require(0.0 <= p <= 1.0, f"{key}.per_position[{i}]", f"must be in [0, 1], got {p}")
+    if sa.lengths:
+        _require(len(sa.lengths) == spec + 1, f"{key}.lengths",
+                 f"needs one weight per accepted length 0..{spec} ({spec + 1}), got {len(sa.lengths)}")
+        for i, w in enumerate(sa.lengths):
+            _require(w >= 0.0, f"{key}.lengths[{i}]", f"must be >= 0, got {w}")
+        _require(sum(sa.lengths) > 0, f"{key}.lengths", "needs a positive total weight")
+
+
 def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
     """The MoE keys of a model with 'E' layers (``ep_size`` must split the experts evenly, as Megatron
     requires)."""
@@ -570,6 +601,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
              f"must be a multiple of engine.tp_size ({e.tp_size}), got {e.max_requests}")
     _require(e.max_tokens >= e.max_requests * (e.num_speculative_tokens + 1), "engine.max_tokens",
              "must hold one step of every request: >= max_requests * (num_speculative_tokens + 1)")
+    check_spec_acceptance(e)
     _require(e.token_rounder >= 1 and e.request_rounder >= 1, "engine.token_rounder",
              "rounders must be >= 1")
     _require(e.stall_steps >= 0, "engine.stall_steps", "must be >= 0 (0 = auto)")

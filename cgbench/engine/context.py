@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cgbench.config.schema import EngineConfig
+from cgbench.engine.acceptance import AcceptanceModel, acceptance_model
 from cgbench.engine.contract import Admission
 from cgbench.engine.handoff import HandoffPins
 from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
@@ -47,13 +48,15 @@ class Context:
     pinned_slots: int = 0  # Mamba slots pinned by handoffs for this round (0 without pinning)
     prefix: PrefixCache | None = None  # engine.prefix_caching: the pool's prefix cache
     head_computed: int = -1  # prefix caching: the tokens the last check_availability's request computes
+    acceptance: AcceptanceModel | None = None  # None: every draft accepted (engine/acceptance.py)
     decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
 
     def __post_init__(self) -> None:
         self.decode_tokens = 1 + self.num_speculative_tokens
 
     @classmethod
-    def from_engine(cls, e: EngineConfig) -> Context:
+    def from_engine(cls, e: EngineConfig, seed: int = 0) -> Context:
+        """``seed``: the run's, for the acceptance model's draws."""
         blocks = e.resolved_kv_blocks()
         return cls(
             max_requests=e.max_requests,
@@ -66,6 +69,7 @@ class Context:
             free_blocks=blocks + e.paused_blocks,
             rules=kv_rules(e.megatron_rules),
             handoff=HandoffPins(e.handoff_release_steps) if e.handoff_pinning else None,
+            acceptance=acceptance_model(e, seed),
         )
 
     @property
@@ -195,6 +199,15 @@ class Context:
                 break
             n += 1
         return max(0, min(n, self.allocatable(), room))
+
+    def rewind(self, req: Request) -> None:
+        """After a decode step whose rejected drafts moved ``req.kv_tokens`` back: the block past the
+        kept tokens goes back to the pool (Megatron's ``rewind_kv_cache`` releases the last block when
+        the rewind crosses back into the one before it; the rewind is shorter than a block)."""
+        extra = req.blocks - -(-req.kv_tokens // self.block_size)
+        if extra > 0:
+            self.free_blocks += extra
+            req.blocks -= extra
 
     def grant_decode_blocks(self, req: Request) -> None:
         """Give a resuming request the blocks its next decode step needs."""

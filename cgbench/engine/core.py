@@ -111,9 +111,10 @@ class Engine:
 
     def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
                  stream: RequestStream, *, gating: bool, trace: bool = False,
-                 prefix: PrefixCache | None = None) -> None:
+                 prefix: PrefixCache | None = None, seed: int = 0) -> None:
         """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run; ``prefix``: the KV
-        pool's prefix cache (``engine.prefix_caching``), which the context owns."""
+        pool's prefix cache (``engine.prefix_caching``), which the context owns; ``seed``: the run's (the
+        acceptance model's draws, ``engine.spec_acceptance``)."""
         # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
         # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (~2% more instructions).
         self.grid = grid
@@ -122,12 +123,13 @@ class Engine:
         self.stream = stream
         self.keep_trace = trace
         self.chunked_prefill = engine.chunked_prefill
-        self.ctx = Context.from_engine(engine)
+        self.ctx = Context.from_engine(engine, seed)
         self.ctx.prefix = prefix
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
                                    gating=gating, flash_attn_guard=engine.flash_attn_guard,
                                    ssm_alignment=ssm_alignment(engine, grid.strict),
-                                   gate_on_computed=engine.prefix_gate == "computed")
+                                   gate_on_computed=engine.prefix_gate == "computed",
+                                   async_overlap=engine.async_overlap)
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
@@ -233,6 +235,8 @@ class Engine:
         watching). A round that admits a request for the first time, or takes one off the queue, is
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
+        if self.scheduler.async_overlap:  # the last step's P (the context keeps it until this reset)
+            self.scheduler.previous_prefill = ctx.prefill_count
         ctx.begin_round(len(self.rows), len(self.paused))
         if ctx.handoff is not None:
             ctx.pinned_slots = ctx.handoff.pinned_at(self.step)
@@ -376,14 +380,17 @@ class Engine:
         q, ctx, rows, now = self.q, self.ctx, self.rows, self.state.now_s
         finished: list[Request] = []
         needing: list[Request] = []
-        for r in rows.stepped(self.step, self._step_start_s, now):
-            r.kv_tokens += q
-            left = r.output_len - r.generated
-            self._emit(r, q if q < left else left)
-            if left <= q:
-                finished.append(r)
-            elif ctx.decode_blocks_needed(r) > 0:
-                needing.append(r)
+        if ctx.acceptance is not None:
+            self._step_speculative(rows.stepped(self.step, self._step_start_s, now), finished, needing)
+        else:
+            for r in rows.stepped(self.step, self._step_start_s, now):
+                r.kv_tokens += q
+                left = r.output_len - r.generated
+                self._emit(r, q if q < left else left)
+                if left <= q:
+                    finished.append(r)
+                elif ctx.decode_blocks_needed(r) > 0:
+                    needing.append(r)
         if finished:
             rows.drop(finished)
             for r in finished:
@@ -411,6 +418,26 @@ class Engine:
             self._check_blocks()
         return done or bool(finished)
 
+    def _step_speculative(self, stepped: Sequence[Request], finished: list[Request],
+                          needing: list[Request]) -> None:
+        """The decode rows' update under an acceptance model: each row keeps and emits 1 + the drafts
+        accepted (its emission clamped to the tokens it has left, as Megatron trims them), gives back
+        a KV block its rejected drafts alone used (``Context.rewind``), then meets the pause rule."""
+        ctx = self.ctx
+        acceptance = ctx.acceptance
+        assert acceptance is not None
+        for r in stepped:
+            n = 1 + acceptance.draw(r.id, r.generated)
+            r.kv_tokens += n
+            left = r.output_len - r.generated
+            self._emit(r, n if n < left else left)
+            if left <= n:
+                finished.append(r)
+                continue
+            ctx.rewind(r)
+            if ctx.decode_blocks_needed(r) > 0:
+                needing.append(r)
+
     def _process_admissions(self) -> tuple[bool, list[Request], Request | None]:
         """The step's prefill chunks: first-admission accounting, the hidden chunked request, first
         tokens. Returns (a request finished, the requests that decode from the next step, the request
@@ -431,6 +458,7 @@ class Engine:
                 self.chunked = None
             if r.decode_remaining > 0:  # output_len 0: the prefill's sample is trimmed away
                 self._emit(r, 1)
+                self.state.stats.prefill_emitted += 1
             if r.decode_remaining <= 0:
                 self._finish(r)
                 finished_any = True
@@ -566,6 +594,7 @@ class Engine:
         rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
         head, sched = result.deferred, self.scheduler
         assert head is not None
+        sched.previous_prefill = -1  # nothing runs: no forward to overlap with
         before = sched.counters.starvation_warnings
         sched.register_waits(head, self.stall_steps - 1, result)
         cause = ""

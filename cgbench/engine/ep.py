@@ -100,7 +100,7 @@ class EPEngine:
         self.keep_trace = trace
         # every rank traces its own steps; the run's trace interleaves them, each tagged with its rank
         self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=self.gating_active,
-                             trace=trace) for _ in range(self.size)]
+                             trace=trace, seed=cfg.seed) for _ in range(self.size)]
         self.rank_stats = [RankStats() for _ in range(self.size)]
         self.q = self.ranks[0].q
         self.stall_steps = self.ranks[0].stall_steps
@@ -269,7 +269,7 @@ def merge_stats(into: StepStats, s: StepStats) -> None:
     """Add ``s``'s step accounting to ``into``."""
     for name in ("steps", "graphed_steps", "eager_steps", "tokens", "eager_tokens", "graphed_tokens",
                  "padded_tokens", "mixed_steps", "prefill_only_steps", "decode_only_steps", "paused_events",
-                 "evicted_events"):
+                 "evicted_events", "decode_rows", "prefill_emitted"):
         setattr(into, name, getattr(into, name) + getattr(s, name))
     into.graphed_time_s += s.graphed_time_s
     into.eager_time_s += s.eager_time_s

@@ -210,6 +210,8 @@ class FastEngine(Engine):
                  prefix: PrefixCache | None = None) -> None:
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
         super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix)
+        if self.ctx.acceptance is not None:  # pipeline.build_engine picks Engine (acceptance.needs_step_engine)
+            raise ValueError("FastEngine: a stochastic engine.spec_acceptance needs the step-by-step Engine")
         self.pricer = pricer
         # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
         # (~80 ms): the long-stretch path is for plain Python only (both give the same floats).
@@ -283,7 +285,9 @@ class FastEngine(Engine):
                     stop = release
             if head is not None and self.policy.timeout_iters >= 0:
                 timeout = first + 1 + self.policy.timeout_iters - head.cg_wait_iters
-                if timeout < stop:
+                # under async overlap the later rounds record no wait: the head's counter stands still,
+                # so it is let through at the next round or not within the stretch
+                if timeout < stop and (timeout <= first + 1 or not self.scheduler.async_overlap):
                     stop = timeout
             # the event at ``stop`` runs here too if no round could admit anything after it
             event = not self.queue and bool(events) and events[0][0] == stop < limit
@@ -398,6 +402,8 @@ class FastEngine(Engine):
         if run_tokens:
             itl[run_gap] = itl.get(run_gap, 0) + run_tokens
         waits = step - begin - (1 if begin == first and step > begin else 0)
+        if self.scheduler.async_overlap:  # every later round is an overlap step (decode-only, none paused)
+            waits = 0
         if head is not None and waits > 0:  # this round's deferral is already counted
             self.scheduler.register_waits(head, waits, stretch.result)
         self.step = step
@@ -440,7 +446,7 @@ class FastEngine(Engine):
             if n == 0:
                 break
             waits = n - (1 if self.step == first else 0)
-            if head is not None and waits > 0:
+            if head is not None and waits > 0 and not self.scheduler.async_overlap:
                 self.scheduler.register_waits(head, waits, stretch.result)
             for gap in (clock[1:n + 1] - clock[:n]).tolist():
                 itl[gap] = itl_get(gap, 0) + T

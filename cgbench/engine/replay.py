@@ -17,7 +17,9 @@ Decisions about the format (docs/schedule.md gives the user's view):
 * ``engine`` takes the ``EngineConfig`` keys plus ``free_blocks`` (default: the whole pool free).
 * ``batch.prefill``, ``batch.paused`` and ``batch.pinned`` (handoff-pinned Mamba slots) default to 0;
   ``batch.active_tokens`` defaults to ``decode * (1 + num_speculative_tokens)``, the only value it
-  can have when ``prefill`` is 0.
+  can have when ``prefill`` is 0. ``batch.previous_prefill`` (written only under
+  ``engine.async_overlap``): the prefill count of the step before the round; with it 0 and nothing
+  paused, a deferred head is an overlap step (no wait).
 * The chunked request (``chunked_request``) is the queue's head. If the queue lists it, it must be
   ``queue[0]`` and agree on ``prompt_tokens`` (= ``remaining``) and ``finished``; if the queue omits
   it, it is inserted at the head. It is hidden: not counted in ``batch``.
@@ -64,7 +66,7 @@ from cgbench.grids.lookup import Grid
 
 _TOP_KEYS = ("description", "model", "engine", "cg", "policy", "batch", "chunked_request", "queue", "prefix_cache")
 _REQUIRED_TOP = ("model", "engine", "batch", "queue")
-_BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused", "pinned")
+_BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused", "pinned", "previous_prefill")
 _CHUNKED_KEYS = ("id", "remaining", "finished")
 _QUEUE_KEYS = ("id", "prompt_tokens", "finished", "cg_wait_iters")
 # The format's keys, read by its JSON Schema (cgbench.results.schema): top level, required, per record.
@@ -193,6 +195,7 @@ class Batch:
     decode: int  # D
     paused: int
     pinned: int = 0  # Mamba slots pinned by handoffs (engine.handoff_pinning, engine/handoff.py)
+    previous_prefill: int = -1  # the P of the step before the round (engine.async_overlap); -1: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +345,7 @@ def _batch(obj: dict[str, Any], e: EngineConfig) -> Batch:
     prefill = _count(obj, "prefill", "batch", default=0)
     decode = _count(obj, "decode", "batch")
     paused = _count(obj, "paused", "batch", default=0)
+    previous = _count(obj, "previous_prefill", "batch", default=0) if "previous_prefill" in obj else -1
     if prefill == 0:
         active = _count(obj, "active_tokens", "batch", default=decode * q)
     else:
@@ -364,7 +368,7 @@ def _batch(obj: dict[str, Any], e: EngineConfig) -> Batch:
                           f"= {decode_tokens + prefill} (each prefill has at least one token), got {active}")
     if active > e.max_tokens:
         raise ConfigError(f"batch.active_tokens: {active} exceeds engine.max_tokens ({e.max_tokens})")
-    return Batch(active, prefill, decode, paused, pinned)
+    return Batch(active, prefill, decode, paused, pinned, previous)
 
 
 def _queue(value: Any, chunked_value: Any, e: EngineConfig) -> tuple[tuple[QueueEntry, ...], int]:
@@ -478,7 +482,9 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
                       gating=gating_active(pol, state.cg, state.grid),
                       flash_attn_guard=state.engine.flash_attn_guard,
                       ssm_alignment=ssm_alignment(state.engine, state.grid.strict),
-                      gate_on_computed=state.engine.prefix_gate == "computed")
+                      gate_on_computed=state.engine.prefix_gate == "computed",
+                      async_overlap=state.engine.async_overlap)
+    sched.previous_prefill = state.batch.previous_prefill
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
@@ -538,6 +544,8 @@ def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
              "decode": ctx.decode_count, "paused": ctx.paused_count}
     if ctx.handoff is not None:
         batch["pinned"] = ctx.pinned_slots
+    if cfg.engine.async_overlap and engine.scheduler.previous_prefill >= 0:
+        batch["previous_prefill"] = engine.scheduler.previous_prefill
     return {
         "model": {"kind": cfg.model.kind},
         "engine": engine_doc,

@@ -110,10 +110,11 @@ class RoundResult:
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
                  gating: bool, flash_attn_guard: bool = True, ssm_alignment: int = 0,
-                 gate_on_computed: bool = False) -> None:
+                 gate_on_computed: bool = False, async_overlap: bool = False) -> None:
         """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings. ``ssm_alignment``:
         batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off). ``gate_on_computed``:
-        the non-chunked gate sizes its candidate by the tokens a prefix hit leaves to compute."""
+        the non-chunked gate sizes its candidate by the tokens a prefix hit leaves to compute.
+        ``async_overlap``: Megatron's async scheduling, whose overlap steps record no wait (``overlapping``)."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
@@ -128,6 +129,13 @@ class Scheduler:
         self.gate_on_computed = gate_on_computed
         self._held: list[Request] = []  # prefix caching: the pass's coordination waits
         self._pending: set[int] = set()  # prefix caching: hashes the pass's admissions register
+        # Megatron 0.19.2's async mode (engine ~1695): a step overlaps scheduling with the forward when
+        # the running batch is decode-only with nothing paused and the queue head cannot be admitted
+        # (a probe that records no wait; a chunked head's probe checks budgets only, so only the
+        # non-chunked gate is affected). The engine sets ``previous_prefill`` (the last step's P) each
+        # round; ``ctx.paused_count`` says whether anything is paused.
+        self.async_overlap = async_overlap and not chunked_prefill
+        self.previous_prefill = -1  # -1: no step before this round to overlap with
 
     def schedule(self, queue: deque[Request]) -> RoundResult:
         if self.ctx.prefix is not None:
@@ -176,6 +184,9 @@ class Scheduler:
     def register_waits(self, req: Request, n: int, result: RoundResult) -> None:
         """``n`` consecutive rounds that hold ``req`` back (Megatron's _register_cg_wait, n times): the
         warning fires at every multiple of ``max(100, max_sequence_length)``."""
+        result.deferred = req
+        if self.overlapping and not self.ctx.admitted:  # the head itself: an overlap step, no wait recorded
+            return
         w = req.cg_wait_iters
         req.cg_wait_iters = w + n
         req.deferrals += n
@@ -185,6 +196,12 @@ class Scheduler:
             self.counters.prefix_full_size_deferrals += n
         result.deferred = req
         self.counters.starvation_warnings += (w + n) // self.warn_after - w // self.warn_after
+
+    @property
+    def overlapping(self) -> bool:
+        """This round is an async overlap step if the gate defers its head: the step before it was
+        decode-only and nothing is paused."""
+        return self.async_overlap and self.previous_prefill == 0 and self.ctx.paused_count == 0
 
     def candidate_hits(self, tokens: int) -> bool:
         ctx = self.ctx

@@ -32,6 +32,8 @@ class StepStats:
     paused_events: int = 0
     evicted_events: int = 0
     max_queue_len: int = 0
+    decode_rows: int = 0  # Σ D over steps: decode row-steps (an EP rank's dummy decode included)
+    prefill_emitted: int = 0  # tokens emitted by final prefill chunks (the rest are decode tokens)
 
 
 def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,
@@ -55,6 +57,7 @@ def record_step_totals(stats: StepStats, T: int, P: int, D: int, graph: tuple[in
         return
     stats.steps += k
     stats.tokens += k * T
+    stats.decode_rows += k * D
     if P == 0:
         stats.decode_only_steps += k
     elif D == 0:

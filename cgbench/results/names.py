@@ -37,6 +37,7 @@ class Metric:
     deterministic: bool = False  # step accounting the simulator reproduces exactly for a config
     needs_clock: bool = False  # present only when the backend has a clock (time metrics)
     needs_ep: bool = False  # present only with expert parallelism (engine.ep_size > 1)
+    needs_spec: bool = False  # present only with speculative decoding (engine.num_speculative_tokens > 0)
     per_rank: bool = False  # a list of values, one per expert-parallel rank
     needs_prefix: bool = False  # present only with prefix caching (engine.prefix_caching)
 
@@ -200,6 +201,33 @@ METRICS: tuple[Metric, ...] = (
        "cached (unreferenced) blocks evicted, least recently used first, to make room", deterministic=True,
        needs_prefix=True),
 )
+
+# speculative decoding (engine.num_speculative_tokens > 0; docs/speculative.md). tpot_ms above is
+# already TPOT as users measure it, per emitted token; under speculation a step emits 1 + accepted
+_SPEC: tuple[Metric, ...] = (
+    _M("spec.num_speculative_tokens", COUNT, NEITHER, "spec tokens", "drafts a decode row proposes per step (S)",
+       needs_spec=True),
+    _M("spec.acceptance_model", TEXT, NEITHER, "acceptance model",
+       "engine.spec_acceptance: all_accepted (no model), per_position or lengths", needs_spec=True),
+    _M("spec.step_engine", TEXT, NEITHER, "engine", "event_proportional, or step_by_step (a stochastic "
+       "acceptance model, engine.oracle, or a plug-in policy)", needs_spec=True),
+    _M("spec.decode_row_steps", COUNT, NEITHER, "decode row-steps",
+       "decode rows stepped, summed over steps (each proposes S drafts)", deterministic=True, needs_spec=True),
+    _M("spec.drafts_proposed", COUNT, NEITHER, "drafts proposed", "S x decode row-steps", deterministic=True,
+       needs_spec=True),
+    _M("spec.drafts_accepted", COUNT, HIGHER, "drafts accepted", "drafts the target model accepted (before a "
+       "request's last step is clamped to its output)", deterministic=True, needs_spec=True),
+    _M("spec.acceptance_rate", FRACTION, HIGHER, "acceptance rate", "drafts accepted / drafts proposed "
+       "(Megatron's inference/spec_decode_acceptance_rate)", deterministic=True, needs_spec=True),
+    _M("spec.decode_tokens", TOKENS, NEITHER, "decode tokens", "tokens emitted by decode steps (output tokens "
+       "minus those the final prefill chunks emitted)", deterministic=True, needs_spec=True),
+    _M("spec.tokens_per_step", COUNT, HIGHER, "tokens per step", "decode tokens / decode row-steps: tokens a "
+       "request gets per decode step (1 + accepted, clamped on its last step); tpot_ms is the step time "
+       "divided by it", deterministic=True, needs_spec=True),
+    _M("spec.expected_tokens_per_step", COUNT, NEITHER, "expected tokens per step",
+       "1 + the acceptance model's mean accepted drafts (before clamping)", needs_spec=True),
+)
+METRICS = METRICS + _SPEC
 
 REGISTRY: dict[str, Metric] = {m.name: m for m in METRICS}
 

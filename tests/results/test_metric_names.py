@@ -26,11 +26,28 @@ def ep_metrics() -> dict:
     return run_point(cfg, [])["metrics"]
 
 
-def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict) -> None:
-    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not (m.needs_ep or m.needs_prefix)}
-    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_prefix}
-    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)):
+@pytest.fixture(scope="module")
+def spec_metrics() -> dict:
+    cfg = load_config(["workload.num_requests=24", "engine.num_speculative_tokens=2",
+                       "engine.spec_acceptance.per_position=[0.8,0.6]"])
+    return run_point(cfg, [])["metrics"]
+
+
+def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict, spec_metrics: dict) -> None:
+    optional = ("needs_ep", "needs_prefix", "needs_spec")
+    def without(*kinds: str) -> set[str]:
+        return {m.name.split(".", 1)[0] for m in METRICS if not any(getattr(m, k) for k in kinds)}
+    assert set(metrics) == without(*optional)
+    assert set(ep_metrics) == without("needs_prefix", "needs_spec")
+    assert set(spec_metrics) == without("needs_ep", "needs_prefix")
+    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)) + list(flatten(spec_metrics)):
         assert metric(name) is not None, name
+
+
+def test_every_registered_spec_metric_is_computed_with_spec_only(spec_metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_spec:
+            assert m.name.startswith("spec.") and lookup(spec_metrics, m.name) is not None, m.name
 
 
 def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -> None:
@@ -52,7 +69,7 @@ def test_every_registered_prefix_metric_is_computed_with_prefix_caching_only(met
 
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
-        if m.needs_ep or m.needs_prefix:
+        if m.needs_ep or m.needs_prefix or m.needs_spec:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cgbench.backends.sim.collectives import Collectives
+from cgbench.backends.sim.draft_head import DraftHead
 from cgbench.backends.sim.host_profiles import MEGATRON, host_profile
 from cgbench.backends.sim.moe_cost import MOE_LAYER, MoeLayers, moe_layers
 from cgbench.config.schema import (
@@ -59,7 +60,8 @@ HOST_OPS_PER_COLLECTIVE = MEGATRON.ops_per_collective
 GRAPH_INPUT_COPIES = 6  # token ids, positions, slot mapping, block table, sequence lengths, sample rows
 MAMBA_PREFILL_SCAN_KERNELS = 5  # the chunked scan (cumsum, chunk state, state passing, bmm, scan)
 # The kernel classes a step's time is split into (``RooflineCostModel.breakdown``), in order.
-KERNEL_CLASSES = ("projections", "attention", "mamba_scan", "mlp", "lm_head", "elementwise", "collectives")
+KERNEL_CLASSES = ("projections", "attention", "mamba_scan", "mlp", "lm_head", "elementwise", "collectives",
+                  "draft_head")
 OVERHEAD_CLASSES = ("launch", "dispatch", "sync")
 BREAKDOWN_CLASSES = KERNEL_CLASSES + OVERHEAD_CLASSES
 
@@ -213,7 +215,8 @@ class RooflineCostModel:
 
     def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
                  eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None, ep_size: int = 1,
-                 moe_dispatcher: str = "nccl") -> None:
+                 moe_dispatcher: str = "nccl", draft: DraftHead | None = None) -> None:
+        """``draft``: the MTP head of a speculative engine (``draft_head.py``), its own kernel class."""
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
@@ -354,6 +357,11 @@ class RooflineCostModel:
             self.kernels_per_step_decode += self.moe.kernels_per_step
             self.kernels_per_step_prefill += self.moe.kernels_per_step
             base_ops += self.moe.host_ops
+        self.draft = draft
+        if draft is not None:
+            self.kernels_per_step_decode += draft.kernels
+            self.kernels_per_step_prefill += draft.kernels
+            base_ops += draft.host_ops
         self.host_ops_decode = base_ops
         self.host_ops_prefill = base_ops + profile.ops_mamba_prefill * nm
         self._host_op = profile.op_us * 1e-6
@@ -401,6 +409,8 @@ class RooflineCostModel:
         floors, fl, bw, tiling = self.floors, self.flops, self.bandwidth, self.tiling
         for kn in kernels:
             out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw, tiling, state)
+        if self.draft is not None:
+            out["draft_head"] = self.draft.seconds(slots, fl, bw)
         if self.tp_size > 1:
             coll = self.collectives
             out["collectives"] = (self._allreduces * coll.allreduce(self._allreduce_bytes_tok * tokens)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
+from cgbench.backends.sim.draft_head import draft_head
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepPricer
 
@@ -23,11 +24,13 @@ def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
-    """The roofline model of this model on this device, with the engine's tp size, eager padding and, for
-    MoE layers, its expert parallelism and dispatcher."""
-    return RooflineCostModel(model, resolve_hardware(hardware), engine.tp_size,
-                             eager_padding=EagerPadding.from_engine(engine), ep_size=engine.ep_size,
-                             moe_dispatcher=engine.moe_dispatcher)
+    """The roofline model of this model on this device, with the engine's tp size, eager padding, for
+    MoE layers its expert parallelism and dispatcher, and under speculative decoding its MTP draft head."""
+    hw = resolve_hardware(hardware)
+    gated = getattr(model, "gated_mlp", None)
+    draft = draft_head(model, hw, engine, model.kind == "transformer" if gated is None else gated)
+    return RooflineCostModel(model, hw, engine.tp_size, eager_padding=EagerPadding.from_engine(engine),
+                             ep_size=engine.ep_size, moe_dispatcher=engine.moe_dispatcher, draft=draft)
 
 
 def make_calibrated(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
