@@ -16,6 +16,7 @@ from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, PolicyConfig, SloConfig
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
+from cgbench.engine.dp import DPEngine
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policy_registry import make_policy, needs_oracle
@@ -62,7 +63,7 @@ def run_device(cfg: BenchConfig) -> str | None:
 
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
-                 grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
+                 grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine | DPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
     unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object needs it)."""
@@ -72,6 +73,8 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     if stream is None:
         stream = make_stream(cfg.workload, cfg.seed)
     policy = make_policy(cfg.policy)
+    if cfg.engine.dp_size > 1:  # data-parallel ranks behind the coordinator (cgbench.engine.dp)
+        return DPEngine(cfg, grid, policy, backend, stream, trace=trace)
     if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
@@ -94,7 +97,7 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
     return out
 
 
-def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:
+def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloConfig) -> dict[str, Any]:
     sched = engine.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
@@ -104,6 +107,8 @@ def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig) -> di
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
         m["ep"] = engine.ep_metrics()
+    if isinstance(engine, DPEngine):
+        m["dp"] = engine.dp_metrics()
     return m
 
 

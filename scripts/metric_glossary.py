@@ -51,7 +51,8 @@ def render() -> str:
     for m in METRICS:
         kind = ", ".join(k for k, on in (("summary", m.summary), ("keyed", m.keyed),
                                          ("deterministic", m.deterministic), ("clock", m.needs_clock),
-                                         ("EP", m.needs_ep), ("per rank", m.per_rank)) if on)
+                                         ("EP", m.needs_ep), ("DP", m.needs_dp),
+                                         ("per rank", m.per_rank)) if on)
         lines.append(f"| `{m.name}` | {m.unit} | {m.better} | {kind or '-'} | {m.description} |")
     return "\n".join(lines) + "\n"
 

@@ -23,8 +23,8 @@ ranks, dummy steps, the slowest rank's duration), then ``postprocess`` on every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
@@ -96,10 +96,8 @@ class EPEngine:
         e = cfg.engine
         self.size = e.ep_size
         self.dispatcher = e.moe_dispatcher
-        # one group of data-parallel ranks (engine.dp_size 1 or ep_size): the coordinator's policy is
-        # engine.dp_routing when data parallelism is configured, else engine.ep_routing
-        self.routing = e.dp_routing if e.dp_size > 1 else e.ep_routing
-        self.router = Router(self.size, self.routing, e.dp_routing_alpha, e.max_requests)
+        self.routing = e.ep_routing  # (a DP engine driving this group routes its arrivals itself)
+        self.router = Router(self.size, self.routing)
         self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
         cg = replace(cfg.cg, non_decode=False) if self.match_ep else cfg.cg
         self.grid = decode_only_grid(grid) if self.match_ep else grid

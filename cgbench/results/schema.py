@@ -154,7 +154,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep)
+    return not (m.needs_clock or m.needs_ep or m.needs_dp)
 
 
 def metrics_schema() -> dict[str, Any]:
