@@ -166,22 +166,27 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:
     """The ``cgbench schedule`` state of the first case of ``doc``'s gating flag, for the caller to
     save at ``state_path`` (the flag then names that file). None without a gating flag, off the
-    simulator, under expert parallelism (no single engine state), or when no round shows it.
+    simulator, under expert parallelism (no single engine state), or when no round shows it; a
+    data-parallel run's (``ep_size`` 1) is the first rank's round that shows it.
 
     A second, step-by-step simulation up to that round: the run itself used the event-proportional
     engine, which stretches repeated deferral rounds without watching each, and only its result
     says which wait the flag is about, so the state cannot be taken during the run without making
     every run watch every round."""
-    from cgbench.engine.long_wait import run_to_long_wait
+    from cgbench.engine.long_wait import run_dp_to_long_wait, run_to_long_wait
 
     flag = gating_flag(doc["warnings"])
     if flag is None or cfg.backend.name != "sim":
         return None
     oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
     engine = build_engine(oracle)
-    if not isinstance(engine, Engine):
+    limit = explain_wait_limit(doc["metrics"], cfg)
+    if isinstance(engine, DPEngine) and cfg.engine.ep_size == 1:  # a rank's round (its description says which)
+        state = run_dp_to_long_wait(engine, oracle, limit)
+    elif not isinstance(engine, Engine):
         return None
-    state = run_to_long_wait(engine, oracle, explain_wait_limit(doc["metrics"], cfg))
+    else:
+        state = run_to_long_wait(engine, oracle, limit)
     if state is not None:
         link_state_file(flag, state_path)
     return state

@@ -182,3 +182,25 @@ def test_config_rules():
     with pytest.raises(ConfigError, match="simulated only"):
         load_config(["backend=torch", "engine.dp_size=2"])
     assert load_config(["engine.dp_size=2"]).engine.dp_size == 2
+
+
+def test_a_gating_flag_saves_the_round_of_the_rank_that_shows_it(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cgbench.cli.app import app
+    from cgbench.engine.replay import load_state
+
+    out = tmp_path / "r.json"
+    runner = CliRunner()
+    r = runner.invoke(app, ["run", "policy=defer", "cg=sparse", "engine=chunked", "workload=chat",
+                            "workload.num_requests=120", "engine.dp_size=2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    flag = next(w for w in doc["warnings"] if w["code"] == "heavy_deferral")
+    state = load_state(flag["state_file"])
+    assert state.description.startswith("data-parallel rank 1 of 2")
+    assert state.engine.dp_size == 1  # a rank is one engine
+    s = runner.invoke(app, ["schedule", flag["state_file"], "--policy", "defer", "--format", "json"])
+    assert s.exit_code == 0 and json.loads(s.stdout)["deferred"] is not None  # the round defers again
