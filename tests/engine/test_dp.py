@@ -204,3 +204,18 @@ def test_a_gating_flag_saves_the_round_of_the_rank_that_shows_it(tmp_path):
     assert state.engine.dp_size == 1  # a rank is one engine
     s = runner.invoke(app, ["schedule", flag["state_file"], "--policy", "defer", "--format", "json"])
     assert s.exit_code == 0 and json.loads(s.stdout)["deferred"] is not None  # the round defers again
+
+
+def test_a_rank_far_more_eager_than_the_others_is_flagged():
+    from cgbench.results.health import dp_eager_rank_flag
+
+    def dp(*eager):
+        return {"dp": {"rank_eager_step_fraction": list(eager), "most_eager_rank": eager.index(max(eager)),
+                       "routing": "least_loaded"}}
+
+    flag = dp_eager_rank_flag(dp(0.02, 0.30, 0.04))  # 0.30 vs the others' mean 0.03
+    assert [f["code"] for f in flag] == ["dp_eager_rank"] and flag[0]["rank"] == 1
+    assert "rank 1 ran 30.00%" in flag[0]["message"]
+    assert dp_eager_rank_flag(dp(0.02, 0.06, 0.04)) == []  # 0.03 above the mean: under the gap
+    assert dp_eager_rank_flag(dp(0.40, 0.50, 0.30)) == []  # 0.15 above, but not twice the mean
+    assert dp_eager_rank_flag({}) == []  # not a data-parallel run
