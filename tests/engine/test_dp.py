@@ -219,3 +219,12 @@ def test_a_rank_far_more_eager_than_the_others_is_flagged():
     assert dp_eager_rank_flag(dp(0.02, 0.06, 0.04)) == []  # 0.03 above the mean: under the gap
     assert dp_eager_rank_flag(dp(0.40, 0.50, 0.30)) == []  # 0.15 above, but not twice the mean
     assert dp_eager_rank_flag({}) == []  # not a data-parallel run
+
+
+def test_a_dp_result_validates_against_the_result_schema():
+    from tests.helpers import schema_errors
+
+    for extra in (["engine.dp_size=3"], ["model=hybrid", "engine.dp_size=4", "engine.ep_size=2"]):
+        doc = run_point(load_config(["workload.num_requests=24", *extra]), [], trace=True)
+        assert "dp" in doc["metrics"] and schema_errors(doc) == ("result", [])
+        assert {s["rank"] for s in doc["steps"]} == set(range(doc["metrics"]["dp"]["dp_size"]))

@@ -106,6 +106,12 @@ CASES: list[Case] = [
         ("run backend.cost_model=calibrated backend.calibration=/nonexistent/table.json", "table.json"),
         ("run hardware.peak_flops=0", "peak_flops"),
         ("run slo.ttft_ms=-5", "slo.ttft_ms"),
+        # data parallelism (docs/data-parallel.md)
+        ("run engine.dp_size=0", "engine.dp_size"),
+        ("run engine.dp_size=2 engine.dp_routing=fastest", "engine.dp_routing"),
+        ("run engine.dp_size=2 engine.dp_routing=prefix_longest", ("engine.dp_routing", "prefix-block hashes")),
+        ("run model=hybrid engine.dp_size=3 engine.ep_size=2", ("engine.dp_size", "multiple of engine.ep_size")),
+        ("run engine.dp_routing=round_robin", ("engine.dp_routing", "engine.dp_size=1")),
     ),
     # -- model rules that used to live only in the torch model: every backend now
     *_section(

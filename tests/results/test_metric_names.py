@@ -26,11 +26,25 @@ def ep_metrics() -> dict:
     return run_point(cfg, [])["metrics"]
 
 
-def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict) -> None:
-    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_ep}
-    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS}
-    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)):
+@pytest.fixture(scope="module")
+def dp_metrics() -> dict:
+    cfg = load_config(["workload.num_requests=24", "engine.dp_size=3"])
+    return run_point(cfg, [])["metrics"]
+
+
+def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict, dp_metrics: dict) -> None:
+    assert set(metrics) == {m.name.split(".", 1)[0] for m in METRICS if not (m.needs_ep or m.needs_dp)}
+    assert set(ep_metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_dp}
+    assert set(dp_metrics) == {m.name.split(".", 1)[0] for m in METRICS if not m.needs_ep}
+    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)) + list(flatten(dp_metrics)):
         assert metric(name) is not None, name
+
+
+def test_every_registered_dp_metric_is_computed_with_dp_only(dp_metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_dp:
+            assert m.name.startswith("dp.") and lookup(dp_metrics, m.name) is not None, m.name
+    assert set(dp_metrics["dp"]) == {m.name.split(".", 1)[1] for m in METRICS if m.needs_dp}
 
 
 def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -> None:
@@ -41,7 +55,7 @@ def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -
 
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
-        if m.needs_ep:
+        if m.needs_ep or m.needs_dp:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
