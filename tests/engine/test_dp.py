@@ -117,6 +117,8 @@ def test_merged_ledger_and_every_request_its_tokens(n):
     for r in state.requests:
         assert r.generated == r.output_len == reqs[r.id].output_tokens
     assert sum(eng.dp_metrics()["rank_completed"]) == n
+    for rank in eng.ranks:  # KV conservation per rank: every block back in its own pool
+        assert rank.ctx.free_blocks == rank.ctx.pool_blocks
     oracle, ostate = _run(_dp_cfg(3, oracle=True), reqs, trace=False)
     assert _everything(oracle, ostate) == _everything(eng, state)
 
