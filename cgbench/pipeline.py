@@ -109,6 +109,8 @@ def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloCo
         m["ep"] = engine.ep_metrics()
     if isinstance(engine, DPEngine):
         m["dp"] = engine.dp_metrics()
+        if engine.ep_size > 1:
+            m["ep"] = engine.ep_metrics()
     return m
 
 

@@ -306,6 +306,28 @@ class DPEngine:
         }
 
 
+    def ep_metrics(self) -> dict[str, Any]:
+        """The ``ep`` block over every EP group (``ep_size`` > 1 only): the groups' lockstep and dummy
+        steps summed, the per-rank lists over all ``dp_size`` ranks, the requests the coordinator routed."""
+        groups = [unit.group for unit in self.units if isinstance(unit, _Group)]
+        parts = [g.ep_metrics() for g in groups]
+        forced = sum(s.forced_eager_steps for g in groups for s in g.rank_stats)
+        total_eager = sum(r.state.stats.eager_steps for r in self.ranks)
+        tokens = [sum(r.state.requests.int_column("generated")) for r in self.ranks]
+        return {
+            "ep_size": self.ep_size,
+            "moe_dispatcher": groups[0].dispatcher,
+            "lockstep_steps": sum(p["lockstep_steps"] for p in parts),
+            "rank_eager_step_fraction": [f for p in parts for f in p["rank_eager_step_fraction"]],
+            "dummy_steps": sum(p["dummy_steps"] for p in parts),
+            "rank_dummy_steps": [d for p in parts for d in p["rank_dummy_steps"]],
+            "forced_eager_fraction": forced / total_eager if total_eager else 0.0,
+            "rank_requests": [s.requests_routed for s in self.rank_stats],
+            "rank_completed": [c for p in parts for c in p["rank_completed"]],
+            "load_imbalance": _imbalance(tokens),
+        }
+
+
 def _imbalance(values: list[int]) -> float:
     """max / mean (1 = balanced; 1.0 when nothing at all)."""
     mean = sum(values) / len(values)

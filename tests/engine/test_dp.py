@@ -132,6 +132,10 @@ def test_ep_groups_step_in_lockstep_inside_and_independently_across():
     assert state.outcome == "completed"
     assert _ids_by_rank(eng) == [[0], [1], [2], [3]]
     dp = eng.dp_metrics()
+    ep = metrics_of(eng, state, SloConfig())["ep"]
+    assert ep["rank_requests"] == dp["rank_requests"] == [1, 1, 1, 1]
+    assert ep["rank_dummy_steps"] == [0, 37, 0, 0] and ep["dummy_steps"] == 37
+    assert ep["lockstep_steps"] == 40 + 5
     steps, clock = dp["rank_steps"], dp["rank_makespan_s"]
     # ranks 0, 1 form group 0, ranks 2, 3 group 1: equal within a group (rank 1 runs dummy forwards
     # while rank 0 decodes), different across
@@ -230,3 +234,20 @@ def test_a_dp_result_validates_against_the_result_schema():
         doc = run_point(load_config(["workload.num_requests=24", *extra]), [], trace=True)
         assert "dp" in doc["metrics"] and schema_errors(doc) == ("result", [])
         assert {s["rank"] for s in doc["steps"]} == set(range(doc["metrics"]["dp"]["dp_size"]))
+
+
+@pytest.mark.slow  # random configs through EP groups
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["nccl", "nvls"]))
+def test_ep_groups_keep_every_invariant(scenario, dispatcher):
+    cfg, reqs = scenario  # check_invariants: KV conservation per rank at every step
+    cfg = replace(cfg, engine=replace(cfg.engine, dp_size=4, ep_size=2, moe_dispatcher=dispatcher))
+    eng, state = _run(cfg, reqs)
+    assert sorted(r.id for r in state.requests) == [r.id for r in reqs]
+    assert sum(eng.dp_metrics()["rank_requests"]) == len(reqs)
+    for r in state.requests:
+        if r.outcome == Outcome.COMPLETED:
+            assert r.generated == r.output_len
+    if state.outcome == "completed":
+        for rank in eng.ranks:
+            assert rank.ctx.free_blocks == rank.ctx.pool_blocks
