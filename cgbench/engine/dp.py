@@ -190,6 +190,8 @@ class DPEngine:
         self.unit_of = [u for u, unit in enumerate(self.units) for _ in unit.ranks]
         self.rank_stats = [DPRankStats() for _ in self.ranks]
         self.busy = [False] * len(self.units)  # a unit with a step to run (else it waits for an arrival)
+        self.retired = [False] * len(self.units)  # a unit that stopped: it steps no more
+        self.crashed = [False] * len(self.units)  # one that stopped on an engine assertion: not routed to
         self.state = RunState()
 
     @property
@@ -214,7 +216,13 @@ class DPEngine:
     # -- the loop -----------------------------------------------------------------------------------
 
     def run(self) -> RunState:
-        st, units, busy = self.state, self.units, self.busy
+        """Run to the end (see the module docstring). A unit that stops (an engine assertion, a stall,
+        the step bound) steps no more while the others run on, so that what each rank does never
+        depends on the order the loop visits the units in; a crashed unit is also taken out of the
+        routing (the coordinator drops an engine it cannot reach). The run's outcome is the earliest
+        stop in simulated time (ties: the lowest rank), else a stall of waiting ranks, else completed."""
+        st, units, busy, retired = self.state, self.units, self.busy, self.retired
+        stops: list[tuple[float, int, str, str]] = []  # (clock, first rank, outcome, diagnosis)
         while True:
             nxt = self.stream.next_arrival_s()
             u = -1
@@ -222,11 +230,13 @@ class DPEngine:
                 if busy[i] and (u < 0 or unit.now_s < units[u].now_s):
                     u = i
             if nxt is not None and (u < 0 or nxt <= units[u].now_s):
-                self._arrivals(nxt)
+                if not self._arrivals(nxt):
+                    break  # every engine crashed: nothing is left to take a request
                 continue
             if u < 0:  # nothing runs and nothing more arrives
-                if not all(r.drained for r in self.ranks) or not self.stream.exhausted():
-                    stuck = next(i for i, r in enumerate(self.ranks) if not r.drained)
+                waiting = [i for i, r in enumerate(self.ranks) if not r.drained and not retired[self.unit_of[i]]]
+                if not stops and (waiting or not self.stream.exhausted()):
+                    stuck = waiting[0] if waiting else 0
                     st.outcome = "stalled"
                     st.diagnosis = f"rank {stuck}: " + units[self.unit_of[stuck]].stall_diagnosis()
                 break
@@ -236,28 +246,36 @@ class DPEngine:
                 continue
             stop = unit.advance()
             if stop is not None:
-                first = self.unit_of.index(u)
-                st.outcome, st.diagnosis = stop[0], f"rank {first}: {stop[1]}"
-                break
+                busy[u], retired[u] = False, True
+                self.crashed[u] = stop[0] == "engine_assertion"
+                stops.append((unit.now_s, self.unit_of.index(u), *stop))
+        if stops:
+            _, first, outcome, why = min(stops)
+            st.outcome, st.diagnosis = outcome, f"rank {first}: {why}"
         return self._merged()
 
-    def _arrivals(self, t_s: float) -> None:
-        """The arrivals due at ``t_s``, each routed on the pending counts then; every waiting unit that
-        is not drained (or gets a request) wakes at ``t_s`` for a round."""
+    def _arrivals(self, t_s: float) -> bool:
+        """The arrivals due at ``t_s``, each routed on the pending counts then (a crashed unit's ranks
+        excluded); every waiting unit that is not drained (or gets a request) wakes at ``t_s`` for a
+        round. False, with nothing routed, when every unit crashed."""
+        alive = [not self.crashed[u] for u in self.unit_of]
+        if not any(alive):
+            return False
         for spec in self.stream.pop_due(t_s):
             loads = [rs.pending(t_s) for rs in self.rank_streams]
-            r = self.router.route(spec, loads)
+            r = self.router.route(spec, loads, alive)
             u = self.unit_of[r]
-            if not self.busy[u]:
+            if not self.busy[u] and not self.retired[u]:
                 self.units[u].wait_until(t_s)
                 self.busy[u] = True
             self.rank_streams[r].routed += 1
             self.rank_stats[r].requests_routed += 1
             self.ranks[r].arrive(spec)
         for u, unit in enumerate(self.units):
-            if not self.busy[u] and not all(r.drained for r in unit.ranks):
+            if not self.busy[u] and not self.retired[u] and not all(r.drained for r in unit.ranks):
                 unit.wait_until(t_s)
                 self.busy[u] = True
+        return True
 
     # -- the whole system ---------------------------------------------------------------------------
 

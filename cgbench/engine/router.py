@@ -56,23 +56,27 @@ class Router:
         if self.policy not in ROUTINGS:
             raise ValueError(f"unknown routing {self.policy!r}; one of {', '.join(ROUTINGS)}")
 
-    def route(self, spec: RequestSpec, loads: Sequence[int]) -> int:
-        """The rank ``spec`` goes to, given each rank's in-flight requests ``loads`` now."""
+    def route(self, spec: RequestSpec, loads: Sequence[int], alive: Sequence[bool] | None = None) -> int:
+        """The rank ``spec`` goes to, given each rank's in-flight requests ``loads`` now, among the
+        ranks ``alive`` (all by default; at least one)."""
+        ranks = range(self.size) if alive is None else [r for r in range(self.size) if alive[r]]
         if self.policy == ROUND_ROBIN:
             i = self._next
+            while alive is not None and not alive[i]:
+                i = (i + 1) % self.size
             self._next = (i + 1) % self.size
             return i
         if self.policy == LEAST_LOADED:
-            return least_loaded(loads)
+            return least_loaded(loads) if alive is None else min(ranks, key=lambda r: (loads[r], r))
         hashes = list(spec.prefix_blocks) if spec.prefix_blocks is not None else []
         if self.policy == PREFIX_FIRST_BLOCK:
             hashes = hashes[:1]
         if not hashes:
-            return least_loaded(loads)
+            return min(ranks, key=lambda r: (loads[r], r))
         match, recency = self.match(hashes)
         a, cap = self.alpha, self.max_requests
         scores = [a * m + (1.0 - a) * (max(0, cap - load) / cap) for m, load in zip(match, loads, strict=True)]
-        best = min(range(self.size), key=lambda r: (-scores[r], -recency[r], r))
+        best = min(ranks, key=lambda r: (-scores[r], -recency[r], r))
         self._stamp += 1
         for h in hashes:
             self._hashes.setdefault(h, {})[best] = self._stamp

@@ -251,3 +251,22 @@ def test_ep_groups_keep_every_invariant(scenario, dispatcher):
     if state.outcome == "completed":
         for rank in eng.ranks:
             assert rank.ctx.free_blocks == rank.ctx.pool_blocks
+
+
+def test_a_rank_that_stops_leaves_the_others_running_whatever_the_engine():
+    # found by the property above: rank 0 hits Megatron's KV assertion while rank 1 still has work.
+    # The fast engine runs rank 1 ahead in one stretch; had the run ended at the assertion, rank 0's
+    # progress would depend on the engine. A stopped rank steps no more and the others run on.
+    from cgbench.config.schema import CGConfig
+
+    cg = CGConfig(all_prefills=False, cuda_graph_max_tokens=16, non_decode=False, sizes_per_octave=1)
+    cfg = make_cfg(policy="budget", cg=cg, max_requests=2, max_tokens=64, max_sequence_length=64, block_size=16,
+                   kv_blocks=4, num_speculative_tokens=3)
+    cfg = replace(cfg, engine=replace(cfg.engine, dp_size=2))
+    reqs = [RequestSpec(0, 0.0, 1, 2), RequestSpec(1, 0.0, 1, 10), RequestSpec(2, 0.0, 57, 6)] + [
+        RequestSpec(i, 0.0, 1, 1) for i in range(3, 7)]
+    fast, fs = _run(cfg, reqs)
+    slow, ss = _run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs)
+    assert _everything(fast, fs) == _everything(slow, ss)
+    assert fs.outcome == "engine_assertion" and fs.diagnosis.startswith("rank 0: ")
+    assert fast.retired == [True, False] and fast.ranks[1].drained  # rank 1 served everything it got

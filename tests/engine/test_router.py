@@ -77,3 +77,13 @@ def test_free_capacity_is_clamped_at_zero():
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown routing"):
         Router(2, "fastest")
+
+
+def test_a_crashed_rank_is_not_routed_to():
+    alive = [False, True, True]
+    assert Router(3).route(_spec(0), [0, 1, 1], alive) == 1
+    rr = Router(3, "round_robin")
+    assert [rr.route(_spec(i), [0, 0, 0], alive) for i in range(4)] == [1, 2, 1, 2]
+    p = Router(3, "prefix_longest", alpha=1.0, max_requests=4)
+    p.route(_spec(0, 5), [0, 0, 0])  # rank 0 holds hash 5
+    assert p.route(_spec(1, 5), [0, 0, 0], alive) == 1  # its match is moot: rank 0 is gone
