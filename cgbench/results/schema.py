@@ -8,8 +8,8 @@ This module builds the result document's and the state file's schemas and the pi
 
 Versioning: a schema's ``$id`` names the documents' ``schema_version`` (``SCHEMA_VERSION``). A key
 added within a version is optional in the schema when documents of that version written before it
-lack it (``ADDED_SUMMARY_FIELDS``); a change that breaks a reader (a key removed, renamed or retyped)
-raises ``SCHEMA_VERSION``, which the loaders check.
+lack it (``ADDED_SUMMARY_FIELDS``, ``ADDED_CONFIG_FIELDS``); a change that breaks a reader (a key
+removed, renamed or retyped) raises ``SCHEMA_VERSION``, which the loaders check.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ from cgbench.results.names import (
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # summary fields added to schema_version 1 after its first results: optional, so those still validate
 ADDED_SUMMARY_FIELDS = ("min", "std", "p95")
+# config keys added to schema_version 1 after its first results, per config class: optional likewise
+ADDED_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
+    "EngineConfig": ("dp_size", "dp_routing", "dp_routing_alpha"),  # data parallelism (docs/data-parallel.md)
+}
 # metrics whose JSON type the unit does not say
 _METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
@@ -109,10 +113,12 @@ def type_schema(tp: Any, where: str) -> dict[str, Any]:
 
 
 def dataclass_schema(cls: type, *, required: bool = True, extra: Any = False) -> dict[str, Any]:
-    """An object with ``cls``'s fields (all required when ``required``: ``asdict`` writes every one)."""
+    """An object with ``cls``'s fields (all required when ``required``: ``asdict`` writes every one, but
+    those of ``ADDED_CONFIG_FIELDS``, which older documents lack)."""
     hints = typing.get_type_hints(cls)
     props = {f.name: type_schema(hints[f.name], f"{cls.__name__}.{f.name}") for f in dataclasses.fields(cls)}
-    return record(props, props if required else (), extra=extra)
+    added = ADDED_CONFIG_FIELDS.get(cls.__name__, ())
+    return record(props, [k for k in props if k not in added] if required else (), extra=extra)
 
 
 def config_schema() -> dict[str, Any]:
