@@ -92,7 +92,53 @@ def coverage_table() -> None:
     print()
 
 
+RULES_HEADER = ("| `cgbench run` overrides | outcome | completed / failed | pauses | evictions | TTFT ms p50 / p99 "
+                "| steps | output tok/s |\n|---|---|--:|--:|--:|--:|--:|--:|")
+
+
+def rules_row(overrides: list[str]) -> str:
+    m = run_point(load_config(overrides), overrides)["metrics"]
+    r = m["requests"]
+    failed = f"{r['failed']}" + (f" ({', '.join(f'{k} {v}' for k, v in r['failed_by_reason'].items())})"
+                                 if r["failed"] else "")
+    ttft = m["ttft_ms"]
+    ttft_text = f"{ttft['p50']:,.1f} / {ttft['p99']:,.1f}" if ttft and ttft.get("count") else "-"
+    return (f"| `{' '.join(overrides)}` | {m['outcome']} | {r['completed']} / {failed} | {r['paused_events']} | "
+            f"{r['evicted_events']} | {ttft_text} | {m['steps']} | {m['output_throughput_tok_s']:,.0f} |")
+
+
+def rules_kv_table() -> None:
+    """#5995 under a tight KV pool: the same memory (engine=kv_tight: 600 blocks, plus a paused budget),
+    0.19.2's carved-out paused partition against main's shared pool with a retention budget."""
+    print(f"### Rule sets: #5995 under a tight KV pool (`engine=kv_tight`)\n\n{RULES_HEADER}")
+    for model in ("hybrid", "transformer"):
+        for paused in ("0", "50", "200"):
+            for chunked in ("false", "true"):
+                for rules in ("0.19.2", "main"):
+                    print(rules_row([f"model={model}", "engine=kv_tight", f"engine.paused_blocks={paused}",
+                                     f"engine.chunked_prefill={chunked}", f"engine.megatron_rules={rules}"]))
+    print()
+
+
+ARRIVAL = ["model=transformer", "workload=small", "workload.num_requests=4", "workload.prompt_len.dist=fixed",
+           "workload.prompt_len.value=8", "workload.output_len.dist=fixed", "engine.block_size=256",
+           "engine.kv_blocks=1", "engine.max_requests=4", "engine.max_tokens=512", "engine.max_sequence_length=512"]
+
+
+def rules_arrival_table() -> None:
+    """#5950 at the arrival check: four 8-token prompts in a one-block pool (256-token blocks), the
+    output length at the exact fit of ``prompt + (G - 1) + spec`` and one token past it."""
+    print(f"### Rule sets: #5950 at arrival (a one-block pool)\n\n{RULES_HEADER}")
+    for spec, output in (("0", 249), ("0", 250), ("2", 247), ("2", 248)):
+        for rules in ("0.19.2", "main"):
+            print(rules_row([*ARRIVAL, f"workload.output_len.value={output}", f"workload.output_len.max={output}",
+                             f"engine.num_speculative_tokens={spec}", f"engine.megatron_rules={rules}"]))
+    print()
+
+
 if __name__ == "__main__":
     gating_tables()
     sizing_table()
     coverage_table()
+    rules_kv_table()
+    rules_arrival_table()

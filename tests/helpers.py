@@ -9,7 +9,15 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from cgbench.config.schema import POLICIES, BenchConfig, CGConfig, EngineConfig, ModelConfig, PolicyConfig
+from cgbench.config.schema import (
+    MEGATRON_RULES,
+    POLICIES,
+    BenchConfig,
+    CGConfig,
+    EngineConfig,
+    ModelConfig,
+    PolicyConfig,
+)
 from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -77,7 +85,18 @@ def scenarios(draw):
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
                    max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
                    paused_blocks=paused, num_speculative_tokens=spec,
-                   kv_corners=draw(st.sampled_from(["megatron", "safe"])))
+                   kv_corners=draw(st.sampled_from(["megatron", "safe"])),
+                   megatron_rules=draw(st.sampled_from(MEGATRON_RULES)))
+    # Megatron main's batch-invariant mode where its config allows it (hybrid: one-token decode, and
+    # with chunked prefill max_tokens > the SSM chunk alignment)
+    alignment = draw(st.sampled_from([16, 32, 128]))
+    if (cfg.engine.megatron_rules == "main" and draw(st.booleans())
+            and (kind != "hybrid" or (spec == 0 and (not chunked or max_tokens > alignment)))):
+        cfg = replace(cfg, engine=replace(cfg.engine, batch_invariant=True, ssm_chunk_alignment=alignment))
+    # Megatron main's hybrid SSM handoff pinning: finished requests pin their Mamba slot for a few rounds
+    release = draw(st.sampled_from([0, 1, 3]))
+    if cfg.engine.megatron_rules == "main" and kind == "hybrid" and draw(st.booleans()):
+        cfg = replace(cfg, engine=replace(cfg.engine, handoff_pinning=True, handoff_release_steps=release))
     cfg = replace(cfg, policy=replace(cfg.policy, wait_timeout=replace(cfg.policy.wait_timeout, iters=3)))
     return cfg, reqs
 
@@ -101,7 +120,8 @@ def tight_pools(draw):
                    cg=replace(CGConfig(), all_prefills=False), max_requests=max_requests,
                    max_tokens=max(16, max_requests * (spec + 1)),
                    max_sequence_length=msl, block_size=block, kv_blocks=kv, paused_blocks=paused,
-                   num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])))
+                   num_speculative_tokens=spec, kv_corners=draw(st.sampled_from(["megatron", "safe"])),
+                   megatron_rules=draw(st.sampled_from(MEGATRON_RULES)))
     return cfg, reqs
 
 

@@ -44,6 +44,10 @@ DEFAULT_FAIL_ON = (REGRESSED, MISSING, FAILED, CHANGED)
 CLASS_TEXT = {WITHIN: "within tolerance"}
 # Config keys that never change what a run measures.
 CONFIG_IGNORED = ("out_dir", "sweep")
+# Config keys whose change is always reported as a check of class `changed` (config.<key>): they change
+# which rules the simulator follows, so metrics moving with them must never look like a regression
+# of the code. Result files from before a key existed ran at its default.
+CONFIG_REPORTED = {"engine.megatron_rules": "0.19.2"}
 WORST_SHOWN = 3  # metrics named on a point's summary line
 
 
@@ -277,10 +281,26 @@ def _assign(rules: list[Rule], names: list[str]) -> list[tuple[str, Rule]]:
     return sorted(taken.items(), key=lambda kv: (order[kv[1].pattern], kv[0]))
 
 
+def config_changes(base: dict[str, Any], new: dict[str, Any], label: str) -> list[Delta]:
+    """A ``changed`` check for every ``CONFIG_REPORTED`` key that differs between the two runs."""
+    out = []
+    for key, default in CONFIG_REPORTED.items():
+        values = []
+        for doc in (base, new):
+            node: Any = doc.get("config") or {}
+            for part in key.split("."):
+                node = node.get(part, {}) if isinstance(node, dict) else {}
+            values.append(default if node == {} else node)
+        if values[0] != values[1]:
+            out.append(Delta(label, f"config.{key}", values[0], values[1], CHANGED, "config",
+                             f"config change: {key} {values[0]} -> {values[1]}"))
+    return out
+
+
 def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], label: str) -> list[Delta]:
     fb, fn = flatten(base["metrics"]), flatten(new["metrics"])
     exact_ok = deterministic_pair(base, new)
-    out = []
+    out = config_changes(base, new, label)
     for name, rule in _assign(rules, sorted(set(fb) | set(fn))):
         b, n = fb.get(name), fn.get(name)
         if rule.missing_as_zero:
@@ -439,6 +459,9 @@ def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
     if not comp.points:  # every pair had a failed base: an "OK" here would compare nothing
         raise ConfigError(f"nothing to compare between {base} and {new}: every point failed in the base "
                           f"({len(pairs)} point{'s' if len(pairs) != 1 else ''}; {pairs[0][0].error or 'failed'})")
+    configs = sorted({d.note for d in comp.deltas if d.metric.startswith("config.")})
+    for note in configs:  # said once for the whole comparison, not only per point
+        comp.warnings.append(f"{note}: the two sides ran under different rules; their metrics differ by design")
     skipped = comp.count(SKIPPED)
     if skipped:
         comp.notes.append(f"{skipped} exact checks skipped: the runs are not both sim with equal configs")

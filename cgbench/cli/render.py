@@ -14,6 +14,7 @@ from rich import box
 from rich.table import Table
 
 from cgbench.config.labels import header
+from cgbench.engine.kv_rules import DEFAULT_RULES, MEGATRON_RULES
 from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
@@ -36,12 +37,21 @@ def _counts(d: dict[str, int] | None) -> str:
 
 
 def run_title(doc: dict[str, Any]) -> str:
+    """The run's header line: its config labels, then the Megatron rule set it ran under."""
     labels = doc.get("labels")
-    if labels:
-        return "cgbench run: " + header(labels)
     c = doc["config"]
+    if labels:
+        return "cgbench run: " + header(labels) + rules_part(c)
     return (f"cgbench run: model={c['model']['name']} policy={c['policy']['name']} "
-            f"workload={c['workload']['name']} backend={c['backend']['name']}")
+            f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c))
+
+
+def rules_part(config: dict[str, Any]) -> str:
+    """``" rules: megatron-core 0.19.2"``: the rule set (``engine.megatron_rules``; result files from
+    before the key ran under 0.19.2's)."""
+    name = config.get("engine", {}).get("megatron_rules", DEFAULT_RULES)
+    rules = MEGATRON_RULES.get(name)
+    return f" rules: {rules.label if rules is not None else name}"
 
 
 def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:

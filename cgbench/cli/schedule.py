@@ -25,6 +25,7 @@ STOP_TEXT = {
     "deferred": "gating deferral",
     "partial_chunk": "partial chunk",
     "single_token_guard": "flash-attn guard",
+    "ssm_chunk_alignment": "SSM chunk alignment",
     "max_requests": "max_requests",
     "paused_requests": "paused requests",
     "max_tokens": "max_tokens",

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from cgbench.config.schema import EngineConfig
 from cgbench.engine.contract import Admission
+from cgbench.engine.handoff import HandoffPins
+from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
 from cgbench.engine.request import Request
 
 
@@ -37,6 +39,9 @@ class Context:
     paused_count: int = 0
     chunked_request_id: int = -1
     admitted: list[Admission] = field(default_factory=list)
+    rules: KVRules = field(default_factory=default_rules)  # engine.megatron_rules (kv_rules.py)
+    handoff: HandoffPins | None = None  # engine.handoff_pinning (handoff.py): pinned Mamba slots
+    pinned_slots: int = 0  # Mamba slots pinned by handoffs for this round (0 without pinning)
     decode_tokens: int = field(init=False)  # tokens per decode row: 1 + num_speculative_tokens
 
     def __post_init__(self) -> None:
@@ -54,6 +59,8 @@ class Context:
             active_blocks=blocks,
             paused_block_budget=e.paused_blocks,
             free_blocks=blocks + e.paused_blocks,
+            rules=kv_rules(e.megatron_rules),
+            handoff=HandoffPins(e.handoff_release_steps) if e.handoff_pinning else None,
         )
 
     @property
@@ -79,7 +86,8 @@ class Context:
 
     def check_availability(self, req: Request) -> tuple[bool, bool, bool]:
         """(request_ok, tokens_ok, kv_ok) for the whole remaining prompt."""
-        request_ok = self.total_request_count < self.max_requests and self.paused_count == 0
+        # a pinned handoff holds a Mamba slot too (#6584): free slots = max_requests - requests - pinned
+        request_ok = self.total_request_count + self.pinned_slots < self.max_requests and self.paused_count == 0
         tokens_ok = self.active_tokens + req.remaining_prompt <= self.max_tokens
         kv_ok = self.free_blocks >= self.blocks_for(req.finished_chunk, req.remaining_prompt)
         return request_ok, tokens_ok, kv_ok

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from cgbench.config.schema import EngineConfig
+from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.invariants import InvariantError
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.request import Outcome, Request, make_request
-from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
+from cgbench.engine.rows import compact_finished, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, Scheduler
 from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
@@ -120,7 +121,8 @@ class Engine:
         self.chunked_prefill = engine.chunked_prefill
         self.ctx = Context.from_engine(engine)
         self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
-                                   gating=gating, flash_attn_guard=engine.flash_attn_guard)
+                                   gating=gating, flash_attn_guard=engine.flash_attn_guard,
+                                   ssm_alignment=ssm_alignment(engine, grid.strict))
         self.graphs = GraphChoice(grid, policy)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
@@ -160,7 +162,8 @@ class Engine:
             reason = "prompt_exceeds_max_sequence_length"
         elif not self.chunked_prefill and spec.prompt_tokens > ctx.max_tokens:
             reason = "prompt_exceeds_max_tokens"
-        elif ceil_div(spec.prompt_tokens + req.output_len, ctx.block_size) > ctx.pool_blocks:
+        elif ctx.rules.arrival_blocks(spec.prompt_tokens, req.output_len, ctx.num_speculative_tokens,
+                                      ctx.block_size) > ctx.pool_blocks:
             reason = "kv_block_overflow"
         if reason:
             self._fail(req, reason)
@@ -196,6 +199,9 @@ class Engine:
                 self.arrive(spec)
             result = self.begin_round()
             if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
+                handoff = self.ctx.handoff
+                if handoff is not None and self.queue and handoff.release_all():
+                    continue  # nothing runs: the engine waits for the handoff pulls (handoff.py)
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -219,6 +225,8 @@ class Engine:
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
         ctx = self.ctx
         ctx.begin_round(len(self.rows), len(self.paused))
+        if ctx.handoff is not None:
+            ctx.pinned_slots = ctx.handoff.pinned_at(self.step)
         queued_before = len(self.queue)
         observer = self.round_observer
         if observer is not None:
@@ -346,6 +354,8 @@ class Engine:
         req.finish_step = self.step
         req.finish_s = self.state.now_s
         self.ctx.release(req)
+        if self.ctx.handoff is not None:  # its state is handed off: its Mamba slot stays pinned
+            self.ctx.handoff.pin(self.step)
         self.backend.release(req)
         self.stream.on_complete(self.state.now_s)
         self.state.requests.retire(req)  # nothing changes it after this
@@ -451,7 +461,7 @@ class Engine:
         self._resume(ran_chunk)
         evicted = self._evict()
         self._resume(ran_chunk)
-        if not self.order and self.chunked is None:
+        if not self.order and self.chunked is None and (self.paused or self.ctx.rules.asserts_when_emptied):
             if self.kv_corners == "megatron":
                 self._crash(evicted)
             else:  # safe: what can neither resume nor stay paused is re-prefilled later
@@ -465,7 +475,7 @@ class Engine:
         ctx, paused = self.ctx, self.paused
         # the active rows: the running decodes and the chunked request only if its chunk ran
         held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
-        k = ctx.resumable(paused, held, ctx.max_requests - len(self.order))
+        k = ctx.rules.resumable(ctx, paused, held, ctx.max_requests - len(self.order))
         if k == 0:
             return
         resumed = paused[len(paused) - k:]
@@ -476,7 +486,9 @@ class Engine:
         self.order[:0] = resumed  # they join the active region on its left
 
     def _evict(self) -> list[Request]:
-        return self._evict_rows(evict_count([r.blocks for r in self.paused], self.ctx.paused_block_budget))
+        ctx = self.ctx
+        room = ctx.max_requests - len(self.order)
+        return self._evict_rows(ctx.rules.evict_count(ctx, self.paused, room if room > 0 else 0))
 
     def _evict_rows(self, e: int) -> list[Request]:
         """The right-most ``e`` paused rows give back their KV; the right-most active rows move into
@@ -517,10 +529,13 @@ class Engine:
             what.append(f"evicted request(s) {[r.id for r in evicted]}")
         if self.paused:
             what.append(f"paused request(s) {[r.id for r in self.paused]} cannot resume")
+        ctx = self.ctx
+        pool = (f"active KV pool {ctx.active_blocks} blocks, paused budget {ctx.paused_block_budget}"
+                if ctx.rules.asserts_when_emptied else  # main: one shared pool, the budget only retains
+                f"shared KV pool {ctx.pool_blocks} blocks, paused retention budget {ctx.paused_block_budget}")
         st.diagnosis = (f"step {self.step}: Megatron's update_requests asserts: after resume, evict and "
                         f"resume no active request and no chunked request remain ({'; '.join(what)}; "
-                        f"active KV pool {self.ctx.active_blocks} blocks, paused budget "
-                        f"{self.ctx.paused_block_budget}); engine.kv_corners=safe re-prefills them instead")
+                        f"{pool}); engine.kv_corners=safe re-prefills them instead")
         self.halted = True
 
     # -- diagnostics and invariants -----------------------------------------------------------------

@@ -231,9 +231,9 @@ class FastEngine(Engine):
         granted = 0
         for r in needing:
             granted += ctx.decode_blocks_needed(r)
-        # ``Context.resumable`` over the m newly paused rows, with the active rows' blocks
+        # the rule set's resume over the m newly paused rows, with the active rows' blocks
         held = self.rows.held_blocks + granted + (ran_chunk.blocks if ran_chunk is not None else 0)
-        if held > ctx.active_blocks or m > ctx.free_blocks or len(order) > ctx.max_requests:
+        if not ctx.rules.resumes_at_once(ctx, held, granted, m, len(order)):
             return False
         move_pausing_left(order, {order.index(r) for r in needing})
         resumed = order[:m]
@@ -267,13 +267,18 @@ class FastEngine(Engine):
         # A head let through on a gating timeout and then stopped by the single-token guard had its
         # wait counter reset: the next round defers it again, so this round is not a fixed point.
         once = (head is None and self.queue and self.policy.timeout_iters >= 0
-                and result.stop_reason == "single_token_guard")
+                and (result.stop_reason == "single_token_guard" or result.stop_reason == "ssm_chunk_alignment"))
         while True:
             stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
             limit = stall if stall < bound else bound  # comparisons, not builtin min calls: once per event
             stop = events[0][0] if events and events[0][0] < limit else limit
             if once and first + 1 < stop:
                 stop = first + 1
+            handoff = self.ctx.handoff
+            if handoff is not None and self.queue:  # a released handoff slot may admit the head
+                release = handoff.next_release_after(first)
+                if release is not None and release < stop:
+                    stop = release
             if head is not None and self.policy.timeout_iters >= 0:
                 timeout = first + 1 + self.policy.timeout_iters - head.cg_wait_iters
                 if timeout < stop:

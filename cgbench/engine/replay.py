@@ -15,8 +15,9 @@ Decisions about the format (docs/schedule.md gives the user's view):
   A ``graphs`` list means ``kind: explicit`` (the list in stored order, validated against the
   engine limits); without it the grid is generated from the other keys.
 * ``engine`` takes the ``EngineConfig`` keys plus ``free_blocks`` (default: the whole pool free).
-* ``batch.prefill`` and ``batch.paused`` default to 0; ``batch.active_tokens`` defaults to
-  ``decode * (1 + num_speculative_tokens)``, the only value it can have when ``prefill`` is 0.
+* ``batch.prefill``, ``batch.paused`` and ``batch.pinned`` (handoff-pinned Mamba slots) default to 0;
+  ``batch.active_tokens`` defaults to ``decode * (1 + num_speculative_tokens)``, the only value it
+  can have when ``prefill`` is 0.
 * The chunked request (``chunked_request``) is the queue's head. If the queue lists it, it must be
   ``queue[0]`` and agree on ``prompt_tokens`` (= ``remaining``) and ``finished``; if the queue omits
   it, it is inserted at the head. It is hidden: not counted in ``batch``.
@@ -48,6 +49,7 @@ from cgbench.config.schema import (
     ModelConfig,
     PolicyConfig,
 )
+from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context
 from cgbench.engine.policy_registry import build_policy
 from cgbench.engine.request import Request, make_request
@@ -57,7 +59,7 @@ from cgbench.grids.lookup import Grid
 
 _TOP_KEYS = ("description", "model", "engine", "cg", "policy", "batch", "chunked_request", "queue")
 _REQUIRED_TOP = ("model", "engine", "batch", "queue")
-_BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused")
+_BATCH_KEYS = ("active_tokens", "prefill", "decode", "paused", "pinned")
 _CHUNKED_KEYS = ("id", "remaining", "finished")
 _QUEUE_KEYS = ("id", "prompt_tokens", "finished", "cg_wait_iters")
 # The format's keys, read by its JSON Schema (cgbench.results.schema): top level, required, per record.
@@ -185,6 +187,7 @@ class Batch:
     prefill: int  # P
     decode: int  # D
     paused: int
+    pinned: int = 0  # Mamba slots pinned by handoffs (engine.handoff_pinning, engine/handoff.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +223,7 @@ class RoundState:
         ctx.prefill_count = self.batch.prefill
         ctx.decode_count = self.batch.decode
         ctx.paused_count = self.batch.paused
+        ctx.pinned_slots = self.batch.pinned
         ctx.chunked_request_id = self.chunked_request_id
         return ctx
 
@@ -325,6 +329,12 @@ def _batch(obj: dict[str, Any], e: EngineConfig) -> Batch:
     if prefill + decode + paused > e.max_requests:
         raise ConfigError(f"batch: prefill + decode + paused = {prefill + decode + paused} exceeds "
                           f"engine.max_requests ({e.max_requests})")
+    pinned = _count(obj, "pinned", "batch", default=0)
+    if pinned and not e.handoff_pinning:
+        raise ConfigError("batch.pinned: pinned handoff slots need engine.handoff_pinning true")
+    if prefill + decode + paused + pinned > e.max_requests:
+        raise ConfigError(f"batch.pinned: prefill + decode + paused + pinned = {prefill + decode + paused + pinned} "
+                          f"exceeds the engine.max_requests ({e.max_requests}) Mamba slots")
     decode_tokens = decode * q
     if prefill == 0 and active != decode_tokens:
         raise ConfigError(f"batch.active_tokens: with no prefill in the batch it must equal decode * "
@@ -334,7 +344,7 @@ def _batch(obj: dict[str, Any], e: EngineConfig) -> Batch:
                           f"= {decode_tokens + prefill} (each prefill has at least one token), got {active}")
     if active > e.max_tokens:
         raise ConfigError(f"batch.active_tokens: {active} exceeds engine.max_tokens ({e.max_tokens})")
-    return Batch(active, prefill, decode, paused)
+    return Batch(active, prefill, decode, paused, pinned)
 
 
 def _queue(value: Any, chunked_value: Any, e: EngineConfig) -> tuple[tuple[QueueEntry, ...], int]:
@@ -446,7 +456,8 @@ def replay_round(state: RoundState, policy: str) -> RoundDecision:
     everyone = list(queue)
     sched = Scheduler(ctx, state.grid, pol, chunked_prefill=state.engine.chunked_prefill,
                       gating=gating_active(pol, state.cg, state.grid),
-                      flash_attn_guard=state.engine.flash_attn_guard)
+                      flash_attn_guard=state.engine.flash_attn_guard,
+                      ssm_alignment=ssm_alignment(state.engine, state.grid.strict))
     result = sched.schedule(queue)
 
     T, P, D = ctx.active_tokens, ctx.prefill_count, ctx.decode_count
@@ -502,13 +513,16 @@ def state_from_engine(engine: Any, cfg: BenchConfig) -> dict[str, Any]:
     if engine.chunked is not None:
         r = engine.chunked
         chunked = {"id": r.id, "remaining": r.remaining_prompt, "finished": r.finished_chunk}
+    batch = {"active_tokens": ctx.active_tokens, "prefill": ctx.prefill_count,
+             "decode": ctx.decode_count, "paused": ctx.paused_count}
+    if ctx.handoff is not None:
+        batch["pinned"] = ctx.pinned_slots
     return {
         "model": {"kind": cfg.model.kind},
         "engine": engine_doc,
         "cg": cg_doc,
         "policy": {s: asdict(getattr(cfg.policy, s)) for s in option_sections(cfg.policy)},
-        "batch": {"active_tokens": ctx.active_tokens, "prefill": ctx.prefill_count,
-                  "decode": ctx.decode_count, "paused": ctx.paused_count},
+        "batch": batch,
         "chunked_request": chunked,
         "queue": [{"id": r.id, "prompt_tokens": r.remaining_prompt, "finished": r.finished_chunk,
                    "cg_wait_iters": r.cg_wait_iters} for r in engine.queue],

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from cgbench.config.schema import CGConfig
+from cgbench.engine.batch_invariant import aligned_chunk
 from cgbench.engine.context import Context
 from cgbench.engine.policies import DEFER, Policy
 from cgbench.engine.request import Request
@@ -101,14 +102,16 @@ class RoundResult:
 
 class Scheduler:
     def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating: bool, flash_attn_guard: bool = True) -> None:
-        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings."""
+                 gating: bool, flash_attn_guard: bool = True, ssm_alignment: int = 0) -> None:
+        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings. ``ssm_alignment``:
+        batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off)."""
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
         self.chunked_prefill = chunked_prefill
         self.gating_active = gating
         self.flash_attn_guard = flash_attn_guard
+        self.ssm_alignment = ssm_alignment
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
 
@@ -197,7 +200,12 @@ class Scheduler:
                         return result
                     req.cg_wait_iters = 0
                     eager_on_purpose = policy.gates_chunks and not idle
-            if self.flash_attn_guard and rem - chunk == 1:
+            if self.ssm_alignment:  # batch-invariant hybrid: SSM-aligned chunks, no flash-attn guard
+                chunk = aligned_chunk(rem, chunk, self.ssm_alignment)
+                if chunk == 0:
+                    result.stop_reason = "ssm_chunk_alignment"
+                    return result
+            elif self.flash_attn_guard and rem - chunk == 1:
                 if chunk > 1:
                     chunk -= 1
                 else:

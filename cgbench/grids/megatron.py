@@ -16,7 +16,7 @@ from itertools import pairwise
 
 from cgbench.config.registry.grids import grid_kind
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig
-from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape
+from cgbench.grids.shapes import CUDA_GRAPH_ROUNDER, BatchShape, validity_error
 
 
 def _ceil_to(x: int, k: int) -> int:
@@ -29,32 +29,64 @@ def _round_size(x: int, tp: int) -> int:
     return _ceil_to(r, tp)
 
 
-def exponential_sizes(tp: int, n: int, cap: int) -> list[int]:
-    """EXPONENTIAL token sizes, descending: halve from ``cap`` down, keep both endpoints."""
+# Batch-invariant mode (Megatron-LM main, #6521 ``d98e8a64``, batch_dimensions_utils.py): every graph's
+# token count is a multiple of TOKEN_ROUNDER, the eager steps' padding, so graphed and eager steps run
+# their norms in the same M-alignment class.
+BATCH_INVARIANT_ROUNDER = 64
+
+
+def batch_invariant_align(tokens: int) -> int:
+    """Megatron's ``_batch_invariant_token_align``: up to a multiple of 64, at least 64."""
+    return max(BATCH_INVARIANT_ROUNDER, _ceil_to(tokens, BATCH_INVARIANT_ROUNDER))
+
+
+def batch_invariant_validity_error(g: BatchShape, max_requests: int, max_sequence_length: int,
+                                   num_speculative_tokens: int = 0) -> str | None:
+    """The validity rule for a batch-invariant graph (an explicit list, e.g. a state file's): its T a
+    multiple of 64, and some unaligned T' it pads (T - 63 .. T) valid, as Megatron judges validity
+    before aligning."""
+    T, P, D = g.token_count, g.prefill_req_count, g.decode_req_count
+    if T % BATCH_INVARIANT_ROUNDER:
+        return f"batch-invariant mode: T must be a multiple of {BATCH_INVARIANT_ROUNDER}, got {T}"
+    lowest = max(T - BATCH_INVARIANT_ROUNDER + 1, P + D * (num_speculative_tokens + 1), 1)
+    unaligned = BatchShape(lowest, P, D) if lowest <= T else g
+    return validity_error(unaligned, max_requests, max_sequence_length, num_speculative_tokens)
+
+
+def exponential_sizes(tp: int, n: int, cap: int, batch_invariant: bool = False) -> list[int]:
+    """EXPONENTIAL token sizes, descending: halve from ``cap`` down, keep both endpoints. Batch-invariant
+    (main): the cap aligned up to 64 first, sizes rounded down to 64 (floor 64), the smallest one 64."""
     if n == -1:
         n = max(4, int(math.log2(max(2, cap))) + 2)
+    rounder, floor = CUDA_GRAPH_ROUNDER, tp
+    if batch_invariant:
+        rounder, floor = BATCH_INVARIANT_ROUNDER, BATCH_INVARIANT_ROUNDER
+        cap = batch_invariant_align(cap)
     cap = (cap // tp) * tp
     if n == 1:
         return [cap]
     sizes = set()
     v = cap
     for _ in range(n):
-        sizes.add(_round_size(v, tp))
+        sizes.add(_ceil_to(max(rounder, (v // rounder) * rounder), tp))
         v //= 2
         if v < 1:
             break
     sizes.add(cap)
-    sizes.add(tp)
+    sizes.add(floor)
     out = sorted(sizes, reverse=True)
     while len(out) > n:  # trim the smallest non-endpoint sizes
         del out[-2]
     return out
 
 
-def linear_sizes(tp: int, n: int, cap: int) -> list[int]:
-    """LINEAR token sizes, descending (the legacy scheme, rounder 2)."""
+def linear_sizes(tp: int, n: int, cap: int, batch_invariant: bool = False) -> list[int]:
+    """LINEAR token sizes, descending (the legacy scheme, rounder 2). Batch-invariant (main): the auto
+    ladder (``n == -1``) aligned up to 64; explicit counts keep their sizes (the graphs are aligned)."""
     if n == -1:
         seq = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, cap + 1, 16))
+        if batch_invariant:
+            seq = [batch_invariant_align(x) for x in seq]
         aligned = [s for s in dict.fromkeys(_ceil_to(x, tp) for x in seq) if s <= cap]
         if not aligned or aligned[-1] != cap:
             aligned.append(cap)
@@ -111,15 +143,17 @@ def family_distributions(distribution: str) -> tuple[str, str]:
 
 
 def _token_sizes(tp: int, n: int, cap: int, decode_bound: int, q: int, distribution: str,
-                 sizes_per_octave: int) -> tuple[list[int], list[int]]:
+                 sizes_per_octave: int, batch_invariant: bool = False) -> tuple[list[int], list[int]]:
     """The prefill/mixed token sizes (up to ``cap``) and the decode-only ones (up to
     ``min(cap, decode_bound)``), descending, for a checked ``n`` (``num_cuda_graphs``)."""
     prefill_distribution, decode_distribution = family_distributions(distribution)
-    prefill_sizes = (exponential_sizes if prefill_distribution == "exponential" else linear_sizes)(tp, n, cap)
+    prefill_sizes = (exponential_sizes if prefill_distribution == "exponential" else linear_sizes)(
+        tp, n, cap, batch_invariant)
     if prefill_distribution == "exponential":
         prefill_sizes = _densify_sizes(prefill_sizes, sizes_per_octave, tp)
     decode_cap = min(cap, decode_bound)
-    decode_sizes = (exponential_sizes if decode_distribution == "exponential" else linear_sizes)(tp, n, decode_cap)
+    decode_sizes = (exponential_sizes if decode_distribution == "exponential" else linear_sizes)(
+        tp, n, decode_cap, batch_invariant)
     if n == -1:  # auto mode always keeps the 1- and 2-request decode graphs
         unit = math.lcm(q, tp)
         for k in (1, 2):
@@ -148,13 +182,15 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
                   mixed_prefill_count: int, max_requests: int, max_tokens: int, max_sequence_length: int,
                   non_decode_graphs: bool, num_speculative_tokens: int = 0,
                   distribution: str = "exponential",
-                  sizes_per_octave: int = 1, p_per_octave: int = 1,
+                  sizes_per_octave: int = 1, p_per_octave: int = 1, batch_invariant: bool = False,
                   ) -> tuple[list[BatchShape], list[int] | None]:
     """Megatron's captured-graph list in stored order, and its token counts (descending).
 
     ``distribution``: ``exponential``, ``linear`` or ``hybrid`` (#6667). ``sizes_per_octave`` /
     ``p_per_octave`` > 1 densify the EXPONENTIAL prefill sizes and P-grid (cgbench extension; ignored for
-    LINEAR). With both at 1 the result is exactly Megatron's."""
+    LINEAR). With both at 1 the result is exactly Megatron's. ``batch_invariant``: Megatron main's
+    64-token ladder (``BATCH_INVARIANT_ROUNDER``): the sizes as above, and every valid graph's token
+    count aligned up to 64 after the validity rule (which judges the unaligned shape)."""
     if num_cuda_graphs is None:
         return [], None
     tp, spec, R = tp_size, num_speculative_tokens, max_requests
@@ -168,14 +204,15 @@ def megatron_grid(*, tp_size: int, num_cuda_graphs: int | None, cuda_graph_max_t
     n = num_cuda_graphs
     if n != -1:
         n = min(max(n, 1), cap)
-    prefill_sizes, decode_sizes = _token_sizes(tp, n, cap, R * q, q, distribution, sizes_per_octave)
+    prefill_sizes, decode_sizes = _token_sizes(tp, n, cap, R * q, q, distribution, sizes_per_octave,
+                                               batch_invariant)
 
     out: list[BatchShape] = []
 
     def add(T: int, P: int, D: int) -> None:
         g = BatchShape(T, P, D)
         if g.is_valid(R, max_sequence_length, spec):
-            out.append(g)
+            out.append(BatchShape(batch_invariant_align(T), P, D) if batch_invariant else g)
 
     def add_decode_graphs() -> None:
         for s in decode_sizes:
@@ -223,7 +260,8 @@ def megatron_family(cg: CGConfig, engine: EngineConfig, non_decode: bool) -> lis
         max_requests=engine.max_requests, max_tokens=engine.max_tokens,
         max_sequence_length=engine.max_sequence_length, non_decode_graphs=non_decode,
         num_speculative_tokens=engine.num_speculative_tokens, distribution=cg.distribution,
-        sizes_per_octave=cg.sizes_per_octave, p_per_octave=cg.p_per_octave)
+        sizes_per_octave=cg.sizes_per_octave, p_per_octave=cg.p_per_octave,
+        batch_invariant=engine.batch_invariant)
     return graphs
 
 
@@ -247,7 +285,7 @@ def family_sizing(cg: CGConfig, engine: EngineConfig) -> tuple[FamilySizing, ...
     cap = megatron_cap(cg, engine)
     n = cg.num_cuda_graphs if cg.num_cuda_graphs == -1 else min(max(cg.num_cuda_graphs, 1), cap)
     prefill_sizes, decode_sizes = _token_sizes(engine.tp_size, n, cap, R * q, q, cg.distribution,
-                                               cg.sizes_per_octave)
+                                               cg.sizes_per_octave, engine.batch_invariant)
     prefill_distribution, decode_distribution = family_distributions(cg.distribution)
     families = []
     if cg.kind == "megatron" and cg.non_decode and cg.mixed_prefill_count > 0:

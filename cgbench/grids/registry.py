@@ -17,7 +17,7 @@ from cgbench.config.registry.plugins import plugin_error
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
 from cgbench.grids import peers as peer_grids
 from cgbench.grids.lookup import Grid
-from cgbench.grids.megatron import megatron_family
+from cgbench.grids.megatron import batch_invariant_validity_error, megatron_family
 from cgbench.grids.shapes import BatchShape, validity_error
 
 GridBuilder = Callable[[CGConfig, EngineConfig, ModelConfig], Grid]
@@ -35,8 +35,8 @@ def _explicit(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
             shape = BatchShape(*(int(x) for x in g))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{key}: must be three integers [T, P, D], got {g}") from exc
-        err = validity_error(shape, engine.max_requests, engine.max_sequence_length,
-                             engine.num_speculative_tokens)
+        check = batch_invariant_validity_error if engine.batch_invariant else validity_error
+        err = check(shape, engine.max_requests, engine.max_sequence_length, engine.num_speculative_tokens)
         if err is not None:
             raise ConfigError(f"{key}: {list(shape)} is not a valid graph: {err}")
         graphs.append(shape)

@@ -89,6 +89,12 @@ CASES: list[Case] = [
         ("run engine.max_tokens=100", "engine.max_tokens"),  # < max_requests (256)
         ("run engine.max_requests=6 engine.tp_size=4", "engine.max_requests"),  # must be a tp multiple
         ("run engine.num_speculative_tokens=-1", "num_speculative_tokens"),
+        ("run engine.megatron_rules=0.20", ("engine.megatron_rules", "0.19.2, main")),
+        ("run engine.batch_invariant=true", ("engine.batch_invariant", "engine.megatron_rules=main")),
+        ("run model=transformer engine.megatron_rules=main engine.handoff_pinning=true",
+         ("engine.handoff_pinning", "hybrid")),
+        ("run engine.megatron_rules=main engine.batch_invariant=true engine.num_speculative_tokens=1",
+         ("engine.batch_invariant", "num_speculative_tokens=0")),
         ("run cg.num_cuda_graphs=-2", "cg.num_cuda_graphs"),
         ("run cg.distribution=cubic", "cg.distribution"),
         ("run cg=explicit cg.graphs=[[64,1]]", "cg.graphs[0]"),
@@ -120,6 +126,15 @@ CASES: list[Case] = [
         ("run model.mamba_conv_kernel=1", ("model.mamba_conv_kernel", ">= 2")),
         ("run backend.dtype=int8", ("backend.dtype", "float32")),
         ("run backend=torch engine.num_speculative_tokens=1", ("engine.num_speculative_tokens", "draft model")),
+    ),
+    # -- MoE layers ('E')
+    *_section(
+        ("run model=qwen3_30b_a3b model.experts_per_token=200", ("model.experts_per_token", "<= model.num_experts")),
+        ("run model=qwen3_30b_a3b engine.ep_size=3", ("engine.ep_size", "must divide model.num_experts (128)")),
+        ("run model=nemotron3_nano model.moe_shared_expert_ffn_hidden_size=0",
+         "model.moe_shared_expert_ffn_hidden_size"),
+        ("run model=hybrid model.num_experts=8", ("model.num_experts", "without an 'E' (MoE) layer")),
+        ("run model=hybrid model.layer_pattern=M*X", ("model.layer_pattern", "'E'")),
     ),
     # -- keys the chosen options never read
     *_section(

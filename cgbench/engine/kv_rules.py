@@ -1,0 +1,159 @@
+"""Megatron's KV-pool rules, one function per rule set (``engine.megatron_rules``).
+
+cgbench follows megatron-core 0.19.2 by default. Megatron-LM main (``d98e8a64``) changed how a
+request's KV footprint is checked at arrival and how the pool is shared between running and paused
+requests:
+
+* **#5950** (``1a8e3f8b``, ``engines/dynamic_engine.py`` ``_add_request``): a request fails at arrival
+  when the blocks of the tokens it will ever *store* exceed the usable pool. It stores its prompt,
+  every generated token but the last, and the last decode step's speculative drafts:
+  ``prompt + (G - 1) + num_speculative_tokens`` when ``G > 1``, the prompt alone otherwise. (0.19.2
+  checks ``prompt + G``.) After #5995 the usable pool is ``pool_size - 1`` (the dummy block excluded),
+  the same number of blocks 0.19.2 compares with (``total_count - 1``).
+* **#5995** (``d0151a92``, ``contexts/dynamic_context.py``): there is no active/paused split any more.
+  Running requests draw on the whole pool; ``paused_limit`` (cgbench's ``engine.paused_blocks``) is
+  only a retention budget for paused requests.
+  - resume (``resume_paused_requests``) counts only the *new* blocks the paused rows need (one for a
+    row whose last block is full), from the right-most row, against the free pool, after capping the
+    candidates by the free active row slots;
+  - eviction (``evict_overflow_paused_requests``) keeps the longest left-most paused run whose blocks
+    fit the budget and evicts the smallest right-most suffix of the rest whose released blocks let
+    every remaining overflow row resume;
+  - the end-of-update assertion accepts an engine with no request left at all, so evicting every row
+    re-prefills them instead of crashing.
+
+Both engines (``core.Engine``, the oracle, and ``fast.FastEngine``) call these through
+``Context.rules``; nothing else in the engine knows which rule set runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cgbench.engine.rows import evict_count as evict_count_0192_blocks
+
+if TYPE_CHECKING:
+    from cgbench.engine.context import Context
+    from cgbench.engine.request import Request
+
+DEFAULT_RULES = "0.19.2"
+
+
+@dataclass(frozen=True)
+class KVRules:
+    """One Megatron version's KV rules. ``label`` names it in run headers and docs."""
+
+    name: str
+    label: str
+    # blocks a request of (prompt, generated length, speculative tokens, block size) must fit at arrival
+    arrival_blocks: Callable[[int, int, int, int], int]
+    # how many paused rows resume, from the right (ctx, paused rows, blocks the active rows hold, free row slots)
+    resumable: Callable[[Context, Sequence[Request], int, int], int]
+    # whether the m rows that just paused at a block boundary (nothing else paused) all resume at once:
+    # (ctx, blocks the active rows hold once they got theirs, blocks they need, m, active rows)
+    resumes_at_once: Callable[[Context, int, int, int, int], bool]
+    # how many right-most paused rows are evicted (ctx, paused rows, free row slots)
+    evict_count: Callable[[Context, Sequence[Request], int], int]
+    # Megatron asserts when update_requests leaves no active row, no chunked request and no paused row
+    asserts_when_emptied: bool
+
+
+# -- megatron-core 0.19.2 ---------------------------------------------------------------------------
+
+
+def _arrival_blocks_0192(prompt: int, generate: int, spec: int, block_size: int) -> int:
+    return -(-(prompt + generate) // block_size)
+
+
+def _resumable_0192(ctx: Context, paused: Sequence[Request], held_active: int, room: int) -> int:
+    return ctx.resumable(paused, held_active, room)
+
+
+def _resumes_at_once_0192(ctx: Context, held_active: int, granted: int, m: int, rows: int) -> bool:
+    return held_active <= ctx.active_blocks and m <= ctx.free_blocks and rows <= ctx.max_requests
+
+
+def _evict_count_0192(ctx: Context, paused: Sequence[Request], room: int) -> int:
+    return evict_count_0192_blocks([r.blocks for r in paused], ctx.paused_block_budget)
+
+
+# -- Megatron-LM main d98e8a64 (#5950, #5995) -------------------------------------------------------
+
+
+def _arrival_blocks_main(prompt: int, generate: int, spec: int, block_size: int) -> int:
+    stored = prompt + (generate - 1 + spec if generate > 1 else 0)
+    return -(-stored // block_size)
+
+
+def _needs_block(ctx: Context, r: Request) -> int:
+    """1 when the row's last block is full (its next step needs a new one): Megatron's
+    ``needs_new_block``."""
+    return 1 if ctx.decode_blocks_needed(r) > 0 else 0
+
+
+def _resumable_main(ctx: Context, paused: Sequence[Request], held_active: int, room: int) -> int:
+    """The first ``min(paused, room)`` rows from the right are candidates; of those, the longest run
+    whose new blocks (one per row with a full last block) fit the free pool resumes."""
+    candidates = min(len(paused), room) if room > 0 else 0
+    n = new = 0
+    avail = ctx.free_blocks
+    for r in reversed(paused[len(paused) - candidates:]):
+        new += _needs_block(ctx, r)
+        if new > avail:
+            break
+        n += 1
+    return n
+
+
+def _resumes_at_once_main(ctx: Context, held_active: int, granted: int, m: int, rows: int) -> bool:
+    return granted <= ctx.free_blocks and rows <= ctx.max_requests
+
+
+def _evict_count_main(ctx: Context, paused: Sequence[Request], room: int) -> int:
+    """Keep the longest left run within the paused budget; of the overflow rows to its right, evict
+    the fewest right-most ``e`` whose released blocks, with the free pool, give every surviving
+    overflow row the new block it needs (and leave no more survivors than free row slots)."""
+    budget = ctx.paused_block_budget
+    retained = held = 0
+    if budget > 0:
+        for r in paused:
+            held += r.blocks
+            if held > budget:
+                break
+            retained += 1
+    overflow = len(paused) - retained
+    if overflow == 0:
+        return 0
+    rows = paused[retained:]
+    new_by_survivors = [0]  # new blocks the left-most s overflow rows need, for s = 0 .. overflow
+    for r in rows:
+        new_by_survivors.append(new_by_survivors[-1] + _needs_block(ctx, r))
+    released = 0
+    avail = ctx.free_blocks
+    for e in range(overflow + 1):
+        if e:
+            released += rows[-e].blocks
+        survivors = overflow - e
+        if survivors <= room and new_by_survivors[survivors] <= avail + released:
+            return e
+    return overflow  # unreachable: e = overflow leaves no survivor
+
+
+MEGATRON_RULES: dict[str, KVRules] = {
+    "0.19.2": KVRules("0.19.2", "megatron-core 0.19.2", _arrival_blocks_0192, _resumable_0192,
+                      _resumes_at_once_0192, _evict_count_0192, asserts_when_emptied=True),
+    "main": KVRules("main", "Megatron main d98e8a64", _arrival_blocks_main, _resumable_main,
+                    _resumes_at_once_main, _evict_count_main, asserts_when_emptied=False),
+}
+
+
+def kv_rules(name: str) -> KVRules:
+    """The rule set ``name`` (``engine.megatron_rules``, validated by the config)."""
+    return MEGATRON_RULES[name]
+
+
+def default_rules() -> KVRules:
+    """megatron-core 0.19.2's rules, the default."""
+    return MEGATRON_RULES[DEFAULT_RULES]
