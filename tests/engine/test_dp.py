@@ -243,8 +243,10 @@ def test_ep_groups_keep_every_invariant(scenario, dispatcher):
     cfg, reqs = scenario  # check_invariants: KV conservation per rank at every step
     cfg = replace(cfg, engine=replace(cfg.engine, dp_size=4, ep_size=2, moe_dispatcher=dispatcher))
     eng, state = _run(cfg, reqs)
-    assert sorted(r.id for r in state.requests) == [r.id for r in reqs]
-    assert sum(eng.dp_metrics()["rank_requests"]) == len(reqs)
+    ids = sorted(r.id for r in state.requests)
+    # every request arrives, unless every group crashed first (then, as on one engine, the rest never do)
+    assert ids == [r.id for r in reqs] if not all(eng.crashed) else set(ids) <= {r.id for r in reqs}
+    assert sum(eng.dp_metrics()["rank_requests"]) == len(ids)
     for r in state.requests:
         if r.outcome == Outcome.COMPLETED:
             assert r.generated == r.output_len
