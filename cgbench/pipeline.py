@@ -17,6 +17,7 @@ from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloCo
 from cgbench.engine.acceptance import needs_step_engine
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
+from cgbench.engine.dp import DPEngine
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policy_registry import make_policy, needs_oracle
@@ -67,7 +68,7 @@ def run_device(cfg: BenchConfig) -> str | None:
 
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
-                 grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine:
+                 grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine | DPEngine:
     """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
     The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
     unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object, or a
@@ -78,6 +79,8 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     if stream is None:
         stream = make_stream(cfg.workload, cfg.seed)
     policy = make_policy(cfg.policy)
+    if cfg.engine.dp_size > 1:  # data-parallel ranks behind the coordinator (cgbench.engine.dp)
+        return DPEngine(cfg, grid, policy, backend, stream, trace=trace)
     if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
@@ -112,7 +115,7 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
     return out
 
 
-def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig,
+def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloConfig,
                engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
     """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates."""
     sched = engine.counters
@@ -124,20 +127,25 @@ def metrics_of(engine: Engine | EPEngine, state: RunState, slo: SloConfig,
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
         m["ep"] = engine.ep_metrics()
-    elif engine.ctx.prefix is not None:
+    if isinstance(engine, DPEngine):
+        m["dp"] = engine.dp_metrics()
+        if engine.ep_size > 1:
+            m["ep"] = engine.ep_metrics()
+    elif not isinstance(engine, EPEngine) and engine.ctx.prefix is not None:
         m["prefix_cache"] = prefix_metrics(engine.ctx.prefix.counters, sched.prefix_full_size_deferrals)
     if engine_cfg is not None and engine_cfg.num_speculative_tokens > 0:
         m["spec"] = _spec_block(engine, state, engine_cfg, m["output_tokens"])
     return m
 
 
-def _spec_block(engine: Engine | EPEngine, state: RunState, e: EngineConfig, output_tokens: int) -> dict[str, Any]:
-    if isinstance(engine, EPEngine):
-        models = [rank.ctx.acceptance for rank in engine.ranks]
-        dummies = sum(s.dummy_steps for s in engine.rank_stats)
-    else:
-        models, dummies = [engine.ctx.acceptance], 0
-    kind = "event_proportional" if isinstance(engine, FastEngine) else "step_by_step"
+def _spec_block(engine: Engine | EPEngine | DPEngine, state: RunState, e: EngineConfig,
+                output_tokens: int) -> dict[str, Any]:
+    ranks = engine.ranks if isinstance(engine, (EPEngine, DPEngine)) else [engine]
+    models = [rank.ctx.acceptance for rank in ranks]
+    groups = [engine] if isinstance(engine, EPEngine) else (
+        [u.group for u in engine.units if hasattr(u, "group")] if isinstance(engine, DPEngine) else [])
+    dummies = sum(s.dummy_steps for g in groups for s in g.rank_stats)
+    kind = "event_proportional" if all(isinstance(r, FastEngine) for r in ranks) else "step_by_step"
     return spec_metrics(e, state.stats, output_tokens, models, dummies, kind)
 
 
@@ -195,22 +203,27 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:
     """The ``cgbench schedule`` state of the first case of ``doc``'s gating flag, for the caller to
     save at ``state_path`` (the flag then names that file). None without a gating flag, off the
-    simulator, under expert parallelism (no single engine state), or when no round shows it.
+    simulator, under expert parallelism (no single engine state), or when no round shows it; a
+    data-parallel run's (``ep_size`` 1) is the first rank's round that shows it.
 
     A second, step-by-step simulation up to that round: the run itself used the event-proportional
     engine, which stretches repeated deferral rounds without watching each, and only its result
     says which wait the flag is about, so the state cannot be taken during the run without making
     every run watch every round."""
-    from cgbench.engine.long_wait import run_to_long_wait
+    from cgbench.engine.long_wait import run_dp_to_long_wait, run_to_long_wait
 
     flag = gating_flag(doc["warnings"])
     if flag is None or cfg.backend.name != "sim":
         return None
     oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
     engine = build_engine(oracle)
-    if not isinstance(engine, Engine):
+    limit = explain_wait_limit(doc["metrics"], cfg)
+    if isinstance(engine, DPEngine) and cfg.engine.ep_size == 1:  # a rank's round (its description says which)
+        state = run_dp_to_long_wait(engine, oracle, limit)
+    elif not isinstance(engine, Engine):
         return None
-    state = run_to_long_wait(engine, oracle, explain_wait_limit(doc["metrics"], cfg))
+    else:
+        state = run_to_long_wait(engine, oracle, limit)
     if state is not None:
         link_state_file(flag, state_path)
     return state

@@ -26,9 +26,10 @@ def render() -> str:
         "`std` the population standard deviation (divided by n). A *keyed* record maps names (reasons,",
         "kinds) to counts. *Deterministic* metrics are step accounting that the `sim` backend reproduces",
         "exactly for a config and seed; *clock* metrics exist only when the backend has a clock; *EP*",
-        "metrics only with expert parallelism (`engine.ep_size` > 1); *per rank* ones are lists, one value",
-        "per rank; *spec* metrics only with speculative decoding (`engine.num_speculative_tokens` > 0,",
-        "docs/speculative.md). Fractions are stored raw (0..1) and shown as percentages in tables.",
+        "metrics only with expert parallelism (`engine.ep_size` > 1), *DP* ones only with data parallelism",
+        "(`engine.dp_size` > 1); *per rank* ones are lists, one value per rank; *spec* metrics only with",
+        "speculative decoding (`engine.num_speculative_tokens` > 0, docs/speculative.md). Fractions are",
+        "stored raw (0..1) and shown as percentages in tables.",
         "",
         "## Percentiles",
         "",
@@ -52,7 +53,7 @@ def render() -> str:
     for m in METRICS:
         kind = ", ".join(k for k, on in (("summary", m.summary), ("keyed", m.keyed),
                                          ("deterministic", m.deterministic), ("clock", m.needs_clock),
-                                         ("EP", m.needs_ep), ("spec", m.needs_spec),
+                                         ("EP", m.needs_ep), ("DP", m.needs_dp), ("spec", m.needs_spec),
                                          ("per rank", m.per_rank), ("prefix caching", m.needs_prefix)) if on)
         lines.append(f"| `{m.name}` | {m.unit} | {m.better} | {kind or '-'} | {m.description} |")
     return "\n".join(lines) + "\n"

@@ -104,6 +104,9 @@ def explainable_config(doc: dict[str, Any], source: str) -> BenchConfig:
     if (config.get("engine") or {}).get("ep_size", 1) > 1:
         raise ConfigError(f"{source}: an expert-parallel run (engine.ep_size > 1) has one engine state per rank; "
                           "explain replays a single engine")
+    if (config.get("engine") or {}).get("dp_size", 1) > 1:
+        raise ConfigError(f"{source}: a data-parallel run (engine.dp_size > 1) has one engine state per rank; "
+                          "explain replays a single engine")
     return config_from_record(config, source)
 
 

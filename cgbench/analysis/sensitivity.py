@@ -46,6 +46,8 @@ def repricing_refusal(cfg: BenchConfig) -> str | None:
     """Why ``cfg``'s run cannot be re-priced without re-running its scheduler; None when it can."""
     if cfg.engine.ep_size > 1:
         return "expert-parallel ranks step in lockstep at the slowest rank's price"
+    if cfg.engine.dp_size > 1:
+        return "data-parallel ranks run on their own clocks, and arrivals are routed by the time they come"
     process = cfg.workload.arrival.process
     if process == "closed_loop":
         return None

@@ -53,6 +53,7 @@ MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shar
             "moe_shared_expert_ffn_hidden_size", "moe_padded_routing")
 MOE_PADDED_ROUTING = ("shared", "spread")
 EP_ROUTINGS = ("least_loaded", "round_robin")
+DP_ROUTINGS = ("least_loaded", "round_robin", "prefix_first_block", "prefix_longest")  # engine/router.py
 
 
 @dataclass
@@ -266,6 +267,10 @@ class EngineConfig:
     ep_size: int = 1
     moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
     ep_routing: str = "least_loaded"  # least_loaded (Megatron's coordinator) | round_robin
+    # data parallelism (docs/data-parallel.md): engines behind Megatron's coordinator
+    dp_size: int = 1
+    dp_routing: str = "least_loaded"  # least_loaded | round_robin | prefix_first_block | prefix_longest
+    dp_routing_alpha: float = 0.5  # prefix routing: score = alpha * match + (1 - alpha) * free
     chunked_prefill: bool = False
     tp_size: int = 1
     num_speculative_tokens: int = 0
@@ -594,6 +599,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")
     _require(e.ep_size == 1 or cfg.backend.name == "sim", "engine.ep_size",
              "expert parallelism is simulated only: use backend=sim with engine.ep_size > 1")
+    check_data_parallel(cfg)
     _require(e.num_speculative_tokens >= 0, "engine.num_speculative_tokens", "must be >= 0")
     _require(e.max_tokens >= e.max_requests, "engine.max_tokens",
              f"must be >= engine.max_requests ({e.max_requests}), got {e.max_tokens}")
@@ -608,6 +614,8 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _require(e.prefix_caching_mamba_slots >= 0, "engine.prefix_caching_mamba_slots", "must be >= 0")
     if e.prefix_caching:
         _require(e.ep_size == 1, "engine.prefix_caching", "is modelled on one engine: use engine.ep_size=1")
+        _require(e.dp_size == 1, "engine.prefix_caching", "is modelled on one engine (one KV pool): use "
+                 "engine.dp_size=1 (engine.dp_routing=prefix_* routes by the trace's block hashes without it)")
         _require(e.megatron_rules == "0.19.2", "engine.prefix_caching",
                  "is modelled under megatron-core 0.19.2's rules (main's #5995 counts shared blocks once when it "
                  "evicts; not modelled yet): use engine.megatron_rules=0.19.2")
@@ -681,6 +689,41 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     return cfg
 
 
+def check_data_parallel(cfg: BenchConfig) -> None:
+    """``engine.dp_size`` and its routing (docs/data-parallel.md)."""
+    e = cfg.engine
+    _require(e.dp_size >= 1, "engine.dp_size", f"must be >= 1, got {e.dp_size}")
+    _check_choice(e.dp_routing, DP_ROUTINGS, "engine.dp_routing")
+    _require(0.0 <= e.dp_routing_alpha <= 1.0, "engine.dp_routing_alpha",
+             f"must be in [0, 1], got {e.dp_routing_alpha}")
+    if e.dp_size == 1:
+        return
+    _require(cfg.backend.name == "sim", "engine.dp_size",
+             "data parallelism is simulated only: use backend=sim with engine.dp_size > 1")
+    if e.ep_size > 1:  # the EP ranks are DP ranks: each EP group is ep_size of them, in lockstep
+        _require(e.dp_size % e.ep_size == 0, "engine.dp_size",
+                 f"must be a multiple of engine.ep_size ({e.ep_size}): the expert-parallel ranks are "
+                 f"data-parallel ranks, got {e.dp_size}")
+    if e.dp_routing.startswith("prefix_"):
+        _require(bool(cfg.workload.trace), "engine.dp_routing",
+                 f"{e.dp_routing} routes on the requests' prefix-block hashes, which only a trace with "
+                 "them (Mooncake's hash_ids) carries: use a workload.trace, or least_loaded")
+
+
+def data_parallel_unread(e: EngineConfig) -> dict[str, str]:
+    """The data-parallel keys this engine config never reads, each with why."""
+    if e.dp_size == 1:
+        why = "engine.dp_size=1 (read with data parallelism, engine.dp_size > 1)"
+        return {"engine.dp_routing": why, "engine.dp_routing_alpha": why}
+    out = {}
+    if not e.dp_routing.startswith("prefix_"):
+        out["engine.dp_routing_alpha"] = (f"engine.dp_routing={e.dp_routing} "
+                                          "(read with prefix_first_block, prefix_longest)")
+    if e.ep_size > 1:
+        out["engine.ep_routing"] = "engine.dp_size > 1 (the coordinator routes over every DP rank: engine.dp_routing)"
+    return out
+
+
 def _dist_unread(d: DistConfig, key: str) -> dict[str, str]:
     table = with_chosen("length", workload_source("length", d.dist, f"{key}.dist"))
     return {f"{key}.{f}": f"{key}.dist={d.dist} (read with dist={'/'.join(readers(table, f))})"
@@ -720,6 +763,7 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
     if cfg.engine.ep_size == 1:
         for k in ("moe_dispatcher", "ep_routing"):
             unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"
+    unread.update(data_parallel_unread(cfg.engine))
 
     for section in option_sections(p):  # the built-ins' sections, and a plug-in's where the config holds it
         if p.name != section:

@@ -108,7 +108,7 @@ class StepRecord:
     deferred: int | None
     queue_len: int
     paused: int
-    rank: int | None = None  # the expert-parallel rank (ep_size > 1 only)
+    rank: int | None = None  # the expert- or data-parallel rank (ep_size or dp_size > 1 only)
 
     def to_json(self) -> dict:
         doc = {"step": self.step, "t_s": round(self.t_s, 9), "dt_s": round(self.dt_s, 9),

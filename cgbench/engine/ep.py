@@ -23,6 +23,7 @@ ranks, dummy steps, the slowest rank's duration), then ``postprocess`` on every 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +32,7 @@ from cgbench.engine.contract import StepBackend, StepWork
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
+from cgbench.engine.router import Router
 from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
 from cgbench.engine.stats import StepStats
 from cgbench.grids.lookup import Grid
@@ -87,11 +89,15 @@ class EPEngine:
     """``ep_size`` engine cores in lockstep (see the module docstring)."""
 
     def __init__(self, cfg: BenchConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, trace: bool = False) -> None:
+                 stream: RequestStream, *, trace: bool = False,
+                 rank_streams: Sequence[RequestStream] | None = None) -> None:
+        """``rank_streams``: what each rank core sees of the workload, when a data-parallel engine
+        drives this one as one of its EP groups (it routes the arrivals); by default ``_RankStream``."""
         e = cfg.engine
         self.size = e.ep_size
         self.dispatcher = e.moe_dispatcher
-        self.routing = e.ep_routing
+        self.routing = e.ep_routing  # (a DP engine driving this group routes its arrivals itself)
+        self.router = Router(self.size, self.routing)
         self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
         cg = replace(cfg.cg, non_decode=False) if self.match_ep else cfg.cg
         self.grid = decode_only_grid(grid) if self.match_ep else grid
@@ -99,15 +105,17 @@ class EPEngine:
         self.stream = stream
         self.keep_trace = trace
         # every rank traces its own steps; the run's trace interleaves them, each tagged with its rank
-        self.ranks = [Engine(e, self.grid, policy, backend, _RankStream(stream), gating=self.gating_active,
-                             trace=trace, seed=cfg.seed) for _ in range(self.size)]
+        streams = rank_streams if rank_streams is not None else [_RankStream(stream) for _ in range(self.size)]
+        self.ranks = [Engine(e, self.grid, policy, backend, rs, gating=self.gating_active, trace=trace,
+                             seed=cfg.seed) for rs in streams]
         self.rank_stats = [RankStats() for _ in range(self.size)]
         self.q = self.ranks[0].q
         self.stall_steps = self.ranks[0].stall_steps
         self.state = RunState()
         self.step = 0
         self.lockstep_steps = 0
-        self._next_rank = 0
+        self._results: list[RoundResult] = []  # the last begin_round's, per rank
+        self._idle: list[bool] = []
 
     @property
     def counters(self) -> GatingCounters:
@@ -121,14 +129,9 @@ class EPEngine:
     # -- routing ------------------------------------------------------------------------------------
 
     def route(self, spec: RequestSpec) -> int:
-        """The rank a new request goes to: the fewest in-flight requests, ties to the lowest index
-        (``least_loaded``), or the next rank in turn (``round_robin``)."""
-        if self.routing == "round_robin":
-            i = self._next_rank
-            self._next_rank = (i + 1) % self.size
-            return i
-        loads = [r.in_flight for r in self.ranks]
-        return loads.index(min(loads))
+        """The rank a new request goes to (``cgbench.engine.router``), by the ranks' in-flight requests
+        at this lockstep boundary."""
+        return self.router.route(spec, [r.in_flight for r in self.ranks])
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -142,25 +145,38 @@ class EPEngine:
                 i = self.route(spec)
                 ranks[i].arrive(spec)
                 self.rank_stats[i].requests_routed += 1
-            results = [rank.begin_round() for rank in ranks]
-            idle = [rank.idle for rank in ranks]
-            if all(idle):
+            if not self.begin_round():
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
-                    st.now_s = max(st.now_s, nxt)
-                    for rank in ranks:  # every rank's clock is the system's
-                        rank.wait_until(nxt)
+                    self.wait_until(nxt)
                     continue
                 if all(rank.drained for rank in ranks) and self.stream.exhausted():
                     break
-                self._stall_idle(results)
+                self._stall_idle(self._results)
                 break
-            self._lockstep_step(results, idle)
-            self.step += 1
-            self.lockstep_steps += 1
-            if self._stopped():
+            if self.advance():
                 break
         return self._merged()
+
+    def wait_until(self, t_s: float) -> None:
+        """Nothing runs before ``t_s``: the system's clock (and every rank's) moves there, never back."""
+        st = self.state
+        st.now_s = max(st.now_s, t_s)
+        for rank in self.ranks:  # every rank's clock is the system's
+            rank.wait_until(t_s)
+
+    def begin_round(self) -> bool:
+        """Every rank's scheduling round; True if any rank has a step to run (then ``advance``)."""
+        self._results = [rank.begin_round() for rank in self.ranks]
+        self._idle = [rank.idle for rank in self.ranks]
+        return not all(self._idle)
+
+    def advance(self) -> bool:
+        """The lockstep step of the rounds ``begin_round`` ran; True if the run must stop."""
+        self._lockstep_step(self._results, self._idle)
+        self.step += 1
+        self.lockstep_steps += 1
+        return self._stopped()
 
     def _lockstep_step(self, results: list[RoundResult], idle: list[bool]) -> None:
         """One collective step: every rank's work (a dummy decode where a rank is ``idle``) with the

@@ -80,7 +80,7 @@ STEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("deferred", "", "the request gating held back in the step's round (empty: none)"),
     ("queue_len", "requests", "requests queued after the round"),
     ("paused", "requests", "paused requests"),
-    ("rank", "", "expert-parallel rank (ep_size > 1 only)"),
+    ("rank", "", "expert- or data-parallel rank (ep_size or dp_size > 1 only)"),
 )
 POINT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("point", "", "sweep point number (1-based; 1 for a run)"),

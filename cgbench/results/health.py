@@ -20,6 +20,9 @@ Flags:
 * ``memory``: weights + the modelled KV pool exceed ``hardware.memory_gb`` per GPU.
 * ``throughput_collapse``: output throughput below ``1 / factor`` of the same config under the
   ``budget`` policy (no gating), when that figure is known (``throughput_collapse``).
+* ``dp_eager_rank``: with data parallelism, one rank runs eager far more often than the others (its
+  eager step fraction at least ``DP_EAGER_GAP`` above and ``DP_EAGER_RATIO`` times the others'
+  mean): the routing hands it the shapes no graph covers (``dp.most_eager_rank``).
 
 Trace flags (``trace_warnings``, from the ``TraceSummary`` of a replayed trace):
 
@@ -51,6 +54,8 @@ HEAVY_DEFERRAL = 0.5  # deferral events per step
 OVERLOAD_DRAIN = 0.5  # of the trace's span: the last request finishing this much later means a backlog
 OVERLOAD_MIN_DRAIN_S = 60.0
 GATING_FLAGS = ("long_graph_wait", "heavy_deferral", "starvation")
+DP_EAGER_GAP = 0.05  # eager step fraction above the other ranks' mean
+DP_EAGER_RATIO = 2.0
 
 
 def wait_threshold(cfg: BenchConfig) -> int:
@@ -89,7 +94,24 @@ def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig,
                                  f"({number(deferrals)} deferrals in {number(steps)} steps; longest wait "
                                  f"{number(worst)} iterations, request {who}): the queue is served one at a time"})
     flags += memory_flags(cfg)
+    flags += dp_eager_rank_flag(metrics)
     return flags
+
+
+def dp_eager_rank_flag(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``dp_eager_rank`` (see the module docstring), from the ``dp`` block of a data-parallel run."""
+    dp = metrics.get("dp")
+    if not dp:
+        return []
+    eager, worst = dp["rank_eager_step_fraction"], dp["most_eager_rank"]
+    others = [f for i, f in enumerate(eager) if i != worst]
+    mean = sum(others) / len(others)
+    if eager[worst] - mean < DP_EAGER_GAP or eager[worst] < DP_EAGER_RATIO * mean:
+        return []
+    return [{"code": "dp_eager_rank", "rank": worst,
+             "message": f"data-parallel rank {worst} ran {percent(eager[worst])} of its steps eager, the other "
+                        f"ranks {percent(mean)} on average: the routing (engine.dp_routing={dp['routing']}) "
+                        "gives it the shapes the graphs miss"}]
 
 
 def _failure_fix(by_reason: Mapping[str, int], cfg: BenchConfig, trace: TraceSummary | None) -> str:

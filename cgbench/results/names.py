@@ -38,8 +38,9 @@ class Metric:
     needs_clock: bool = False  # present only when the backend has a clock (time metrics)
     needs_ep: bool = False  # present only with expert parallelism (engine.ep_size > 1)
     needs_spec: bool = False  # present only with speculative decoding (engine.num_speculative_tokens > 0)
-    per_rank: bool = False  # a list of values, one per expert-parallel rank
+    per_rank: bool = False  # a list of values, one per expert-parallel (or data-parallel) rank
     needs_prefix: bool = False  # present only with prefix caching (engine.prefix_caching)
+    needs_dp: bool = False  # present only with data parallelism (engine.dp_size > 1)
 
 
 _M = Metric
@@ -200,6 +201,30 @@ METRICS: tuple[Metric, ...] = (
     _M("prefix_cache.evicted_blocks", COUNT, NEITHER, "cached blocks evicted",
        "cached (unreferenced) blocks evicted, least recently used first, to make room", deterministic=True,
        needs_prefix=True),
+    # data parallelism (engine.dp_size > 1): the whole-system metrics above merge every rank's steps and
+    # requests (the makespan is the latest rank's); these break them down by rank (docs/data-parallel.md)
+    _M("dp.dp_size", COUNT, NEITHER, "DP size", "data-parallel engines behind the coordinator", needs_dp=True),
+    _M("dp.routing", TEXT, NEITHER, "DP routing", "the coordinator's policy (engine.dp_routing)", needs_dp=True),
+    _M("dp.rank_steps", ITERATIONS, NEITHER, "steps per rank", "per rank (a list): steps it ran (dummy "
+       "forwards of an EP group included)", deterministic=True, needs_dp=True, per_rank=True),
+    _M("dp.rank_eager_step_fraction", FRACTION, LOWER, "eager steps per rank",
+       "per rank (a list): eager steps / steps", deterministic=True, needs_dp=True, per_rank=True),
+    _M("dp.rank_requests", REQUESTS, NEITHER, "requests per rank", "per rank (a list): requests routed to it",
+       deterministic=True, needs_dp=True, per_rank=True),
+    _M("dp.rank_completed", REQUESTS, NEITHER, "completed per rank", "per rank (a list): completed requests",
+       deterministic=True, needs_dp=True, per_rank=True),
+    _M("dp.rank_tokens", TOKENS, NEITHER, "tokens per rank", "per rank (a list): output tokens generated",
+       deterministic=True, needs_dp=True, per_rank=True),
+    _M("dp.rank_makespan_s", S, NEITHER, "makespan per rank", "per rank (a list): the rank's clock at the end",
+       needs_clock=True, needs_dp=True, per_rank=True),
+    _M("dp.request_imbalance", COUNT, LOWER, "request imbalance", "max over ranks of requests routed / the "
+       "mean over ranks (1 = balanced)", deterministic=True, needs_dp=True),
+    _M("dp.token_imbalance", COUNT, LOWER, "token imbalance", "max over ranks of output tokens generated / "
+       "the mean over ranks (1 = balanced)", deterministic=True, needs_dp=True),
+    _M("dp.most_eager_rank", COUNT, NEITHER, "most eager rank", "the rank with the highest eager step "
+       "fraction (the lowest index on a tie)", deterministic=True, needs_dp=True),
+    _M("dp.eager_fraction_spread", FRACTION, LOWER, "eager spread", "the most eager rank's eager step "
+       "fraction minus the mean over ranks", deterministic=True, needs_dp=True),
 )
 
 # speculative decoding (engine.num_speculative_tokens > 0; docs/speculative.md). tpot_ms above is

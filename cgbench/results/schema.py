@@ -39,7 +39,8 @@ ADDED_SUMMARY_FIELDS = ("min", "std", "p95")
 # before them still validate (they ran at the key's default)
 ADDED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "model": MOE_KEYS,
-    "engine": ("megatron_rules", "batch_invariant", "ssm_chunk_alignment", "handoff_pinning", "handoff_release_steps"),
+    "engine": ("megatron_rules", "batch_invariant", "ssm_chunk_alignment", "handoff_pinning", "handoff_release_steps",
+               "dp_size", "dp_routing", "dp_routing_alpha"),
 }
 # metrics whose JSON type the unit does not say
 _METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
@@ -163,7 +164,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec)
+    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp)
 
 
 def metrics_schema() -> dict[str, Any]:

@@ -140,6 +140,13 @@ CASES: list[Case] = [
         ("run engine.prefix_caching=true engine.prefix_gate=half", "engine.prefix_gate"),
         ("run workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens"),
         ("run workload=mooncake_conv workload.prefix.session_turns=2", ("workload.prefix", "hash_ids")),
+        ("run engine.prefix_caching=true engine.dp_size=2", ("engine.prefix_caching", "dp_size=1")),
+        # data parallelism (docs/data-parallel.md)
+        ("run engine.dp_size=0", "engine.dp_size"),
+        ("run engine.dp_size=2 engine.dp_routing=fastest", "engine.dp_routing"),
+        ("run engine.dp_size=2 engine.dp_routing=prefix_longest", ("engine.dp_routing", "prefix-block hashes")),
+        ("run model=hybrid engine.dp_size=3 engine.ep_size=2", ("engine.dp_size", "multiple of engine.ep_size")),
+        ("run engine.dp_routing=round_robin", ("engine.dp_routing", "engine.dp_size=1")),
     ),
     # -- model rules that used to live only in the torch model: every backend now
     *_section(

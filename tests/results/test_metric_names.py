@@ -33,14 +33,23 @@ def spec_metrics() -> dict:
     return run_point(cfg, [])["metrics"]
 
 
-def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict, spec_metrics: dict) -> None:
-    optional = ("needs_ep", "needs_prefix", "needs_spec")
+@pytest.fixture(scope="module")
+def dp_metrics() -> dict:
+    cfg = load_config(["workload.num_requests=24", "engine.dp_size=3"])
+    return run_point(cfg, [])["metrics"]
+
+
+def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict, spec_metrics: dict,
+                                             dp_metrics: dict) -> None:
+    optional = ("needs_ep", "needs_prefix", "needs_spec", "needs_dp")
+
     def without(*kinds: str) -> set[str]:
         return {m.name.split(".", 1)[0] for m in METRICS if not any(getattr(m, k) for k in kinds)}
     assert set(metrics) == without(*optional)
-    assert set(ep_metrics) == without("needs_prefix", "needs_spec")
-    assert set(spec_metrics) == without("needs_ep", "needs_prefix")
-    for name, _ in list(flatten(metrics)) + list(flatten(ep_metrics)) + list(flatten(spec_metrics)):
+    assert set(ep_metrics) == without("needs_prefix", "needs_spec", "needs_dp")
+    assert set(spec_metrics) == without("needs_ep", "needs_prefix", "needs_dp")
+    assert set(dp_metrics) == without("needs_ep", "needs_prefix", "needs_spec")
+    for name, _ in [*flatten(metrics), *flatten(ep_metrics), *flatten(spec_metrics), *flatten(dp_metrics)]:
         assert metric(name) is not None, name
 
 
@@ -48,6 +57,13 @@ def test_every_registered_spec_metric_is_computed_with_spec_only(spec_metrics: d
     for m in METRICS:
         if m.needs_spec:
             assert m.name.startswith("spec.") and lookup(spec_metrics, m.name) is not None, m.name
+
+
+def test_every_registered_dp_metric_is_computed_with_dp_only(dp_metrics: dict) -> None:
+    for m in METRICS:
+        if m.needs_dp:
+            assert m.name.startswith("dp.") and lookup(dp_metrics, m.name) is not None, m.name
+    assert set(dp_metrics["dp"]) == {m.name.split(".", 1)[1] for m in METRICS if m.needs_dp}
 
 
 def test_every_registered_ep_metric_is_computed_with_ep_only(ep_metrics: dict) -> None:
@@ -69,7 +85,7 @@ def test_every_registered_prefix_metric_is_computed_with_prefix_caching_only(met
 
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
-        if m.needs_ep or m.needs_prefix or m.needs_spec:
+        if m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
