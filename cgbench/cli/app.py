@@ -269,6 +269,7 @@ def _register_commands() -> None:
     from cgbench.cli.cost import cost_cmd
     from cgbench.cli.explain import explain_cmd
     from cgbench.cli.export import export_cmd
+    from cgbench.cli.report import report_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.schema import schema_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
@@ -279,6 +280,7 @@ def _register_commands() -> None:
     app.command("schedule")(schedule_cmd)
     app.command("explain")(explain_cmd)
     app.command("export")(export_cmd)
+    app.command("report")(report_cmd)
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)
