@@ -103,12 +103,12 @@ window.addEventListener("load", function () {
     });
   });
   var out = document.createElement("pre");
-  out.id = "%s";
+  out.id = "PROBE_ID";
   out.textContent = JSON.stringify(p);
   document.body.appendChild(out);
 });
 </script>
-""" % PROBE_ID
+""".replace("PROBE_ID", PROBE_ID)
 
 
 def find_chromium() -> str | None:

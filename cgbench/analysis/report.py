@@ -379,13 +379,32 @@ def build_report(target: Path) -> Report:
 
 
 def _checked_advise(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``doc`` with the keys the report reads, of the JSON types they must have (else one ConfigError)."""
     from cgbench.results.document import SCHEMA_VERSION
 
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ConfigError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-    for key, kind in (("candidates", list), ("objective", dict), ("budgets", dict), ("overrides", list)):
+    for key, kind in (("candidates", list), ("pareto", list), ("objective", dict), ("budgets", dict),
+                      ("overrides", list)):
         if not isinstance(doc.get(key), kind):
             raise ConfigError(f"{path}: an advise report needs '{key}' ({'a list' if kind is list else 'an object'})")
-    if not all(isinstance(c, dict) for c in doc["candidates"]):
-        raise ConfigError(f"{path}: every entry of 'candidates' must be an object")
+    for key in ("metric", "name"):
+        if not isinstance(doc["objective"].get(key), str):
+            raise ConfigError(f"{path}: 'objective.{key}' must be a string")
+    for i, c in enumerate(doc["candidates"]):
+        if not isinstance(c, dict):
+            raise ConfigError(f"{path}: candidates[{i}] must be an object")
+        for key, kinds in _CANDIDATE_TYPES.items():
+            if not isinstance(c.get(key), kinds) or isinstance(c.get(key), bool) and bool not in kinds:
+                raise ConfigError(f"{path}: candidates[{i}].{key} is missing or of the wrong type")
+    rec = doc.get("recommended")
+    if rec is not None and (not isinstance(rec, dict) or not isinstance(rec.get("name"), str)):
+        raise ConfigError(f"{path}: 'recommended' must be null or an object with a 'name'")
     return doc
+
+
+# what the report reads of each candidate: key -> the JSON types it may have
+_CANDIDATE_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "space": (str,), "num_graphs": (int,), "metrics": (dict,),
+    "objective": (int, float, type(None)),
+}
