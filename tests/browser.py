@@ -164,8 +164,10 @@ def open_page(chromium: str, html: Path, width: int = 1280, height: int = 1800) 
 
 def screenshot(chromium: str, html: Path, png: Path, width: int = 1280, height: int = 1800) -> Path:
     """A PNG of ``html`` as a ``width`` x ``height`` window shows its top."""
+    # every compositor stage before the capture: else a large image may be captured half painted
     done = _run(chromium, [f"--window-size={width},{height}", "--virtual-time-budget=10000",
-                           f"--screenshot={png.resolve()}", html.resolve().as_uri()])
+                           "--run-all-compositor-stages-before-draw", f"--screenshot={png.resolve()}",
+                           html.resolve().as_uri()])
     if done.returncode != 0 or not png.is_file():
         raise AssertionError(f"chromium --screenshot wrote no PNG (exit {done.returncode}):\n{done.stderr[-2000:]}")
     return png
