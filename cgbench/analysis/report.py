@@ -263,7 +263,10 @@ def sweep_report(sweep_dir: Path) -> Report:
     figures = Figures()
     comparisons, load = Section("Comparisons"), Section("Load curves")
     if figures.plt is not None and any(p.get("status") == DONE for p in points):
-        drawn, notes = sweep_figures(Path(sweep_dir), PlotSpec())
+        try:
+            drawn, notes = sweep_figures(Path(sweep_dir), PlotSpec())
+        except ConfigError as e:  # what cgbench plot would refuse: the tables still stand
+            drawn, notes = [], [f"no figures: {e}"]
         for name, fig in drawn:
             from cgbench.analysis.plots_layout import DPI
 
