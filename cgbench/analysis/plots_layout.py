@@ -204,3 +204,14 @@ def figure_title(fig, text: str, fontsize: float = 11) -> float:
         width = int(width * 0.85)
         title.set_text(textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False))
     return title.get_window_extent(renderer).height / fig.bbox.height
+
+
+def point_labels_inside(fig) -> None:
+    """A point label that would run past its panel's right edge is put on the point's left instead."""
+    renderer = _renderer(fig)
+    for ax in fig.axes:
+        right = ax.get_window_extent(renderer).x1
+        for t in ax.texts:
+            if t.get_gid() == "point-label" and t.get_window_extent(renderer).x1 > right:
+                t.set_ha("right")
+                t.set_position((-5, -3))

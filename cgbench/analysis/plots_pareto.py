@@ -19,7 +19,7 @@ from cgbench.analysis.plots_data import (
     scaled,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, plain_log_ticks
+from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, plain_log_ticks, point_labels_inside
 from cgbench.results.names import HIGHER, metric
 
 X_METRIC = "eager_step_fraction"
@@ -97,19 +97,7 @@ def pareto_figure(plt, records: list[Record], facet_keys: list[str], hue: str | 
     _, legend_h = bottom_legend(fig, handles)
     title_h = figure_title(fig, title)
     fig.tight_layout(rect=(0, legend_h + 0.08 / fig.get_figheight(), 1, 1 - title_h - 0.1 / fig.get_figheight()))
-    _fit_point_labels(fig)
+    point_labels_inside(fig)
     declutter(fig)
     return fig
 
-
-def _fit_point_labels(fig) -> None:
-    """A point label that would run past its panel's right edge is put on the point's left instead."""
-    from cgbench.analysis.plots_layout import _renderer
-
-    renderer = _renderer(fig)
-    for ax in fig.axes:
-        right = ax.get_window_extent(renderer).x1
-        for t in ax.texts:
-            if t.get_gid() == "point-label" and t.get_window_extent(renderer).x1 > right:
-                t.set_ha("right")
-                t.set_position((-5, -3))
