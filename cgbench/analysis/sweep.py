@@ -55,7 +55,7 @@ from cgbench.analysis.workers import SweepTerminated, signals_deferred, sigterm_
 from cgbench.config.schema import BenchConfig
 
 __all__ = ["DONE", "FAILED", "FROM_CLI", "FROM_REPEAT", "HEADLINE", "INDEX_KIND", "INDEX_NAME", "PENDING",
-           "SUMMARY_CSV", "PointResult", "SweepOutcome", "SweepPlan", "SweepPoint", "SweepTerminated",
+           "SUMMARY_CSV", "PointOutputs", "PointResult", "SweepOutcome", "SweepPlan", "SweepPoint", "SweepTerminated",
            "claim_out_dir", "complete_result", "execute_point", "final_status", "headline", "index_document",
            "load_index", "plan_sweep", "point_file_name", "point_label", "recorded_fingerprints", "release_out_dir",
            "resume_decisions", "reusable_result", "run_sweep", "running_sweep_alive", "stale_line",
@@ -74,16 +74,29 @@ class SweepOutcome:
         return sum(r.status == status for r in self.results)
 
 
-def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path, records: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PointOutputs:
+    """What a point's document holds beyond a plain run's: per-step and per-request ``records``
+    (``sweep --export``) and the ``sensitivity`` block (``sweep --sensitivity``)."""
+
+    records: bool = False
+    sensitivity: bool = False
+
+
+def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
+                  outputs: PointOutputs = PointOutputs()) -> dict[str, Any]:
     """One point (an executor's task): run it, write its JSON atomically; its headline metrics.
-    ``records``: with per-step and per-request records (``sweep --export``).
 
     Not fsynced (``durable=False``): a file a power loss emptied is unreadable, and ``--resume``
     runs its point again; the index, written durably, never vouches for a file it has not read."""
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
-    doc = run_point(cfg, list(overrides), trace=records, requests=records)
+    doc = run_point(cfg, list(overrides), trace=outputs.records, requests=outputs.records)
+    if outputs.sensitivity:
+        from cgbench.analysis.sensitivity import sensitivity
+
+        doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
     write_json_atomic(path, doc, durable=False)
     return headline(doc["metrics"])
 
@@ -97,7 +110,7 @@ def _result(point: SweepPoint, outcome: Outcome) -> PointResult:
 def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor: Executor | None = None,
               on_start: Callable[[int], None] | None = None,
               on_done: Callable[[PointResult], None] | None = None,
-              on_note: Callable[[str], None] | None = None, records: bool = False) -> SweepOutcome:
+              on_note: Callable[[str], None] | None = None, outputs: PointOutputs = PointOutputs()) -> SweepOutcome:
     """Run every point not already complete (with ``resume``: a result whose config fingerprint
     changed runs again, and ``on_note`` is told so in one line). ``executor`` defaults to this
     process (``jobs == 1``) or a pool of ``jobs`` workers. ``on_start(n)`` is told how many points
@@ -110,7 +123,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
     claim_out_dir(plan, resume=resume)
     try:
         with sigterm_interrupts():
-            return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note, records)
+            return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note, outputs)
     finally:
         ex.close()
         release_out_dir(plan)
@@ -118,7 +131,7 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
 
 def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_start: Callable[[int], None] | None,
                  on_done: Callable[[PointResult], None] | None,
-                 on_note: Callable[[str], None] | None, records: bool = False) -> SweepOutcome:
+                 on_note: Callable[[str], None] | None, outputs: PointOutputs = PointOutputs()) -> SweepOutcome:
     results = [PointResult(p, PENDING) for p in plan.points]
     notes = list(plan.notes)
     kept, rerun = resume_decisions(plan) if resume else ({}, {})
@@ -150,7 +163,7 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
                 on_done(r)
 
         base = plan.out_dir.resolve() if ex.name == "slurm" else plan.out_dir  # a SLURM task starts elsewhere
-        tasks = [Task(i, (plan.points[i].cfg, plan.points[i].overrides, base / plan.points[i].file, records))
+        tasks = [Task(i, (plan.points[i].cfg, plan.points[i].overrides, base / plan.points[i].file, outputs))
                  for i in todo]
         ex.run(execute_point, tasks, finish)  # looked up now, so a test can slow execute_point down
     except KeyboardInterrupt as e:

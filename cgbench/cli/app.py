@@ -126,6 +126,10 @@ def run(
         "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
     export_dir: ExportDir = None,
     export_format: ExportFormats = "csv,jsonl",
+    with_sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
+        "kernel launch, efficiencies) against no gating and no graphs: does the winner change, and the "
+        "break-even host cost. Simulator only; see docs/cost-model.md.")] = False,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors():
@@ -159,6 +163,10 @@ def run(
             check_host_memory(cfg)
         if not allow_oversize:
             check_device_memory(cfg)
+        if with_sensitivity:
+            from cgbench.analysis.sensitivity import check_sensitivity
+
+            check_sensitivity(cfg)
         from cgbench.pipeline import run_device
 
         labels = run_labels(cfg, ovr, device=run_device(cfg))
@@ -179,6 +187,10 @@ def run(
         with progress(f"running {labels['name']}"):
             doc = run_point(cfg, ovr, trace=trace, requests=requests)
             state = explain_gating_flag(cfg, doc, state_path)
+            if with_sensitivity:
+                from cgbench.analysis.sensitivity import sensitivity
+
+                doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
@@ -194,6 +206,12 @@ def run(
             out.print(shown)
             if verbose:
                 out.print(graph_usage_table(doc))
+            if "sensitivity" in doc:
+                from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+
+                out.print(sensitivity_table(doc["sensitivity"]))
+                for line in sensitivity_ranges(doc["sensitivity"]):
+                    out.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
             err.print(f"note: {doc['trace']['note']}", highlight=False, markup=False, soft_wrap=True)

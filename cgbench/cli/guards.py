@@ -2,7 +2,7 @@
 
 * Device memory: the model's weights (and, when ``engine.kv_blocks`` is set, the KV cache and Mamba
   state the engine reserves) must fit ``hardware.memory_gb`` per GPU, i.e. memory_gb x tp_size in
-  all; ``--allow-oversize`` runs anyway (what-if studies).
+  all (an MoE model's experts split over ``engine.ep_size`` too); ``--allow-oversize`` runs anyway (what-if studies).
 * Host memory (``backend=torch`` on the CPU): the weights at ``backend.dtype`` must fit
   ``backend.host_memory_gb``.
 * Optional dependencies: ``backend=torch`` needs torch.
@@ -29,8 +29,9 @@ def check_device_memory(cfg: BenchConfig) -> None:
         raise ConfigError(
             f"hardware.memory_gb: model={cfg.model.name} needs {need.weights_gb:.1f} GB of weights + "
             f"{need.kv_gb:.1f} GB of KV cache = {need.total_gb:.1f} GB per GPU (tp_size={tp}), more than "
-            f"{cfg.hardware.name}'s {need.capacity_gb:g} GB; raise engine.tp_size, lower engine.kv_blocks / "
-            f"max_requests, or pass --allow-oversize for a what-if study")
+            f"{cfg.hardware.name}'s {need.capacity_gb:g} GB; raise engine.tp_size"
+            f"{' or engine.ep_size (it splits the experts)' if 'E' in cfg.model.layers else ''}, lower "
+            f"engine.kv_blocks / max_requests, or pass --allow-oversize for a what-if study")
 
 
 def require_torch(what: str = "backend=torch") -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from cgbench.analysis.executors import Executor
-    from cgbench.analysis.sweep import PointResult, SweepOutcome, SweepPlan, SweepPoint
+    from cgbench.analysis.sweep import PointOutputs, PointResult, SweepOutcome, SweepPlan, SweepPoint
 
 SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
@@ -182,7 +182,7 @@ def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None
 
 
 def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None, *,
-                       records: bool = False) -> SweepOutcome:
+                       outputs: PointOutputs) -> SweepOutcome:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -217,7 +217,7 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
             progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
         return run_sweep(plan, jobs=jobs, resume=resume, executor=executor, on_start=on_start, on_done=on_done,
-                         on_note=on_note, records=records)
+                         on_note=on_note, outputs=outputs)
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
@@ -346,6 +346,9 @@ def sweep_cmd(
     config_dirs: ConfigDirs = None,
     export_dir: ExportDir = None,
     export_format: ExportFormats = "csv,jsonl",
+    with_sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
+        "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -380,6 +383,11 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             raise
         try:
             _check_outputs(plan)
+            if with_sensitivity:
+                from cgbench.analysis.sensitivity import check_sensitivity
+
+                for point in plan.points:
+                    check_sensitivity(point.cfg)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
@@ -423,12 +431,20 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
-            outcome = _run_with_progress(plan, n_jobs, resume, ex, records=export_dir is not None)
+            from cgbench.analysis.sweep import PointOutputs
+
+            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity)
+            outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
     print_summary(outcome, fmt)
+    if with_sensitivity and fmt == "table":
+        from cgbench.cli.render_sensitivity import sweep_sensitivity_table
+
+        ui.out.print(sweep_sensitivity_table(outcome.plan.out_dir, [(r.point.file, _point_label(r.point))
+                                                                    for r in outcome.results if r.status == "done"]))
     ui.err.print(f"index: {outcome.index_path}", highlight=False, soft_wrap=True)
     done, total = outcome.count("done"), len(outcome.results)
     if outcome.interrupted:

@@ -54,8 +54,8 @@ RULES: tuple[Rule, ...] = (
          "no hybrid pattern: '*-' (attention + MLP) repeated N times; with a hybrid pattern Megatron "
          "derives the layer count from the pattern and so does cgbench"),
     Rule("--hybrid-layer-pattern", _T, "model.layer_pattern, model.pattern_repeat=1, model.kind",
-         "M Mamba-2, * attention, - MLP; kind hybrid when it has an M. E (MoE), G, pipe '|' and MTP "
-         "'/' segments are refused"),
+         "M Mamba-2, * attention, - MLP, E MoE (with --num-experts); kind hybrid when it has an M. G, "
+         "pipe '|' and MTP '/' segments are refused"),
     Rule("--hybrid-override-pattern", _T, "model.layer_pattern, model.pattern_repeat=1, model.kind",
          "deprecated spelling of --hybrid-layer-pattern (same meaning)"),
     Rule("--is-hybrid-model", _T, "model.kind=hybrid", "marks a hybrid model (the pattern sets the layers)"),
@@ -142,9 +142,29 @@ RULES: tuple[Rule, ...] = (
          "exponential | linear | hybrid (hybrid: PR #6667, not in 0.19.2)"),
     Rule("--inference-cuda-graph-scope", _X, "", "the graph ownership boundary (layer / block)"),
     Rule("--cuda-graph-modules", _X, "", "partial-layer training graphs"),
-    # model features cgbench cannot describe (the MoE presets belong to the time-model issue)
-    Rule("--num-experts", _X, "", "mixture-of-experts layers"),
-    Rule("--moe-*", _X, "", "mixture-of-experts layers"),
+    # mixture of experts (cgbench.backends.sim.moe_cost)
+    Rule("--num-experts", _T, "model.num_experts, model.layer_pattern",
+         "without a hybrid pattern every layer is attention + MoE ('*E' repeated --num-layers times, "
+         "--moe-layer-freq 1); with one, its 'E' layers are the MoE layers"),
+    Rule("--moe-router-topk", _T, "model.experts_per_token", "Megatron's default 2 when absent"),
+    Rule("--moe-ffn-hidden-size", _T, "model.moe_ffn_hidden_size", "Megatron's default --ffn-hidden-size when absent"),
+    Rule("--moe-shared-expert-intermediate-size", _T,
+         "model.moe_shared_experts=1, model.moe_shared_expert_ffn_hidden_size",
+         "one shared-expert FFN of that width (Megatron's is one FFN of the shared experts' total width)"),
+    Rule("--moe-layer-freq", _X, "", "MoE on some layers only (write the layers as a hybrid pattern's 'E')",
+         ("1",)),
+    *(Rule(f, _N, "", note) for f, note in (
+        ("--moe-token-dispatcher-type", "the training dispatcher (inference: --inference-moe-token-dispatcher-type)"),
+        ("--moe-router-dtype", "the router is priced at the model's dtype"),
+        ("--moe-router-score-function", "softmax or sigmoid: one elementwise pass either way"),
+        ("--moe-router-topk-scaling-factor", "a scale of the routing weights"),
+        ("--moe-router-enable-expert-bias", "load balancing (cgbench prices the expected, uniform load)"),
+        ("--moe-router-load-balancing-type", "load balancing (cgbench prices the expected, uniform load)"),
+        ("--moe-aux-loss-coeff", "training"), ("--moe-z-loss-coeff", "training"),
+        ("--moe-router-bias-update-rate", "training"), ("--moe-grouped-gemm", "cgbench prices a grouped GEMM"),
+        ("--moe-permute-fusion", "kernel fusion"), ("--moe-router-fusion", "kernel fusion"),
+        ("--moe-shared-expert-overlap", "training overlap"), ("--moe-per-layer-logging", "logging"))),
+    Rule("--moe-*", _X, "", "this mixture-of-experts feature"),
     Rule("--multi-latent-attention", _X, "", "multi-latent attention (MLA)"),
     Rule("--kv-lora-rank", _X, "", "multi-latent attention (MLA)"),
     Rule("--q-lora-rank", _X, "", "multi-latent attention (MLA)"),
@@ -343,11 +363,13 @@ def _translate_model(g: dict[str, list[str]], t: Translation) -> None:
     pattern_flag = next((f for f in ("--hybrid-layer-pattern", "--hybrid-override-pattern") if f in g), None)
     if pattern_flag:
         pattern = _one(pattern_flag, g[pattern_flag])
-        bad = sorted(set(pattern) - set("M*-"))
+        bad = sorted(set(pattern) - set("M*-E"))
         if bad:
             raise ConfigError(f"--megatron-args: {pattern_flag}: symbols {', '.join(map(repr, bad))} are not "
-                              "modelled by cgbench (M Mamba-2, * attention, - MLP only; MoE 'E', pipeline '|' "
+                              "modelled by cgbench (M Mamba-2, * attention, - MLP, E MoE only; pipeline '|' "
                               "and MTP '/' segments are not)")
+        if "E" in pattern and "--num-experts" not in g:
+            raise ConfigError(f"--megatron-args: {pattern_flag}: its MoE 'E' layers need --num-experts")
         kind = "hybrid" if "M" in pattern else "transformer"
         note = ""
         if "--num-layers" in g and _int("--num-layers", g["--num-layers"]) != len(pattern):
@@ -368,9 +390,12 @@ def _translate_model(g: dict[str, list[str]], t: Translation) -> None:
             _add(t, "--num-layers", g["--num-layers"], [], "the pattern sets the layers")
     elif "--num-layers" in g:
         n = _int("--num-layers", g["--num-layers"])
+        moe = "--num-experts" in g
         _add(t, "--num-layers", g["--num-layers"],
-             ["model.layer_pattern='*-'", f"model.pattern_repeat={n}", "model.kind=transformer"],
-             "each Megatron transformer layer is attention + MLP")
+             [f"model.layer_pattern='{'*E' if moe else '*-'}'", f"model.pattern_repeat={n}", "model.kind=transformer"],
+             "each Megatron transformer layer is attention + MoE (--num-experts)" if moe
+             else "each Megatron transformer layer is attention + MLP")
+    _translate_moe(g, t)
     if "--is-hybrid-model" in g:
         _switch("--is-hybrid-model", g["--is-hybrid-model"])
         _add(t, "--is-hybrid-model", [], ["model.kind=hybrid"])
@@ -422,6 +447,39 @@ def _translate_model(g: dict[str, list[str]], t: Translation) -> None:
         _add(t, f, [], ["model.dtype_bytes=2"])
     if not half and any(f in g for f in _MODEL_FLAGS):
         _add(t, "(neither --bf16 nor --fp16)", [], ["model.dtype_bytes=4"], "Megatron keeps fp32 parameters")
+
+
+def _translate_moe(g: dict[str, list[str]], t: Translation) -> None:
+    """``--num-experts`` and the MoE sizes, with Megatron's defaults for the absent ones."""
+    if "--num-experts" not in g:
+        for flag in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size"):
+            if flag in g:
+                _add(t, flag, g[flag], [], "ignored without --num-experts, as Megatron (no MoE layer)")
+        return
+    _add(t, "--num-experts", g["--num-experts"], [f"model.num_experts={_int('--num-experts', g['--num-experts'])}"])
+    topk = _int("--moe-router-topk", g["--moe-router-topk"]) if "--moe-router-topk" in g else 2
+    _add(t, "--moe-router-topk" if "--moe-router-topk" in g else "(--moe-router-topk absent)",
+         g.get("--moe-router-topk", []), [f"model.experts_per_token={topk}"],
+         "" if "--moe-router-topk" in g else "Megatron's default 2")
+    if "--moe-ffn-hidden-size" in g:
+        ffn = _int("--moe-ffn-hidden-size", g["--moe-ffn-hidden-size"])
+        _add(t, "--moe-ffn-hidden-size", g["--moe-ffn-hidden-size"], [f"model.moe_ffn_hidden_size={ffn}"])
+    else:
+        if "--ffn-hidden-size" in g:
+            ffn = _int("--ffn-hidden-size", g["--ffn-hidden-size"])
+        elif "--hidden-size" in g:
+            ffn = 4 * _int("--hidden-size", g["--hidden-size"])
+        else:
+            ffn = 0  # no width on the line: the model's own moe_ffn_hidden_size stays
+        if ffn:
+            _add(t, "(--moe-ffn-hidden-size absent)", [], [f"model.moe_ffn_hidden_size={ffn}"],
+                 "Megatron: the --ffn-hidden-size")
+    if "--moe-shared-expert-intermediate-size" in g:
+        shared = _int("--moe-shared-expert-intermediate-size", g["--moe-shared-expert-intermediate-size"])
+        _add(t, "--moe-shared-expert-intermediate-size", g["--moe-shared-expert-intermediate-size"],
+             ["model.moe_shared_experts=1", f"model.moe_shared_expert_ffn_hidden_size={shared}"])
+    else:
+        _add(t, "(no shared expert)", [], ["model.moe_shared_experts=0", "model.moe_shared_expert_ffn_hidden_size=0"])
 
 
 def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:

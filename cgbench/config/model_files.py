@@ -10,7 +10,9 @@ with the list of what is missing. What each layer kind uses:
 * MLP ``-``: ``ffn_hidden_size`` and ``gated_mlp`` (true: SwiGLU, 3 matrices; false: 2 matrices,
   squared-ReLU / GeLU). ``gated_mlp: null`` ("by kind") is refused in a file: say which MLP it is;
 * Mamba-2 ``M``: ``mamba_num_heads``, ``mamba_head_dim``, ``mamba_state_dim``, ``mamba_num_groups``,
-  ``mamba_conv_kernel``.
+  ``mamba_conv_kernel``;
+* MoE ``E``: ``num_experts``, ``experts_per_token``, ``moe_ffn_hidden_size``, ``moe_shared_experts``,
+  ``moe_shared_expert_ffn_hidden_size`` (0 without shared experts) and ``gated_mlp`` (the experts' FFN).
 
 A file that inherits (``defaults: [hybrid]``) states what it and its parents state.
 """
@@ -32,6 +34,8 @@ BY_LAYER = {
     "*": ("num_attention_heads", "num_kv_heads", "head_dim"),
     "-": ("ffn_hidden_size", "gated_mlp"),
     "M": ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "mamba_conv_kernel"),
+    "E": ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
+          "moe_shared_expert_ffn_hidden_size", "gated_mlp"),
 }
 DEFAULT_MODEL = "hybrid"  # conf/config.yaml's defaults list
 _MAX_DEPTH = 8
@@ -41,7 +45,7 @@ def required_fields(layer_pattern: str) -> list[str]:
     out = list(ALWAYS)
     for symbol, keys in BY_LAYER.items():
         if symbol in layer_pattern:
-            out += keys
+            out += [k for k in keys if k not in out]
     return out
 
 

@@ -46,13 +46,17 @@ BACKENDS = ("sim", "torch")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
+LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
+MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
+            "moe_shared_expert_ffn_hidden_size", "moe_padded_routing")
+MOE_PADDED_ROUTING = ("shared", "spread")
 EP_ROUTINGS = ("least_loaded", "round_robin")
 
 
 @dataclass
 class ModelConfig:
     """Model dimensions. ``layer_pattern`` uses Megatron's hybrid notation, one char per layer:
-    ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP. It is repeated ``pattern_repeat`` times.
+    ``M`` Mamba-2 mixer, ``*`` attention, ``-`` MLP, ``E`` MoE. It is repeated ``pattern_repeat`` times.
     The defaults serve Python callers; a ``model=NAME`` file states every field its layers use."""
 
     name: str = "hybrid"
@@ -74,6 +78,16 @@ class ModelConfig:
     # SwiGLU (3 matrices) vs squared-ReLU / GeLU (2). None = by kind (SwiGLU for transformer) is for
     # ModelConfig built in Python only: a model file must say (cgbench.config.model_files)
     gated_mlp: Optional[bool] = None
+    # MoE layers ('E'; cgbench.backends.sim.moe_cost): routed experts, top-k, each expert's FFN width,
+    # shared experts (count, FFN width of each); read only when the pattern has an 'E' layer
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_ffn_hidden_size: int = 0
+    moe_shared_experts: int = 0
+    moe_shared_expert_ffn_hidden_size: int = 0
+    # where a step's padded tokens go: "shared" (identical, all to the same top-k experts, as Megatron's
+    # zero-filled padding) or "spread" (routed like real tokens)
+    moe_padded_routing: str = "shared"
 
     @property
     def is_hybrid(self) -> bool:
@@ -396,12 +410,32 @@ def check_hardware(h: HardwareConfig) -> None:
              "must be a file path or null")
 
 
+def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
+    """The MoE keys of a model with 'E' layers (``ep_size`` must split the experts evenly, as Megatron
+    requires)."""
+    for key in ("num_experts", "experts_per_token", "moe_ffn_hidden_size"):
+        _require(getattr(m, key) >= 1, f"model.{key}", f"must be >= 1 for a model with 'E' (MoE) layers, "
+                 f"got {getattr(m, key)}")
+    _require(m.experts_per_token <= m.num_experts, "model.experts_per_token",
+             f"must be <= model.num_experts ({m.num_experts}), got {m.experts_per_token}")
+    _require(m.moe_shared_experts >= 0, "model.moe_shared_experts", f"must be >= 0, got {m.moe_shared_experts}")
+    if m.moe_shared_experts > 0:
+        _require(m.moe_shared_expert_ffn_hidden_size >= 1, "model.moe_shared_expert_ffn_hidden_size",
+                 f"must be >= 1 with model.moe_shared_experts={m.moe_shared_experts}, "
+                 f"got {m.moe_shared_expert_ffn_hidden_size}")
+    _check_choice(m.moe_padded_routing, MOE_PADDED_ROUTING, "model.moe_padded_routing")
+    _require(m.num_experts % ep_size == 0, "engine.ep_size",
+             f"must divide model.num_experts ({m.num_experts}), got {ep_size}")
+    _require(backend == "sim", "model.layer_pattern",
+             "MoE ('E') layers are simulated only: use backend=sim")
+
+
 def validate(cfg: BenchConfig) -> BenchConfig:
     """Check cross-field rules the type system cannot; raise ConfigError naming the key."""
     m, e, cg, w, p = cfg.model, cfg.engine, cfg.cg, cfg.workload, cfg.policy
     _check_choice(m.kind, MODEL_KINDS, "model.kind")
-    _require(len(m.layers) >= 1 and set(m.layers) <= set("M*-"), "model.layer_pattern",
-             f"must be a non-empty string of 'M', '*', '-', got {m.layer_pattern!r}")
+    _require(len(m.layers) >= 1 and set(m.layers) <= set(LAYER_SYMBOLS), "model.layer_pattern",
+             f"must be a non-empty string of 'M', '*', '-', 'E', got {m.layer_pattern!r}")
     _require(m.pattern_repeat >= 1, "model.pattern_repeat", "must be >= 1")
     if m.kind == "hybrid":
         _require("M" in m.layers, "model.layer_pattern", "a hybrid model needs at least one 'M' layer")
@@ -417,6 +451,8 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(m.mamba_num_heads % m.mamba_num_groups == 0, "model.mamba_num_groups",
                  f"must divide model.mamba_num_heads ({m.mamba_num_heads}), got {m.mamba_num_groups}")
         _require(m.mamba_conv_kernel >= 2, "model.mamba_conv_kernel", f"must be >= 2, got {m.mamba_conv_kernel}")
+    if "E" in m.layers:
+        check_moe(m, e.ep_size, cfg.backend.name)
 
     for key in ("max_requests", "max_tokens", "max_sequence_length", "block_size", "tp_size"):
         _require(getattr(e, key) >= 1, f"engine.{key}", f"must be >= 1, got {getattr(e, key)}")
@@ -526,6 +562,9 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
             unread[f"workload.arrival.{k}"] = (f"workload.arrival.process={a.process} "
                                                f"(read with {', '.join(readers(arrivals, k))})")
 
+    if "E" not in cfg.model.layers:
+        for k in MOE_KEYS:
+            unread[f"model.{k}"] = "model.layer_pattern without an 'E' (MoE) layer"
     if cfg.engine.ep_size == 1:
         for k in ("moe_dispatcher", "ep_routing"):
             unread[f"engine.{k}"] = "engine.ep_size=1 (read with expert parallelism, engine.ep_size > 1)"

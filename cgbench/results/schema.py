@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Any
 
-from cgbench.config.schema import BenchConfig, CGConfig, EngineConfig, ModelConfig
+from cgbench.config.schema import MOE_KEYS, BenchConfig, CGConfig, EngineConfig, ModelConfig
 from cgbench.results.document import SCHEMA_VERSION
 from cgbench.results.names import (
     FLAG,
@@ -35,6 +35,8 @@ from cgbench.results.names import (
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # summary fields added to schema_version 1 after its first results: optional, so those still validate
 ADDED_SUMMARY_FIELDS = ("min", "std", "p95")
+# config keys added to schema_version 1 after its first results (the MoE model keys): optional
+ADDED_CONFIG_FIELDS: dict[str, tuple[str, ...]] = {"model": MOE_KEYS}
 # metrics whose JSON type the unit does not say
 _METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
@@ -119,6 +121,9 @@ def config_schema() -> dict[str, Any]:
     """A result's ``config``: ``BenchConfig`` as ``asdict`` writes it. ``policy`` may hold option
     sections of installed plug-in policies besides the built-ins' (objects)."""
     out = dataclass_schema(BenchConfig)
+    for group, keys in ADDED_CONFIG_FIELDS.items():
+        section = out["properties"][group]
+        section["required"] = [k for k in section["required"] if k not in keys]
     policy = out["properties"]["policy"]
     policy["additionalProperties"] = {"type": "object", "description": "a plug-in policy's options"}
     return out
@@ -229,6 +234,32 @@ def _trace_summary() -> dict[str, Any]:
                               "decided, its counts, and its prefix blocks where the format has them")
 
 
+def _sensitivity() -> dict[str, Any]:
+    """``cgbench run --sensitivity``'s block (cgbench.analysis.sensitivity)."""
+    numbers = {"type": "object", "additionalProperties": NUMBER}
+    sides = {"type": "array", "items": NUMBER}
+    metric_row = record({"a": sides, "b": sides, "winner": {"type": "array", "items": {"enum": ["a", "b", "tie"]}},
+                         "flips": BOOLEAN}, ("a", "b", "winner", "flips"))
+    parameter = record({"key": STRING, "values": sides, "point": NUMBER, "effect": STRING,
+                        "metrics": {"type": "object", "additionalProperties": metric_row}}, ("key", "values", "point"))
+    even = record({"metric": STRING, "host_op_us": nullable(NUMBER), "below": STRING, "above": STRING,
+                   "eager_graphed_ratio": nullable(NUMBER)}, ("metric", "host_op_us", "below", "above"))
+    comparison = record({"b": STRING, "same_steps": BOOLEAN,
+                         "point": record({"a": numbers, "b": numbers}, ("a", "b")),
+                         "point_winner": {"type": "object", "additionalProperties": STRING},
+                         "parameters": {"type": "array", "items": parameter}, "flips": STRINGS,
+                         "break_even": {"type": "array", "items": even}},
+                        ("b", "point", "point_winner", "parameters", "flips", "break_even"))
+    described = record({"key": STRING, "point": NUMBER, "low": NUMBER, "high": NUMBER, "source": STRING},
+                       ("key", "point", "low", "high", "source"))
+    return {**record({"method": {"enum": ["repriced", "rerun"]}, "why_rerun": nullable(STRING),
+                      "eager_graphed_ratio": nullable(NUMBER),
+                      "parameters": {"type": "array", "items": described},
+                      "comparisons": {"type": "array", "items": comparison}},
+                     ("method", "why_rerun", "eager_graphed_ratio", "parameters", "comparisons")),
+            "description": "the run re-priced over the cost model's uncertain parameters (cgbench run --sensitivity)"}
+
+
 def result_schema() -> dict[str, Any]:
     """The result document of ``cgbench run`` (and of every sweep point)."""
     props = provenance_properties()
@@ -250,6 +281,7 @@ def result_schema() -> dict[str, Any]:
         "trace": _trace_summary(),
         "deferrals": _deferrals(),
         "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
+        "sensitivity": _sensitivity(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))

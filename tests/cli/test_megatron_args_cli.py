@@ -30,10 +30,10 @@ def test_cfg_job_shows_the_composed_translation_and_the_user_override_wins():
 def test_a_typo_and_an_unmodelled_flag_exit_2_naming_both(tmp_path):
     out = tmp_path / "r.json"
     r = runner.invoke(app, ["run", "--out", str(out), "--megatron-args",
-                            "--hiden-size 4096 --lr 3e-4 --num-experts 8"])
+                            "--hiden-size 4096 --lr 3e-4 --num-experts 8 --moe-expert-capacity-factor 1.0"])
     assert r.exit_code == 2
     assert "--hiden-size is not a Megatron 0.19.2 argument (did you mean --hidden-size?)" in r.stderr
-    assert "--num-experts is not modelled by cgbench: mixture-of-experts layers" in r.stderr
+    assert "--moe-expert-capacity-factor is not modelled by cgbench: this mixture-of-experts feature" in r.stderr
     assert "Traceback" not in r.output and not out.exists()
 
 

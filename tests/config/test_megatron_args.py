@@ -75,8 +75,8 @@ def test_without_max_requests_megatron_derives_them_from_the_blocks():
 
 
 def test_an_unsupported_flag_is_refused_by_name_saying_what_is_missing():
-    with pytest.raises(ConfigError, match=r"--num-experts is not modelled by cgbench: mixture-of-experts"):
-        translate(LAUNCH.read_text() + " --num-experts 8").check()
+    with pytest.raises(ConfigError, match=r"--moe-expert-capacity-factor is not modelled by cgbench: this mixture"):
+        translate(LAUNCH.read_text() + " --num-experts 8 --moe-expert-capacity-factor 1.0").check()
     with pytest.raises(ConfigError, match=r"--pipeline-model-parallel-size is not modelled.*pipeline"):
         translate("--pipeline-model-parallel-size 2").check()
 
@@ -115,7 +115,7 @@ def test_every_rule_names_a_megatron_argument():
             assert any(n.startswith(r.flag[:-1]) for n in names), r.flag
         else:
             assert r.flag in names, r.flag
-    assert rule_of("--lr").kind == NO_EFFECT and rule_of("--moe-router-topk").kind == NOT_MODELLED
+    assert rule_of("--lr").kind == NO_EFFECT and rule_of("--moe-expert-capacity-factor").kind == NOT_MODELLED
 
 
 def test_the_inference_config_fields_cgbench_translates_exist():

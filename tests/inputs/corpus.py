@@ -115,6 +115,15 @@ CASES: list[Case] = [
         ("run backend.dtype=int8", ("backend.dtype", "float32")),
         ("run backend=torch engine.num_speculative_tokens=1", ("engine.num_speculative_tokens", "draft model")),
     ),
+    # -- MoE layers ('E')
+    *_section(
+        ("run model=qwen3_30b_a3b model.experts_per_token=200", ("model.experts_per_token", "<= model.num_experts")),
+        ("run model=qwen3_30b_a3b engine.ep_size=3", ("engine.ep_size", "must divide model.num_experts (128)")),
+        ("run model=nemotron3_nano model.moe_shared_expert_ffn_hidden_size=0",
+         "model.moe_shared_expert_ffn_hidden_size"),
+        ("run model=hybrid model.num_experts=8", ("model.num_experts", "without an 'E' (MoE) layer")),
+        ("run model=hybrid model.layer_pattern=M*X", ("model.layer_pattern", "'E'")),
+    ),
     # -- keys the chosen options never read
     *_section(
         ("run cg=megatron cg.graphs=[[64,0,64]]", ("cg.graphs", "cg.kind=megatron", "cg=explicit")),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cgbench.backends.sim.cost_model import RooflineCostModel
+from cgbench.backends.sim.moe_cost import moe_activation_width
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 
@@ -40,6 +41,8 @@ def activation_bytes(model: ModelConfig, tokens: int, rows: int, tp_size: int = 
         widths.append(h + g * f + f + h)
     if "M" in layers:
         widths.append(h + (2 * e + 2 * gn + model.mamba_num_heads / t) + (e + 2 * gn) + e + h)
+    if "E" in layers:
+        widths.append(moe_activation_width(model, t, g == 2))
     return tokens * max(widths) * model.dtype_bytes + rows * model.vocab_size / t * LOGIT_BYTES
 
 

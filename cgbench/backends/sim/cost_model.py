@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cgbench.backends.sim.moe_cost import MOE_LAYER, MoeLayers, moe_layers
 from cgbench.config.schema import (
     ConfigError,
     EngineConfig,
@@ -159,12 +160,13 @@ class RooflineCostModel:
     name = "roofline"
 
     def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
-                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None) -> None:
+                 eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None, ep_size: int = 1,
+                 moe_dispatcher: str = "nccl") -> None:
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
-        if not layers or set(layers) - set(HOST_OPS_PER_LAYER):
-            raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', "
+        if not layers or set(layers) - set(HOST_OPS_PER_LAYER) - {MOE_LAYER}:
+            raise ConfigError(f"model.layer_pattern: must be a non-empty string of 'M', '*', '-', 'E', "
                               f"got {model.layer_pattern!r}")
         if gated_mlp is None:
             gated_mlp = getattr(model, "gated_mlp", None)
@@ -252,7 +254,11 @@ class RooflineCostModel:
                               **ssd)] if nm else []
         self.kernels_decode = tuple(common + decode_ssd)
         self.kernels_prefill = tuple(common + prefill_ssd)
+        # MoE layers ('E'): priced by cgbench.backends.sim.moe_cost, added to the shape's classes
+        self.moe: MoeLayers | None = moe_layers(model, hardware, t, ep_size, moe_dispatcher, gated_mlp)
         self.weight_bytes = sum(kn.layers * kn.bytes_fixed for kn in self.kernels_decode)  # per rank
+        if self.moe is not None:
+            self.weight_bytes += self.moe.weight_bytes
 
         # Collectives: one all-reduce per layer output and per (vocab-parallel) embedding, one logits
         # all-gather; ring algorithms move 2(t-1)/t and (t-1)/t of the payload over each link.
@@ -274,7 +280,12 @@ class RooflineCostModel:
         coll = self.collectives_per_step
         self.kernels_per_step_decode = sum(kn.layers * kn.launches for kn in self.kernels_decode) + na + coll
         self.kernels_per_step_prefill = sum(kn.layers * kn.launches for kn in self.kernels_prefill) + na + coll
-        base_ops = HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER[c] for c in layers) + HOST_OPS_PER_COLLECTIVE * coll
+        base_ops = (HOST_OPS_PER_STEP + sum(HOST_OPS_PER_LAYER.get(c, 0) for c in layers)
+                    + HOST_OPS_PER_COLLECTIVE * coll)
+        if self.moe is not None:
+            self.kernels_per_step_decode += self.moe.kernels_per_step
+            self.kernels_per_step_prefill += self.moe.kernels_per_step
+            base_ops += self.moe.host_ops
         self.host_ops_decode = base_ops
         self.host_ops_prefill = base_ops + HOST_OPS_MAMBA_PREFILL * nm
         self._host_op = hardware.host_op_us * 1e-6
@@ -285,12 +296,16 @@ class RooflineCostModel:
         self._input_copies = GRAPH_INPUT_COPIES * (self._host_op + self._kernel_launch)
         self._sync = hardware.sync_us * 1e-6
         self._graphed: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
+        # an MoE model's graphed parts, by graph and real tokens (moe_cost: where padding is routed)
+        self._graphed_moe: dict[tuple[int, int, int, int], tuple[float, float, float, int, float]] = {}
         self._eager: dict[tuple[int, int, int], tuple[float, float, float, int, float]] = {}
 
     # ------------------------------------------------------------------ shape part
 
-    def shape_classes(self, tokens: int, prefills: int, decodes: int) -> dict[str, float]:
-        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape."""
+    def shape_classes(self, tokens: int, prefills: int, decodes: int,
+                      real_tokens: int | None = None) -> dict[str, float]:
+        """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape
+        (``real_tokens`` of its ``tokens`` real, the rest padding: read by MoE layers only)."""
         slots = prefills + decodes
         if prefills == 0:
             decode_tok, prefill_tok = tokens, 0
@@ -305,6 +320,8 @@ class RooflineCostModel:
         if self.tp_size > 1:
             out["collectives"] = (self._allreduce_lat + self._allreduce_tok * tokens
                                   + self._gather_lat + self._gather_slot * slots)
+        if self.moe is not None:
+            self.moe.add_to(out, tokens, tokens if real_tokens is None else real_tokens)
         return out
 
     def kernel_count(self, prefills: int) -> int:
@@ -322,9 +339,9 @@ class RooflineCostModel:
             return kernels * self._graph_node + self._graph_launch + self._input_copies
         return kernels * self._kernel_gap
 
-    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool) -> StepPrice:
+    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool, real_tokens: int) -> StepPrice:
         gpu = 0.0
-        for v in self.shape_classes(tokens, prefills, decodes).values():
+        for v in self.shape_classes(tokens, prefills, decodes, real_tokens).values():
             gpu += v
         gpu += self.launch_seconds(prefills, graphed)
         return StepPrice(gpu, 0.0 if graphed else self.host_seconds(prefills), self._sync)
@@ -347,11 +364,25 @@ class RooflineCostModel:
             cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
         part = cache.get(key)
         if part is None:
+            if graph is not None and self.moe is not None:  # never cached by graph alone
+                return self._moe_graphed_part(work, graph)
             if len(cache) > 1 << 16:
                 cache.clear()
             tc, pc, dc = self.computed_shape(work)
-            price = self._price(tc, pc, dc, graph is not None)
+            price = self._price(tc, pc, dc, graph is not None, work.tokens)
             part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
+        return part
+
+    def _moe_graphed_part(self, work: StepWork, graph: tuple[int, int, int]) -> tuple[float, float, float, int, float]:
+        """``_shape_part`` of a graphed step of an MoE model: its price depends on the real tokens too."""
+        key = (graph[0], graph[1], graph[2], work.tokens)
+        part = self._graphed_moe.get(key)
+        if part is None:
+            if len(self._graphed_moe) > 1 << 16:
+                self._graphed_moe.clear()
+            tc, pc, dc = graph
+            price = self._price(tc, pc, dc, True, work.tokens)
+            part = self._graphed_moe[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
     # ------------------------------------------------------------------ pricing protocol
@@ -435,7 +466,7 @@ class RooflineCostModel:
         end-of-step synchronisation."""
         tc, pc, dc = self.computed_shape(work)
         graphed = work.graph is not None
-        out = self.shape_classes(tc, pc, dc)
+        out = self.shape_classes(tc, pc, dc, work.tokens)
         out["attention"] = self.attention_seconds(work, tc)
         out["launch"] = self.launch_seconds(pc, graphed)
         gpu = sum(out.values())

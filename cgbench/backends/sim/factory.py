@@ -23,9 +23,11 @@ def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
-    """The roofline model of this model on this device, with the engine's tp size and eager padding."""
+    """The roofline model of this model on this device, with the engine's tp size, eager padding and, for
+    MoE layers, its expert parallelism and dispatcher."""
     return RooflineCostModel(model, resolve_hardware(hardware), engine.tp_size,
-                             eager_padding=EagerPadding.from_engine(engine))
+                             eager_padding=EagerPadding.from_engine(engine), ep_size=engine.ep_size,
+                             moe_dispatcher=engine.moe_dispatcher)
 
 
 def make_calibrated(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,

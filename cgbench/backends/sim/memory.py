@@ -1,5 +1,6 @@
 """How much device memory a config asks for: weights and the KV cache / Mamba state the engine
-reserves, per GPU (tensor-parallel rank), from the roofline model's byte counts."""
+reserves, per GPU (tensor-parallel rank), from the roofline model's byte counts. An MoE model's
+weights count every expert, ``num_experts / engine.ep_size`` of them on each GPU."""
 
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ class MemoryNeed:
 
     @staticmethod
     def state_gb(cfg: BenchConfig) -> float:
-        rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size)
+        rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size, ep_size=cfg.engine.ep_size)
         return cfg.engine.max_requests * rm.mamba_state_bytes / GB
 
 
 def memory_need(cfg: BenchConfig) -> MemoryNeed:
-    rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size)
+    rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size, ep_size=cfg.engine.ep_size)
     e = cfg.engine
     kv_tokens = (e.resolved_kv_blocks() + e.paused_blocks) * e.block_size
     kv = kv_tokens * rm.kv_bytes_per_token + e.max_requests * rm.mamba_state_bytes

@@ -1,0 +1,293 @@
+"""``cgbench run --sensitivity``: does the run's conclusion survive the cost model's uncertainty?
+
+The run (side A) is compared with what it is meant to beat: the no-gating ``budget`` policy on the
+same grid when A's policy gates, and no graphs at all (``cg=none``) when A has a grid. Each side is
+priced again over the range of every uncertain parameter (``backends/sim/uncertainty.py``) and,
+per decision metric, the report says which side wins at the low end, the configured value and the
+high end, whether the winner flips inside the range, and the break-even: the host time per op (and
+the eager / graphed step-time ratio it gives) at which the winner changes.
+
+When the run's scheduling does not depend on the clock (every request arrives at t = 0, or a closed
+loop) the steps are the same whatever they cost: each side runs once with its steps recorded
+(``backends/sim/repricing.py``) and a new price only re-prices those steps and re-times the
+requests. Timed arrivals (Poisson, gamma, a trace's timestamps) make the schedule depend on the
+price: then every evaluation is a full re-run, and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cgbench.backends.sim.factory import make_cost_model
+from cgbench.backends.sim.repricing import RecordingBackend, StepLog, reprice
+from cgbench.backends.sim.uncertainty import UNCERTAIN, UncertainParameter, by_key
+from cgbench.config.schema import BenchConfig, ConfigError, PolicyConfig
+from cgbench.engine.ledger import COMPLETED, Ledger
+from cgbench.grids.build import build_grid
+from cgbench.pipeline import build_engine, make_backend, simulate
+from cgbench.results.metrics import summary
+from cgbench.results.names import number_at
+
+# metric -> True when higher is better
+DECISION_METRICS: dict[str, bool] = {
+    "output_throughput_tok_s": True,
+    "ttft_ms.p99": False,
+    "tpot_ms.p50": False,
+    "e2e_ms.p99": False,
+}
+BREAK_EVEN_KEY = "hardware.host_op_us"
+BREAK_EVEN_SPAN = (0.05, 200.0)  # us per op searched for a break-even (wider than any published host)
+
+
+def repricing_refusal(cfg: BenchConfig) -> str | None:
+    """Why ``cfg``'s run cannot be re-priced without re-running its scheduler; None when it can."""
+    if cfg.engine.ep_size > 1:
+        return "expert-parallel ranks step in lockstep at the slowest rank's price"
+    process = cfg.workload.arrival.process
+    if process == "closed_loop":
+        return None
+    if cfg.workload.trace:
+        return "the trace's arrival times make the schedule depend on the price"
+    if process != "all_at_once":
+        return f"workload.arrival.process={process}: timed arrivals make the schedule depend on the price"
+    return None
+
+
+@dataclass
+class Side:
+    """One configuration of the comparison and how it is evaluated at a price."""
+
+    label: str
+    cfg: BenchConfig
+    log: StepLog | None = None  # recorded steps (re-pricing); None: full re-runs
+    requests: Ledger | None = None
+
+    def evaluate(self, cfg: BenchConfig) -> dict[str, float]:
+        if self.log is None:
+            m = simulate(_with_section_of(self.cfg, cfg))
+            return {k: number_at(m, k) or 0.0 for k in DECISION_METRICS}
+        assert self.requests is not None
+        pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+        return retimed_metrics(self.log, self.requests, reprice(self.log.works(), pricer))
+
+
+def _with_section_of(side: BenchConfig, priced: BenchConfig) -> BenchConfig:
+    """``side`` with the cost-model inputs (``hardware``, ``model``) of ``priced``."""
+    return replace(side, hardware=priced.hardware, model=priced.model)
+
+
+def record(label: str, cfg: BenchConfig, *, retimable: bool = True) -> Side:
+    """Run ``cfg`` once with every step recorded (the step-by-step engine). ``retimable``: the run
+    will be re-timed, so check that every time it recorded is a step boundary."""
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    backend, _, _ = make_backend(cfg, grid)
+    recorder = RecordingBackend(backend)
+    engine = build_engine(cfg, backend=recorder, grid=grid)
+    state = engine.run()
+    side = Side(label, cfg, recorder.log, state.requests)
+    if retimable:
+        check_on_step_boundaries(recorder.log, state.requests, state.now_s)
+    return side
+
+
+def check_on_step_boundaries(log: StepLog, requests: Ledger, makespan_s: float) -> None:
+    """Every time the run recorded must be the end of one of its steps (or 0): else the clock
+    advanced outside the steps and re-timing would be wrong (an engine bug, not bad input)."""
+    import numpy as np
+
+    ends = np.add.accumulate(np.frombuffer(log.durations, dtype=np.float64)) if len(log) else np.zeros(0)
+    if len(ends) and ends[-1] != makespan_s:
+        raise AssertionError("sensitivity: the run's clock is not the sum of its step durations")
+    for name in ("arrival_s", "first_token_s", "last_token_s", "finish_s"):
+        col = np.frombuffer(requests.float_column(name), dtype=np.float64)
+        t = col[col > 0]
+        idx = np.searchsorted(ends, t)
+        if len(t) and (idx.max() >= len(ends) or not np.array_equal(ends[idx], t)):
+            raise AssertionError(f"sensitivity: a request's {name} is not at a step boundary")
+
+
+def retimed_metrics(log: StepLog, requests: Ledger, durations: Any) -> dict[str, float]:
+    """The decision metrics of the recorded run with its steps lasting ``durations`` instead."""
+    import numpy as np
+
+    old_ends = np.add.accumulate(np.frombuffer(log.durations, dtype=np.float64))
+    new_ends = np.add.accumulate(np.asarray(durations, dtype=np.float64))
+
+    def retimed(name: str) -> Any:
+        t = np.frombuffer(requests.float_column(name), dtype=np.float64)
+        out = t.copy()
+        later = t > 0
+        out[later] = new_ends[np.searchsorted(old_ends, t[later])]
+        return out
+
+    def ints(name: str) -> Any:
+        col = requests.int_column(name)
+        return np.frombuffer(col, dtype=np.dtype(col.typecode)).astype(np.int64)
+
+    fate, generated = ints("fate"), ints("generated")
+    done = fate == COMPLETED
+    emitted = ints("first_token_step") >= 0
+    multi = done & (generated > 1)
+    arrival, first, last, finish = (retimed(n) for n in ("arrival_s", "first_token_s", "last_token_s", "finish_s"))
+    makespan = float(new_ends[-1]) if len(new_ends) else 0.0
+    ttft = summary((first - arrival)[emitted], 1000.0)
+    tpot = summary((last[multi] - first[multi]) / (generated[multi] - 1), 1000.0)
+    e2e = summary((finish - arrival)[done], 1000.0)
+    return {
+        "output_throughput_tok_s": round(int(generated.sum()) / makespan, 3) if makespan > 0 else 0.0,
+        "ttft_ms.p99": ttft["p99"],
+        "tpot_ms.p50": tpot["p50"],
+        "e2e_ms.p99": e2e["p99"],
+    }
+
+
+def same_steps(a: StepLog, b: StepLog) -> bool:
+    """Both sides computed the very same steps (then no price can separate them)."""
+    return all(getattr(a, f) == getattr(b, f) for f in ("tokens", "prefills", "decodes", "context", "pairs",
+                                                          "graph_ids", "graphs", "durations"))
+
+
+def winner(a: float, b: float, higher_is_better: bool) -> str:
+    if a == b:
+        return "tie"
+    return "a" if (a > b) == higher_is_better else "b"
+
+
+def eager_graphed_ratio(log: StepLog, cfg: BenchConfig) -> float | None:
+    """What the run's steps cost eager ÷ what they cost replayed as graphs of their own shapes."""
+    if not len(log):
+        return None
+    pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+    eager = float(reprice(log.works(graphed=False), pricer).sum())
+    graphed = float(reprice(log.works(graphed=True), pricer).sum())
+    return round(eager / graphed, 4) if graphed > 0 else None
+
+
+def comparison_sides(cfg: BenchConfig) -> list[tuple[str, BenchConfig]]:
+    """What side A (the run) is compared with: no gating (``policy=budget``) and no graphs."""
+    out = []
+    if cfg.policy.name != "budget":
+        out.append(("policy=budget (no gating)", replace(cfg, policy=PolicyConfig(name="budget"))))
+    if cfg.cg.kind != "none":
+        none = replace(cfg.cg, kind="none", num_cuda_graphs=None, all_prefills=False)
+        out.append(("cg=none (no graphs)", replace(cfg, cg=none, policy=PolicyConfig(name="budget"))))
+    return out
+
+
+def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainParameter, ...],
+                    point_a: dict[str, float], point_b: dict[str, float],
+                    search_steps: int, ratio_log: StepLog | None) -> dict[str, Any]:
+    parameters = []
+    flips: list[str] = []
+    for p in params:
+        lo, hi = p.bounds(cfg)
+        values = sorted({lo, p.value(cfg), hi})
+        at = {v: (point_a, point_b) if v == p.value(cfg) else (a.evaluate(p.applied(cfg, v)),
+                                                                   b.evaluate(p.applied(cfg, v)))
+              for v in values}
+        if all(at[v] == at[p.value(cfg)] for v in values):
+            parameters.append({"key": p.key, "values": values, "point": p.value(cfg),
+                               "effect": "none: the cost model does not read it"})
+            continue
+        rows = {}
+        for metric, higher in DECISION_METRICS.items():
+            wins = [winner(at[v][0][metric], at[v][1][metric], higher) for v in values]
+            rows[metric] = {"a": [at[v][0][metric] for v in values], "b": [at[v][1][metric] for v in values],
+                            "winner": wins, "flips": len(set(wins) - {"tie"}) > 1}
+            if rows[metric]["flips"]:
+                flips.append(f"{metric} under {p.key}")
+        parameters.append({"key": p.key, "values": values, "point": p.value(cfg), "metrics": rows})
+    same = a.log is not None and b.log is not None and same_steps(a.log, b.log)
+    return {"b": b.label, "same_steps": same, "point": {"a": point_a, "b": point_b},
+            "point_winner": {m: winner(point_a[m], point_b[m], h) for m, h in DECISION_METRICS.items()},
+            "parameters": parameters, "flips": flips,
+            "break_even": break_even(a, b, cfg, search_steps, ratio_log)}
+
+
+def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
+               ratio_log: StepLog | None = None) -> list[dict[str, Any]]:
+    """Per decision metric, the host time per op at which the winner changes (bisection over
+    ``BREAK_EVEN_SPAN``), and the eager / graphed ratio of A's steps (``ratio_log``) there; None when
+    it does not change inside the span."""
+    p = by_key()[BREAK_EVEN_KEY]
+    lo_v, hi_v = BREAK_EVEN_SPAN
+    cache: dict[float, tuple[dict[str, float], dict[str, float]]] = {}
+
+    def at(v: float) -> tuple[dict[str, float], dict[str, float]]:
+        if v not in cache:
+            c = p.applied(cfg, v)
+            cache[v] = (a.evaluate(c), b.evaluate(c))
+        return cache[v]
+
+    out = []
+    for metric, higher in DECISION_METRICS.items():
+        def side_of(v: float, metric: str = metric, higher: bool = higher) -> str:
+            ra, rb = at(v)
+            return winner(ra[metric], rb[metric], higher)
+
+        lo, hi = lo_v, hi_v
+        w_lo, w_hi = side_of(lo), side_of(hi)
+        if w_lo == w_hi or "tie" in (w_lo, w_hi):
+            out.append({"metric": metric, "host_op_us": None, "below": w_lo, "above": w_hi})
+            continue
+        for _ in range(search_steps):
+            mid = (lo * hi) ** 0.5  # geometric: the span covers three orders of magnitude
+            if side_of(mid) == w_lo:
+                lo = mid
+            else:
+                hi = mid
+        value = round((lo * hi) ** 0.5, 3)
+        ratio = eager_graphed_ratio(ratio_log, p.applied(cfg, value)) if ratio_log is not None else None
+        out.append({"metric": metric, "host_op_us": value, "below": w_lo, "above": w_hi,
+                    "eager_graphed_ratio": ratio})
+    return out
+
+
+def check_sensitivity(cfg: BenchConfig) -> None:
+    """Refuse, before anything runs, a run ``--sensitivity`` cannot re-price (bad input: exit 2)."""
+    if cfg.backend.name != "sim":
+        raise ConfigError("--sensitivity: re-pricing needs the simulator (backend=sim); a real engine run "
+                          "measures its prices instead of modelling them")
+    if not comparison_sides(cfg):
+        raise ConfigError("--sensitivity: the run has no gating and no graphs (policy=budget cg=none): "
+                          "there is nothing to compare it with")
+
+
+def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
+                params: tuple[UncertainParameter, ...] = UNCERTAIN,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The ``sensitivity`` block of ``cfg``'s result (see the module docstring)."""
+    check_sensitivity(cfg)
+    sides = comparison_sides(cfg)
+    refusal = repricing_refusal(cfg)
+    say = progress or (lambda _msg: None)
+    if refusal is None:
+        say("recording the run's steps (step-by-step engine)")
+        a = record("this run", cfg)
+        others = [record(label, c) for label, c in sides]
+        search_steps = 24
+    else:
+        a = Side("this run", cfg)
+        others = [Side(label, c) for label, c in sides]
+        search_steps = 10
+    # the steps' eager / graphed ratio; with timed arrivals, of the steps this run took at its prices
+    ratio_log = a.log if a.log is not None else record("this run", cfg, retimable=False).log
+    expected = {k: number_at(point_metrics, k) or 0.0 for k in DECISION_METRICS}
+    point_a = a.evaluate(cfg) if refusal is None else expected
+    if point_a != expected:  # the recording run must be the run itself
+        raise AssertionError(f"sensitivity: re-priced point {point_a} differs from the run's {expected}")
+    comparisons = []
+    for b in others:
+        say(f"pricing against {b.label}")
+        comparisons.append(_one_comparison(a, b, cfg, params, point_a, b.evaluate(cfg), search_steps, ratio_log))
+    ratio = eager_graphed_ratio(ratio_log, cfg)
+    return {
+        "method": "repriced" if refusal is None else "rerun",
+        "why_rerun": refusal,
+        "eager_graphed_ratio": ratio,
+        "parameters": [{"key": p.key, "point": p.value(cfg), "low": p.bounds(cfg)[0], "high": p.bounds(cfg)[1],
+                        "source": p.source} for p in params],
+        "comparisons": comparisons,
+    }

@@ -1,0 +1,107 @@
+"""Re-pricing a finished run: the steps a run computed, kept compactly, priced again by another
+pricer without running the scheduler again.
+
+``RecordingBackend`` wraps the ``sim`` backend: it prices every step as the wrapped backend does and
+keeps the step's shape, context, attention pairs and graph. It offers no ``StretchPricer``, so the
+composition root runs the step-by-step engine with it, which prices each executed step exactly once
+and in order. ``reprice`` gives the durations another pricer assigns to the same steps.
+
+Only a run whose scheduling does not depend on the clock can be re-priced this way (every arrival at
+t = 0, or a closed loop): ``cgbench.analysis.sensitivity`` decides, and re-runs the others.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from cgbench.engine.contract import StepPricer, StepWork, StretchPricer, attention_pairs
+from cgbench.engine.request import Request
+
+
+class StepLog:
+    """The priced steps of one run, in order: shape, context tokens, attention pairs and graph."""
+
+    __slots__ = ("tokens", "prefills", "decodes", "context", "pairs", "graph_ids", "graphs", "durations")
+
+    def __init__(self) -> None:
+        self.tokens = array("q")
+        self.prefills = array("q")
+        self.decodes = array("q")
+        self.context = array("q")
+        self.pairs = array("q")
+        self.graph_ids = array("q")  # index into ``graphs``, -1 for an eager step
+        self.graphs: list[tuple[int, int, int]] = []
+        self.durations = array("d")  # as the run priced them
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, work: StepWork, pairs: int, duration_s: float) -> None:
+        self.tokens.append(work.tokens)
+        self.prefills.append(work.prefills)
+        self.decodes.append(work.decodes)
+        self.context.append(work.context_tokens)
+        self.pairs.append(pairs)
+        if work.graph is None:
+            self.graph_ids.append(-1)
+        else:
+            graph = tuple(work.graph)
+            try:
+                gid = self.graphs.index(graph)  # a run replays few distinct graphs
+            except ValueError:
+                gid = len(self.graphs)
+                self.graphs.append(graph)  # type: ignore[arg-type]
+            self.graph_ids.append(gid)
+        self.durations.append(duration_s)
+
+    def works(self, *, graphed: bool | None = None) -> list[StepWork]:
+        """The steps as ``StepWork`` records. ``graphed=None``: as they ran; ``True``: every step
+        priced as a replay of a graph of its own real shape; ``False``: every step eager."""
+        out = []
+        for i in range(len(self.tokens)):
+            T, P, D = self.tokens[i], self.prefills[i], self.decodes[i]
+            gid = self.graph_ids[i]
+            if graphed is None:
+                graph = self.graphs[gid] if gid >= 0 else None
+            else:
+                graph = (T, P, D) if graphed else None
+            out.append(StepWork(T, P, D, self.context[i], graph, self.pairs[i],
+                                None if graph is not None else "repriced"))
+        return out
+
+
+def reprice(works: Sequence[StepWork], pricer: StepPricer) -> Any:
+    """The seconds ``pricer`` gives each of ``works`` (a numpy array, in step order)."""
+    import numpy as np
+
+    step_time = pricer.step_time
+    return np.fromiter((step_time(w) for w in works), dtype=np.float64, count=len(works))
+
+
+class RecordingBackend:
+    """The ``sim`` backend's prices, with every step kept in ``log`` (see the module docstring)."""
+
+    pricer: StretchPricer | None = None  # the step-by-step engine: each step priced once, in order
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.device = backend.device
+        self.log = StepLog()
+
+    def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:
+        if work.attention_pairs is None:
+            work.attention_pairs = attention_pairs(work)
+        duration = self.backend.run_step(work, decodes)
+        self.log.add(work, work.attention_pairs, duration)
+        return duration
+
+    def release(self, req: Request) -> None:
+        self.backend.release(req)
+
+    def token_ids(self, req: Request) -> list[int]:
+        return self.backend.token_ids(req)
+
+    def report(self) -> dict | None:
+        return self.backend.report()

@@ -1,0 +1,154 @@
+"""``cgbench run --sensitivity``: re-pricing recorded steps must give what a full re-run at that price
+gives; ranges contain the point; the break-even separates the two winners."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from cgbench.analysis.sensitivity import (
+    DECISION_METRICS,
+    Side,
+    check_sensitivity,
+    record,
+    repricing_refusal,
+    sensitivity,
+)
+from cgbench.backends.sim.uncertainty import UNCERTAIN, UncertainParameter, by_key
+from cgbench.cli.app import app
+from cgbench.config.compose import load_config
+from cgbench.config.schema import ConfigError
+from cgbench.pipeline import run_point, simulate
+from cgbench.results.names import number_at
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["model=hybrid", "workload.num_requests=48", "policy=defer", "engine.chunked_prefill=true"]
+
+
+def decision(metrics: dict) -> dict[str, float]:
+    return {k: number_at(metrics, k) for k in DECISION_METRICS}
+
+
+@pytest.mark.parametrize("extra", [[], ["workload.arrival.process=closed_loop", "workload.arrival.concurrency=8"],
+                                   ["model=transformer", "cg=vllm", "policy=budget"]])
+@pytest.mark.parametrize("key,value", [("hardware.host_op_us", 3.1), ("hardware.flops_efficiency", 0.41),
+                                       ("hardware.bandwidth_efficiency", 0.93), ("hardware.kernel_launch_us", 7.0)])
+def test_repriced_equals_a_full_rerun(extra, key, value):
+    """The oracle: the recorded run re-priced at a new value equals a fresh simulation at that value."""
+    cfg = load_config([*SMALL, *extra])
+    assert repricing_refusal(cfg) is None
+    side = record("a", cfg)
+    moved = by_key()[key].applied(cfg, value)
+    assert side.evaluate(moved) == decision(simulate(moved))
+    assert side.evaluate(cfg) == decision(simulate(cfg))
+
+
+def test_timed_arrivals_are_rerun_and_say_why():
+    cfg = load_config(["model=hybrid", "workload=chat", "workload.num_requests=40", "policy=defer"])
+    assert "poisson" in repricing_refusal(cfg)
+    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(by_key()["hardware.host_op_us"],))
+    assert block["method"] == "rerun" and "poisson" in block["why_rerun"]
+    rerun = Side("a", cfg)
+    moved = by_key()["hardware.host_op_us"].applied(cfg, 5.0)
+    assert rerun.evaluate(moved) == decision(simulate(moved))
+
+
+@settings(max_examples=25, deadline=None)
+@given(point=st.floats(0.01, 50.0), key=st.sampled_from([p.key for p in UNCERTAIN]))
+def test_every_range_contains_its_point(point, key):
+    p = by_key()[key]
+    cfg = load_config([])
+    value = min(point, 1.0) if "efficiency" in key else point
+    cfg = p.applied(cfg, value)
+    lo, hi = p.bounds(cfg)
+    assert lo <= p.value(cfg) <= hi
+    if p.at_most is not None:
+        assert hi <= max(p.at_most, p.value(cfg))
+
+
+def test_break_even_separates_the_winners():
+    """At the reported host cost the winner changes: just below it one side wins, just above the other
+    (each checked by a full re-run, not by the re-pricing that found it)."""
+    cfg = load_config(SMALL)
+    block = sensitivity(cfg, run_point(cfg)["metrics"])
+    assert block["method"] == "repriced"
+    found = [(c, e) for c in block["comparisons"] for e in c["break_even"] if e["host_op_us"] is not None]
+    assert found, "this small hybrid run has a host cost at which graphs stop paying"
+    comp, even = found[0]
+    b_cfg = load_config([*SMALL, "policy=budget"] + (["cg=none"] if comp["b"].startswith("cg=none") else []))
+    p = by_key()["hardware.host_op_us"]
+    higher = DECISION_METRICS[even["metric"]]
+    for factor, expected in ((0.97, even["below"]), (1.03, even["above"])):
+        v = even["host_op_us"] * factor
+        a = number_at(simulate(p.applied(cfg, v)), even["metric"])
+        b = number_at(simulate(p.applied(b_cfg, v)), even["metric"])
+        assert ("a" if (a > b) == higher else "b") == expected
+    assert even["eager_graphed_ratio"] > 1.0
+
+
+def test_a_parameter_the_model_does_not_read_is_marked_so():
+    cfg = load_config(SMALL)
+    unread = UncertainParameter("hardware.memory_gb", "test", scale=(0.5, 2.0))
+    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(unread,))
+    for comp in block["comparisons"]:
+        assert comp["parameters"][0]["effect"].startswith("none")
+        assert comp["flips"] == []
+
+
+def test_identical_schedules_are_said_to_be_identical():
+    cfg = load_config(["model=transformer", "workload.num_requests=32"])  # megatron vs budget coincide here
+    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(by_key()["hardware.host_op_us"],))
+    budget = block["comparisons"][0]
+    assert budget["b"].startswith("policy=budget")
+    if budget["same_steps"]:
+        assert set(budget["point_winner"].values()) == {"tie"}
+
+
+def test_refusals_are_bad_input():
+    with pytest.raises(ConfigError, match="nothing to compare"):
+        check_sensitivity(load_config(["cg=none", "policy=budget"]))
+    with pytest.raises(ConfigError, match="simulator"):
+        check_sensitivity(load_config(["backend=torch"]))
+
+
+def test_cli_sensitivity_writes_a_schema_valid_block(tmp_path):
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["run", *SMALL, "--sensitivity", "-o", str(out), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())  # the conftest validates every written result against the schema
+    assert doc["sensitivity"]["method"] == "repriced"
+    assert doc["metrics"] == run_point(load_config(SMALL), SMALL)["metrics"]  # the run itself is unchanged
+
+
+def test_cli_sensitivity_refusal_is_one_line(tmp_path):
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["run", "cg=none", "policy=budget", "--sensitivity", "-o", str(out)])
+    assert res.exit_code == 2
+    assert "nothing to compare" in res.output and not out.exists()
+
+
+def test_sweep_sensitivity_adds_the_block_and_leaves_the_metrics(tmp_path):
+    args = ["sweep", "model=hybrid", "policy=defer,megatron", "workload.num_requests=24"]
+    plain = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "plain")])
+    priced = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "priced"), "--sensitivity"])
+    assert plain.exit_code == 0 and priced.exit_code == 0, priced.output
+    assert "Sensitivity per point" in priced.output
+    files = sorted(p.name for p in (tmp_path / "plain").glob("model-*.json"))
+    assert len(files) == 2
+    for name in files:
+        a = json.loads((tmp_path / "plain" / name).read_text())
+        b = json.loads((tmp_path / "priced" / name).read_text())
+        assert "sensitivity" not in a and b["sensitivity"]["method"] == "repriced"
+        assert a["metrics"] == b["metrics"]
+
+
+def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
+    res = CliRunner().invoke(app, ["sweep", "cg=none,dense", "policy=budget", "workload.num_requests=8",
+                                   "--sensitivity", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "nothing to compare" in res.output
+    assert not (tmp_path / "s").exists()
