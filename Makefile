@@ -50,6 +50,24 @@ test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch en
 test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
 	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
 
+# Debian's chromium package; as root, or through a password-less sudo. Never fails: without it the
+# browser tests skip and say why.
+browser: ## Install Chromium for the HTML report's headless-browser tests (where it is missing)
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+	    echo "browser: $$(command -v chromium || command -v chromium-browser)"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "browser: no apt-get here; the report's browser tests skip (install Chromium, or set CGBENCH_CHROMIUM)"; \
+	else \
+	    if [ "$$(id -u)" = 0 ]; then as_root=""; elif sudo -n true 2>/dev/null; then as_root="sudo -n"; else as_root=none; fi; \
+	    if [ "$$as_root" = none ]; then echo "browser: not root and no sudo; the report's browser tests skip"; \
+	    else export DEBIAN_FRONTEND=noninteractive; \
+	        $$as_root apt-get install -y -q chromium >/dev/null 2>&1 \
+	        || { $$as_root apt-get update -q >/dev/null 2>&1 && $$as_root apt-get install -y -q chromium >/dev/null 2>&1; } \
+	        && echo "browser: installed $$(command -v chromium)" \
+	        || echo "browser: apt-get could not install chromium; the report's browser tests skip"; \
+	    fi; \
+	fi
+
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
 
@@ -82,4 +100,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint deps-check test test-fast test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check browser test test-fast test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

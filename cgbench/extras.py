@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-OPTIONAL_DEPS = {"torch": "torch", "matplotlib": "plot"}  # module -> the extra that provides it
+OPTIONAL_DEPS = {"torch": "torch", "matplotlib": "plot", "pyarrow": "parquet"}  # module -> the extra that provides it
 
 
 def install_hint(extra: str, checkout: Path | None = None, cwd: Path | None = None) -> str:

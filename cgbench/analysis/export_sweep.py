@@ -8,6 +8,7 @@ of the registry); ``DIR/points/<point file stem>/`` holds a point's ``requests.*
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +16,36 @@ from cgbench.analysis.sweep_folder import DONE, load_index
 from cgbench.results.document import load_result
 from cgbench.results.export import (
     COLUMNS,
+    METRICS_FILE,
     columns_table,
     exact_arrivals,
+    file_names,
     metrics_table,
     request_table,
     step_table,
     table_files,
     write_files,
 )
+from cgbench.results.export_parquet import DEFAULT_FORMATS
 
 POINTS_FOLDER = "points"
 # what a sweep's export writes at its top (``points`` a folder): none may exist before
 SWEEP_EXPORT_NAMES = ("metrics.csv", "metrics.jsonl", COLUMNS, POINTS_FOLDER)
 
 
-def sweep_export_files(sweep_dir: Path, folder: Path) -> tuple[dict[Path, str], list[str]]:
+def sweep_export_names(formats: Sequence[str] = DEFAULT_FORMATS) -> tuple[str, ...]:
+    """What a sweep's export in ``formats`` writes at its top."""
+    return (*file_names((METRICS_FILE,), formats), COLUMNS, POINTS_FOLDER)
+
+
+def sweep_export_files(sweep_dir: Path, folder: Path,
+                       formats: Sequence[str] = DEFAULT_FORMATS) -> tuple[dict[Path, str | bytes], list[str]]:
     """Every file of the export of ``sweep_dir`` into ``folder`` with its text, and notes (points whose
     result holds no per-request or per-step records, points not done)."""
     index = load_index(sweep_dir)
     leads: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     keys: list[str] = []
-    files: dict[Path, str] = {}
+    files: dict[Path, str | bytes] = {}
     notes: list[str] = []
     record_tables = []
     without = 0
@@ -56,7 +66,7 @@ def sweep_export_files(sweep_dir: Path, folder: Path) -> tuple[dict[Path, str], 
         if not tables:
             without += 1
             continue
-        files.update(table_files(folder / POINTS_FOLDER / Path(p["file"]).stem, tables))
+        files.update(table_files(folder / POINTS_FOLDER / Path(p["file"]).stem, tables, formats))
         record_tables.extend(tables)
     not_done = sum(1 for lead, m in leads if m is None)
     if not_done:
@@ -65,14 +75,14 @@ def sweep_export_files(sweep_dir: Path, folder: Path) -> tuple[dict[Path, str], 
         notes.append(f"{without} point(s) hold no per-request or per-step records (run the sweep with --export "
                      "to record them)")
     table = metrics_table(leads, keys)
-    files.update(table_files(folder, [table]))
+    files.update(table_files(folder, [table], formats))
     firsts = {t.name: t for t in record_tables}  # the same columns in every point: list each once
     files[folder / COLUMNS] = columns_table([table, *firsts.values()])
     return files, notes
 
 
-def export_sweep(sweep_dir: Path, folder: Path, *, replace: bool = False, key: str = "--export") -> tuple[list[Path],
-                                                                                                           list[str]]:
-    """Write the export of ``sweep_dir`` into ``folder``: (the files written, notes)."""
-    files, notes = sweep_export_files(sweep_dir, folder)
+def export_sweep(sweep_dir: Path, folder: Path, *, replace: bool = False, key: str = "--export",
+                 formats: Sequence[str] = DEFAULT_FORMATS) -> tuple[list[Path], list[str]]:
+    """Write the export of ``sweep_dir`` into ``folder`` in ``formats``: (the files written, notes)."""
+    files, notes = sweep_export_files(sweep_dir, folder, formats)
     return write_files(files, replace=replace, key=key), notes

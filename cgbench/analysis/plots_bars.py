@@ -1,4 +1,5 @@
-"""Grouped bars of one metric over a sweep: x groups, one bar per hue value, facets by row / col."""
+"""Grouped bars of one metric over a sweep: x groups, one bar per hue value, facets by row / col. The
+legend (``policy=budget``, ...) sits under the panels, clear of the figure title (wrapped to fit)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cgbench.analysis.plots_data import (
     scaled,
     setting_label,
 )
-from cgbench.analysis.plots_layout import declutter, fit_x_ticks, label_bars
+from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, fit_x_ticks, label_bars
 from cgbench.results.formatting import significant
 
 PANEL_W, PANEL_H = 4.2, 3.2  # inches per facet
@@ -56,8 +57,7 @@ def bars_figure(plt, records: list[Record], roles: Roles, y: str, title: str):
                     if rec is not None and y in rec.metrics:
                         pos.append(g + (k - (len(hues) - 1) / 2) * width)
                         vals.append(scaled(y, rec.metrics[y]))
-                bars = ax.bar(pos, vals, width=width * 0.95, color=colours[k % len(colours)],
-                              label=hue if (i, j) == (0, 0) else None)
+                bars = ax.bar(pos, vals, width=width * 0.95, color=colours[k % len(colours)])
                 label_bars(ax, bars, [_value_text(v) for v in vals])
             ax.set_xticks(range(len(xs)), xs, fontsize=8)
             ax.set_xlim(-0.6, len(xs) - 0.4)
@@ -72,13 +72,16 @@ def bars_figure(plt, records: list[Record], roles: Roles, y: str, title: str):
                 ax.set_ylabel(metric_label(y), fontsize=9)
             if i == len(rows) - 1:
                 ax.set_xlabel(setting_label(roles.x) if roles.x else "", fontsize=9)
+    legend_h = 0.0
     if roles.hue:
-        fig.legend(title=roles.hue, loc="upper right", ncols=min(len(hues), 6), fontsize=8, title_fontsize=8,
-                   frameon=False)
-    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
+        handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k % len(colours)], label=f"{roles.hue}={hue}")
+                   for k, hue in enumerate(hues)]
+        _, legend_h = bottom_legend(fig, handles, fontsize=8)
+    title_h = figure_title(fig, title)
+    rect = (0, legend_h + (0.08 / fig.get_figheight() if legend_h else 0), 1, 1 - title_h - 0.2 / fig.get_figheight())
+    fig.tight_layout(rect=rect)
     fit_x_ticks(fig, fig.axes)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
+    fig.tight_layout(rect=rect)
     declutter(fig)
     return fig
 

@@ -118,3 +118,100 @@ def declutter(fig) -> int:
             else:
                 kept.append(b)
     return hidden
+
+
+# ---------------------------------------------------------------------------------------------- titles and legends
+
+
+def legends_of(fig) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_visible() and ax.get_legend())]
+
+
+def frame_texts(fig) -> list[tuple[str, object]]:
+    """The texts that frame a figure, each with what it is: the figure title, every legend's title and
+    entries, each visible panel's title and axis labels."""
+    out: list[tuple[str, object]] = []
+    if fig._suptitle is not None:
+        out.append(("figure title", fig._suptitle))
+    for n, leg in enumerate(legends_of(fig)):
+        out += [(f"legend {n} title", leg.get_title())] + [(f"legend {n} entry", t) for t in leg.get_texts()]
+    for ax in fig.axes:
+        if ax.get_visible():
+            out += [("panel title", ax.title), ("x label", ax.xaxis.label), ("y label", ax.yaxis.label)]
+    return [(kind, t) for kind, t in out if t.get_visible() and t.get_text().strip()]
+
+
+def clipped_texts(fig) -> list[str]:
+    """Frame texts (``frame_texts``) that reach outside the figure: cut off in the saved image."""
+    renderer = _renderer(fig)
+    bounds = fig.bbox
+    out = []
+    for kind, t in frame_texts(fig):
+        b = t.get_window_extent(renderer)
+        if b.x0 < bounds.x0 - 0.5 or b.y0 < bounds.y0 - 0.5 or b.x1 > bounds.x1 + 0.5 or b.y1 > bounds.y1 + 0.5:
+            out.append(f"{kind} {t.get_text()!r}")
+    return out
+
+
+def colliding_texts(fig) -> list[tuple[str, str]]:
+    """Pairs of frame texts whose boxes intersect (a legend title run into the figure title, ...)."""
+    renderer = _renderer(fig)
+    texts = frame_texts(fig)
+    boxes = [_box(t, renderer) for _, t in texts]
+    return [(f"{texts[i][0]} {texts[i][1].get_text()!r}", f"{texts[j][0]} {texts[j][1].get_text()!r}")
+            for i in range(len(texts)) for j in range(i + 1, len(texts)) if _hit(boxes[i], boxes[j])]
+
+
+def bottom_legend(fig, handles: list, max_cols: int = 6, fontsize: float = 7):
+    """A legend centred under the panels with as many columns (at most ``max_cols``) as the figure's
+    width holds, so no entry is cut off; returns it and its height as a fraction of the figure."""
+    renderer = _renderer(fig)
+    ncols = max(1, min(max_cols, len(handles)))
+    while True:
+        leg = fig.legend(handles=handles, loc="lower center", ncols=ncols, fontsize=fontsize, frameon=False,
+                         bbox_to_anchor=(0.5, 0.0))
+        box = leg.get_window_extent(renderer)
+        if box.width <= fig.bbox.width - 4 or ncols == 1:
+            return leg, box.height / fig.bbox.height
+        leg.remove()
+        ncols -= 1
+
+
+def plain_log_ticks(axis) -> None:
+    """Tick labels of a log axis as plain numbers (8360, not 8.36x10^3): a panel whose values span
+    less than a decade keeps a log scale for the sake of its neighbours (one scale rule per metric)."""
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLog(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            if x >= 1e6:
+                return f"{x:.3g}"
+            return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+    axis.set_major_formatter(PlainLog(labelOnlyBase=False))
+    axis.set_minor_formatter(PlainLog(labelOnlyBase=False))
+
+
+def figure_title(fig, text: str, fontsize: float = 11) -> float:
+    """The figure title at the top left, wrapped at words onto as many lines as the figure's width
+    needs (a single panel is narrow); returns its height as a fraction of the figure."""
+    import textwrap
+
+    renderer = _renderer(fig)
+    width = len(text)
+    title = fig.suptitle(text, fontsize=fontsize, x=0.01, ha="left")
+    while title.get_window_extent(renderer).width > 0.98 * fig.bbox.width and width > 10:
+        width = int(width * 0.85)
+        title.set_text(textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False))
+    return title.get_window_extent(renderer).height / fig.bbox.height
+
+
+def point_labels_inside(fig) -> None:
+    """A point label that would run past its panel's right edge is put on the point's left instead."""
+    renderer = _renderer(fig)
+    for ax in fig.axes:
+        right = ax.get_window_extent(renderer).x1
+        for t in ax.texts:
+            if t.get_gid() == "point-label" and t.get_window_extent(renderer).x1 > right:
+                t.set_ha("right")
+                t.set_position((-5, -3))

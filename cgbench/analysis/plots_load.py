@@ -4,6 +4,9 @@ line and each curve's maximum sustainable rate marked.
 The maximum sustainable rate of a curve is the highest measured rate at which the metric meets the
 SLO at that rate and at every lower rate (no interpolation between measured rates: a rate that was
 not run is not claimed). A curve that misses the SLO at its lowest rate has none.
+
+A metric has one y scale in every row (log when its values over all rows, with the SLO, span a
+decade or more, else linear), so the rows compare by eye.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from cgbench.analysis.plots_data import (
     setting_label,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import declutter
+from cgbench.analysis.plots_layout import declutter, figure_title, plain_log_ticks
 from cgbench.results.names import HIGHER, metric
 
 DEFAULT_Y = ("ttft_ms.p99", "tpot_ms.p99", "output_throughput_tok_s")
@@ -57,12 +60,16 @@ def _curves(records: list[Record], roles: Roles, facet: tuple[str, str],
 
 def load_figure(plt, records: list[Record], roles: Roles, ys: list[str], slo: dict[str, float], title: str):
     """Rows: the row facets (x) col facets; columns: one per y metric."""
+    from matplotlib.ticker import NullLocator
+
     rows = list(dict.fromkeys((compound(r.params, roles.row), compound(r.params, roles.col)) for r in records))
     hues = ordered_values(records, roles.hue) if roles.hue else [""]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(len(rows), len(ys), figsize=(4.6 * len(ys), 3.3 * len(rows) + 1.0), squeeze=False)
     xs_all = sorted({float(compound(r.params, roles.x)) for r in records})
     log_x = spans_decades(xs_all) or (len(xs_all) > 2 and xs_all[0] > 0 and xs_all[-1] / xs_all[0] >= 4)
+    log_y = {y: spans_decades([v for facet in rows for pts in _curves(records, roles, facet, y).values()
+                               for _, v in pts] + ([scaled(y, slo[y])] if y in slo else [])) for y in ys}
     for i, facet in enumerate(rows):
         for j, y in enumerate(ys):
             ax = axes[i][j]
@@ -94,13 +101,13 @@ def load_figure(plt, records: list[Record], roles: Roles, ys: list[str], slo: di
                 ax.axhline(bound, color="crimson", lw=1.0, ls="--", zorder=2)
                 ax.annotate(f"SLO {bound:g}", (0.01, bound), xycoords=("axes fraction", "data"), xytext=(0, 2),
                             textcoords="offset points", fontsize=7, color="crimson", va="bottom")
-            values = [v for pts in curves.values() for _, v in pts] + ([bound] if bound is not None else [])
-            if spans_decades(values):
+            if log_y[y]:
                 ax.set_yscale("log")
+                plain_log_ticks(ax.yaxis)
             if log_x:
                 ax.set_xscale("log", base=2)
                 ax.set_xticks(xs_all, [f"{x:g}" for x in xs_all])
-                ax.minorticks_off()
+                ax.xaxis.set_minor_locator(NullLocator())  # the y axis keeps its own (a log scale's labels)
             ax.set_ylabel(metric_label(y), fontsize=9)
             ax.set_xlabel(setting_label(roles.x), fontsize=9)
             sample = next((r.params for r in records
@@ -109,8 +116,7 @@ def load_figure(plt, records: list[Record], roles: Roles, ys: list[str], slo: di
             ax.grid(alpha=0.3, which="both")
             if roles.hue or bound is not None:
                 ax.legend(fontsize=6.5, title=roles.hue, title_fontsize=7, loc="best")
-    fig.suptitle(title + ("  (★ = maximum sustainable rate under the SLO)" if slo else ""), fontsize=11,
-                 x=0.01, ha="left")
-    fig.tight_layout()
+    title_h = figure_title(fig, title + ("  (★ = maximum sustainable rate under the SLO)" if slo else ""))
+    fig.tight_layout(rect=(0, 0, 1, 1 - title_h - 0.1 / fig.get_figheight()))
     declutter(fig)
     return fig

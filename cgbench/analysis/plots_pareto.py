@@ -1,7 +1,9 @@
 """The Pareto view: a latency or throughput metric against the eager-step fraction, one panel per
 facet (models and loads are never mixed in one frontier), the frontier of each panel circled.
 
-Colour = policy, marker = grid. Points that coincide exactly are drawn once and labelled ``xN``.
+Colour = policy, marker = grid. Points that coincide exactly are drawn once, ringed, and labelled
+with the series that share them (``budget = megatron``). Every panel has the same y scale (log when
+the values of all panels span a decade or more, else linear).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from cgbench.analysis.plots_data import (
     scaled,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import declutter
+from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, plain_log_ticks, point_labels_inside
 from cgbench.results.names import HIGHER, metric
 
 X_METRIC = "eager_step_fraction"
@@ -44,6 +46,17 @@ def pareto_figure(plt, records: list[Record], facet_keys: list[str], hue: str | 
     hues = ordered_values(usable, hue) if hue else [""]
     marks = ordered_values(usable, marker_key) if marker_key else [""]
     maximize = metric(y) is not None and metric(y).better == HIGHER
+    log_y = spans_decades([scaled(y, r.metrics[y]) for r in usable])  # one rule for every panel
+
+    def series(rs: list[Record]) -> str:
+        """The names of the series that share a point: the hue values, with the grid when grids differ."""
+        grids = {r.params.get(marker_key, "") for r in rs} if marker_key else set()
+        names = [r.params.get(hue, "") if hue else "" for r in rs]
+        if len(grids) > 1:
+            names = [f"{n}/{r.params.get(marker_key, '')}" if n else r.params.get(marker_key, "")
+                     for n, r in zip(names, rs, strict=True)]
+        return " = ".join(dict.fromkeys(n for n in names if n)) or f"{len(rs)} points"
+
     for n, facet in enumerate(facets):
         ax = axes[n // ncols][n % ncols]
         pts = [r for r in usable if not facet_keys or compound(r.params, facet_keys) == facet]
@@ -58,15 +71,16 @@ def pareto_figure(plt, records: list[Record], facet_keys: list[str], hue: str | 
             ax.scatter([p[0]], [p[1]], marker=MARKERS[m % len(MARKERS)], color=colours[k % len(colours)], s=36,
                        zorder=3, edgecolors="k" if len(rs) > 1 else "none", linewidths=0.5)
             if len(rs) > 1:
-                ax.annotate(f"x{len(rs)}", p, xytext=(5, -3), textcoords="offset points", fontsize=6.5,
-                            gid="point-label")
+                ax.annotate(series(rs), p, xytext=(5, -3), textcoords="offset points", fontsize=6.5,
+                            gid="point-label", annotation_clip=True)
         front = sorted({xy[i] for i in pareto_front(xy, maximize)})
         ax.scatter([q[0] for q in front], [q[1] for q in front], s=150, facecolors="none", edgecolors="k",
                    lw=0.8, zorder=2)
         if len(front) > 1:
             ax.plot([q[0] for q in front], [q[1] for q in front], color="0.4", lw=1, ls="--", zorder=1)
-        if spans_decades([q[1] for q in xy]):
+        if log_y:
             ax.set_yscale("log")
+            plain_log_ticks(ax.yaxis)
         ax.set_xlabel(metric_label(X_METRIC), fontsize=9)
         ax.set_ylabel(metric_label(y), fontsize=9)
         ax.set_title(facet_title(pts[0].params, facet_keys) if facet_keys and pts else "", fontsize=8)
@@ -80,9 +94,10 @@ def pareto_figure(plt, records: list[Record], facet_keys: list[str], hue: str | 
     handles += [plt.Line2D([], [], ls="", marker=MARKERS[m % len(MARKERS)], color="0.3", label=f"{marker_key}={v}")
                 for m, v in enumerate(marks) if marker_key]
     handles.append(plt.Line2D([], [], ls="", marker="o", ms=10, mfc="none", mec="k", label="Pareto front"))
-    legend_rows = -(-len(handles) // 6)
-    fig.legend(handles=handles, loc="lower center", ncols=min(len(handles), 6), fontsize=7, frameon=False)
-    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, (0.1 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1 - 0.3 / fig.get_figheight()))
+    _, legend_h = bottom_legend(fig, handles)
+    title_h = figure_title(fig, title)
+    fig.tight_layout(rect=(0, legend_h + 0.08 / fig.get_figheight(), 1, 1 - title_h - 0.1 / fig.get_figheight()))
+    point_labels_inside(fig)
     declutter(fig)
     return fig
+

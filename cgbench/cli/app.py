@@ -17,7 +17,7 @@ import typer
 from cgbench import __version__
 from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
-from cgbench.cli.export import ExportDir
+from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs
 from cgbench.config.schema import ConfigError
@@ -125,6 +125,7 @@ def run(
         "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
         "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
     export_dir: ExportDir = None,
+    export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
         "kernel launch, efficiencies) against no gating and no graphs: does the winner change, and the "
@@ -172,10 +173,13 @@ def run(
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
         ensure_writable(path.with_name(path.stem + ".state.json"), "--out (its state file)")
-        if export_dir is not None:  # a user asking for exports wants the records they are made of
-            from cgbench.results.export import RUN_FILES, check_export_folder
+        from cgbench.cli.export import export_formats
 
-            check_export_folder(export_dir, RUN_FILES)
+        formats = export_formats(export_format, export_dir)
+        if export_dir is not None:  # a user asking for exports wants the records they are made of
+            from cgbench.results.export import check_export_folder, run_files
+
+            check_export_folder(export_dir, run_files(formats))
             trace = requests = True
         from cgbench.pipeline import explain_gating_flag, run_point
 
@@ -193,7 +197,7 @@ def run(
         if export_dir is not None:
             from cgbench.results.export import export_run
 
-            export_run(doc, str(written), export_dir)
+            export_run(doc, str(written), export_dir, formats=formats)
         shown = run_output(doc, fmt, str(written))
         if isinstance(shown, str):
             sys.stdout.write(shown)
@@ -287,6 +291,7 @@ def _register_commands() -> None:
     from cgbench.cli.cost import cost_cmd
     from cgbench.cli.explain import explain_cmd
     from cgbench.cli.export import export_cmd
+    from cgbench.cli.report import report_cmd
     from cgbench.cli.schedule import schedule_cmd
     from cgbench.cli.schema import schema_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
@@ -297,6 +302,7 @@ def _register_commands() -> None:
     app.command("schedule")(schedule_cmd)
     app.command("explain")(explain_cmd)
     app.command("export")(export_cmd)
+    app.command("report")(report_cmd)
     app.command("calibrate")(calibrate_cmd)
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)

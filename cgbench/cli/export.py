@@ -15,6 +15,21 @@ EXPORT_HELP = ("Also write flat files into DIR: per-request and per-step JSONL a
 
 ExportDir = Annotated[Optional[Path], typer.Option("--export", help=EXPORT_HELP, show_default=False,
                                                    metavar="DIR")]
+FORMATS_HELP = ("The export's file formats, comma-separated: csv, jsonl, parquet (Parquet needs pyarrow, the "
+                "parquet extra). columns.csv is always written.")
+ExportFormats = Annotated[str, typer.Option("--export-format", help=FORMATS_HELP, metavar="FORMATS")]
+
+
+def export_formats(text: str, export_dir: Path | None, key: str = "--export-format") -> tuple[str, ...]:
+    """The formats asked for (checked before any work: pyarrow present for Parquet); a non-default
+    value without ``--export`` is refused."""
+    from cgbench.config.schema import ConfigError
+    from cgbench.results.export_parquet import DEFAULT_FORMATS, parse_formats
+
+    formats = parse_formats(text, key)
+    if export_dir is None and formats != DEFAULT_FORMATS:
+        raise ConfigError(f"{key} applies to --export DIR: add it, or leave {key} out")
+    return formats
 
 
 def export_cmd(
@@ -23,6 +38,7 @@ def export_cmd(
     out_dir: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", show_default=False,
                                           help="The folder to write into (created if missing).")],
     force: Annotated[bool, typer.Option("--force", help="Replace files of an earlier export in DIR.")] = False,
+    formats: Annotated[str, typer.Option("--format", help=FORMATS_HELP, metavar="FORMATS")] = "csv,jsonl",
 ) -> None:
     """Export a run or a sweep as flat JSONL and CSV files: per request, per step, and a metrics table.
 
@@ -35,15 +51,17 @@ def export_cmd(
     with user_errors():
         from cgbench.config.schema import ConfigError
 
+        chosen = export_formats(formats, out_dir, "--format")
         if target.is_dir():
             from cgbench.analysis.export_sweep import export_sweep
 
-            written, notes = export_sweep(target, out_dir, replace=force, key="--out")
+            written, notes = export_sweep(target, out_dir, replace=force, key="--out", formats=chosen)
         elif target.is_file():
             from cgbench.results.document import load_result
             from cgbench.results.export import export_run
 
-            written = export_run(load_result(target), str(target), out_dir, replace=force, key="--out")
+            written = export_run(load_result(target), str(target), out_dir, replace=force, key="--out",
+                                 formats=chosen)
             notes = []
         else:
             from cgbench.safeio import describe_missing

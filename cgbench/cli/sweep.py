@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
-from cgbench.cli.export import ExportDir
+from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, config_dirs_for_children
 from cgbench.config.overrides import split_override
@@ -172,10 +172,10 @@ def print_summary(outcome: SweepOutcome, fmt: str) -> None:
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
-def _export(sweep_dir: Path, export_dir: Path) -> None:
+def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None:
     from cgbench.analysis.export_sweep import export_sweep
 
-    _, notes = export_sweep(sweep_dir, export_dir)
+    _, notes = export_sweep(sweep_dir, export_dir, formats=formats)
     for note in notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     ui.err.print(f"export: {export_dir}", markup=False, highlight=False, soft_wrap=True)
@@ -345,6 +345,7 @@ def sweep_cmd(
     launcher: Annotated[Optional[str], typer.Option("--launcher", hidden=True)] = None,
     config_dirs: ConfigDirs = None,
     export_dir: ExportDir = None,
+    export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
         "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
@@ -408,12 +409,14 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                 ui.out.print(f"slurm: one job array; settings {shown}", highlight=False, soft_wrap=True, markup=False)
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
+        from cgbench.cli.export import export_formats
 
+        formats = export_formats(export_format, export_dir)
         if export_dir is not None:
-            from cgbench.analysis.export_sweep import SWEEP_EXPORT_NAMES
+            from cgbench.analysis.export_sweep import sweep_export_names
             from cgbench.results.export import check_export_folder
 
-            check_export_folder(export_dir, SWEEP_EXPORT_NAMES)
+            check_export_folder(export_dir, sweep_export_names(formats))
         if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
             _slurm_executor(plan, list(slurm or []), jobs)
         try:
@@ -435,7 +438,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
-            _export(plan.out_dir, export_dir)
+            _export(plan.out_dir, export_dir, formats)
     print_summary(outcome, fmt)
     if with_sensitivity and fmt == "table":
         from cgbench.cli.render_sensitivity import sweep_sensitivity_table

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import ConfigError
+from cgbench.results.export_parquet import DEFAULT_FORMATS
 from cgbench.results.names import METRICS, SUMMARY_FIELDS, flatten, lookup, metric
-from cgbench.safeio import check_writable, write_text_atomic
+from cgbench.safeio import check_writable, write_bytes_atomic, write_text_atomic
 
 REQUESTS, STEPS, METRICS_FILE, COLUMNS = "requests", "steps", "metrics", "columns.csv"
 
@@ -225,20 +226,25 @@ def run_tables(doc: Mapping[str, Any], source: str) -> list[Table]:
     return tables
 
 
-def columns_table(tables: Sequence[Table]) -> str:
-    """``columns.csv``: file, column, unit, meaning for every column written."""
+def column_meta(t: Table) -> dict[str, tuple[str, str]]:
+    """(unit, meaning) of every column of ``t``: its own, a point's, else the metric registry's."""
     known = {REQUESTS: REQUEST_COLUMNS, STEPS: STEP_COLUMNS}
-    lines = []
-    for t in tables:
-        own = {c: (u, d) for c, u, d in (*known.get(t.name, ()), *POINT_COLUMNS)}
-        for c in t.columns:
-            if c in own:
-                unit, meaning = own[c]
-            elif (m := metric(c)) is not None:
-                unit, meaning = m.unit, m.description
-            else:
-                unit, meaning = "", "a sweep axis"
-            lines.append((f"{t.name}.csv", c, unit, meaning))
+    own = {c: (u, d) for c, u, d in (*known.get(t.name, ()), *POINT_COLUMNS)}
+    meta = {}
+    for c in t.columns:
+        if c in own:
+            meta[c] = own[c]
+        elif (m := metric(c)) is not None:
+            meta[c] = (m.unit, m.description)
+        else:
+            meta[c] = ("", "a sweep axis")
+    return meta
+
+
+def columns_table(tables: Sequence[Table]) -> str:
+    """``columns.csv``: file, column, unit, meaning for every column written (a Parquet file's columns
+    are its CSV's)."""
+    lines = [(f"{t.name}.csv", c, unit, meaning) for t in tables for c, (unit, meaning) in column_meta(t).items()]
     return _csv(("file", "column", "unit", "meaning"), [dict(zip(("file", "column", "unit", "meaning"), r,
                                                                   strict=True)) for r in lines])
 
@@ -268,13 +274,25 @@ def _jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(dict(r), allow_nan=False) + "\n" for r in rows)
 
 
-def table_files(folder: Path, tables: Sequence[Table]) -> dict[Path, str]:
-    """Every file of ``tables`` in ``folder`` with its text."""
-    files: dict[Path, str] = {}
+def table_files(folder: Path, tables: Sequence[Table],
+                formats: Sequence[str] = DEFAULT_FORMATS) -> dict[Path, str | bytes]:
+    """Every file of ``tables`` in ``folder`` with its text (its bytes: Parquet), in each of ``formats``."""
+    files: dict[Path, str | bytes] = {}
     for t in tables:
-        files[folder / f"{t.name}.csv"] = _csv(t.columns, t.rows)
-        files[folder / f"{t.name}.jsonl"] = _jsonl(t.jsonl_rows if t.jsonl_rows is not None else t.rows)
+        if "csv" in formats:
+            files[folder / f"{t.name}.csv"] = _csv(t.columns, t.rows)
+        if "jsonl" in formats:
+            files[folder / f"{t.name}.jsonl"] = _jsonl(t.jsonl_rows if t.jsonl_rows is not None else t.rows)
+        if "parquet" in formats:
+            from cgbench.results.export_parquet import parquet_bytes
+
+            files[folder / f"{t.name}.parquet"] = parquet_bytes(t.columns, t.rows, column_meta(t))
     return files
+
+
+def file_names(names: Sequence[str], formats: Sequence[str] = DEFAULT_FORMATS) -> tuple[str, ...]:
+    """The files of tables ``names`` in ``formats``: ``metrics.csv``, ``metrics.parquet``, ..."""
+    return tuple(f"{n}.{ext}" for n in names for ext in formats)
 
 
 def refuse_existing(paths: Iterable[Path], key: str = "--export") -> None:
@@ -292,20 +310,27 @@ def check_export_folder(folder: Path, names: Iterable[str], key: str = "--export
         check_writable(p, key)
 
 
-def write_files(files: Mapping[Path, str], *, replace: bool = False, key: str = "--export") -> list[Path]:
+def write_files(files: Mapping[Path, str | bytes], *, replace: bool = False, key: str = "--export") -> list[Path]:
     """Write ``files`` by safeio's rule; unless ``replace``, none may exist (checked before the first write)."""
     if not replace:
         refuse_existing(files, key)
-    return [write_text_atomic(p, text, key) for p, text in files.items()]
+    return [write_bytes_atomic(p, data, key) if isinstance(data, bytes) else write_text_atomic(p, data, key)
+            for p, data in files.items()]
 
 
-RUN_FILES = tuple(f"{n}.{ext}" for n in (METRICS_FILE, REQUESTS, STEPS) for ext in ("csv", "jsonl")) + (COLUMNS,)
+RUN_TABLES = (METRICS_FILE, REQUESTS, STEPS)
+RUN_FILES = file_names(RUN_TABLES) + (COLUMNS,)
+
+
+def run_files(formats: Sequence[str] = DEFAULT_FORMATS) -> tuple[str, ...]:
+    """The names a run's export may write in ``formats``."""
+    return file_names(RUN_TABLES, formats) + (COLUMNS,)
 
 
 def export_run(doc: Mapping[str, Any], source: str, folder: Path, *, replace: bool = False,
-               key: str = "--export") -> list[Path]:
-    """Write the export of one result document into ``folder``; returns the files written."""
+               key: str = "--export", formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
+    """Write the export of one result document into ``folder`` in ``formats``; returns the files written."""
     tables = run_tables(doc, source)
-    files = table_files(folder, tables)
+    files = table_files(folder, tables, formats)
     files[folder / COLUMNS] = columns_table(tables)
     return write_files(files, replace=replace, key=key)

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from cgbench.analysis.plots import plot_sweep, sweep_figures, sweep_rows
 from cgbench.analysis.plots_data import PlotSpec, load_records
-from cgbench.analysis.plots_layout import bar_labels, overlaps
+from cgbench.analysis.plots_layout import bar_labels, bottom_legend, clipped_texts, colliding_texts, overlaps
 from cgbench.analysis.plots_load import max_sustainable
 from cgbench.analysis.plots_pareto import pareto_front
 from cgbench.analysis.plots_run import TIMELINE_BINS, queue_wait_figure, timeline_figure
@@ -79,9 +79,21 @@ def small_sweep(tmp_path_factory) -> Path:
 
 
 def _all_texts_clear(figures) -> None:
+    """Tick, bar and point labels clear of each other; titles, legends and axis labels inside the
+    figure and clear of each other (matplotlib's own text boxes, from the renderer)."""
     for name, fig in figures:
         clash = overlaps(fig)
         assert not clash, f"{name}: labels overlap: {clash[:5]}"
+        assert not clipped_texts(fig), f"{name}: cut off: {clipped_texts(fig)[:5]}"
+        assert not colliding_texts(fig), f"{name}: titles or legends collide: {colliding_texts(fig)[:5]}"
+
+
+def _one_y_scale_per_metric(name: str, fig) -> None:
+    by_label: dict[str, set[str]] = {}
+    for ax in fig.axes:
+        if ax.get_visible() and ax.has_data():
+            by_label.setdefault(ax.get_ylabel(), set()).add(ax.get_yscale())
+    assert all(len(scales) == 1 for scales in by_label.values()), f"{name}: {by_label}"
 
 
 def _units_on_every_axis(figures) -> None:
@@ -92,6 +104,26 @@ def _units_on_every_axis(figures) -> None:
             ylabel = ax.get_ylabel()
             if ylabel:
                 assert "(" in ylabel and ylabel.endswith(")"), f"{name}: y label {ylabel!r} has no unit"
+
+
+def test_the_frame_checks_see_a_cut_off_legend_and_a_legend_title_on_the_figure_title():
+    """Negative controls: the two faults of the old layouts are caught, and their fixes pass."""
+    fig, ax = plt.subplots(figsize=(4.3, 3.5))
+    handles = [plt.Line2D([], [], ls="", marker="o", label=f"policy={p}") for p in
+               ("budget", "megatron", "defer", "pad_guard", "wait_timeout", "megatron_6675")]
+    fig.legend(handles=handles, loc="lower center", ncols=6, fontsize=7, frameon=False)
+    assert any("policy=" in t for t in clipped_texts(fig))
+    fig.legends.clear()
+    bottom_legend(fig, handles)
+    assert not clipped_texts(fig)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar([0, 1], [1, 2], label="budget")
+    fig.suptitle("sweep baseline, model=hybrid, workload=chat: longest wait (iterations)", fontsize=11, x=0.01,
+                 ha="left")  # as wide as the figure: the legend's title at the top right runs into it
+    fig.legend(title="policy", loc="upper right", fontsize=8, title_fontsize=8, frameon=False)
+    assert colliding_texts(fig)
+    plt.close(fig)
 
 
 def test_the_overlap_check_sees_crowded_labels_and_fit_x_ticks_clears_them():
@@ -126,8 +158,31 @@ def test_the_ci_sweep_figures_keep_labels_clear(tmp_path):
     labelled = sum(len(bar_labels(ax)) for ax in panels)
     assert labelled == sum(len(ax.patches) for ax in panels) == 48
     assert [ax.get_ylabel() for ax in panels[::4]] == ["longest wait (iterations)"] * 2
+    for name, fig in figures:
+        _one_y_scale_per_metric(name, fig)
+    _coinciding_points_are_named(dict(figures)["pareto_ttft_ms.p99.png"], BASELINE)
     for _, fig in figures:
         plt.close(fig)
+
+
+def _coinciding_points_are_named(fig, sweep: Path) -> None:
+    """Every point shared by several policies is labelled with exactly those policies (an oracle from
+    the points' metrics, per facet); a point of one policy has no label."""
+    from collections import defaultdict
+
+    from cgbench.analysis.plots_data import scaled
+
+    rows = sweep_rows(sweep)
+    shared: dict[tuple, list[str]] = defaultdict(list)
+    for r in rows:
+        facet = tuple(sorted((k, v) for k, v in r.params.items() if k not in ("policy", "cg")))
+        xy = (scaled("eager_step_fraction", r.metrics["eager_step_fraction"]), scaled("ttft_ms.p99",
+                                                                                     r.metrics["ttft_ms.p99"]))
+        shared[(facet, xy)].append(r.params["policy"])
+    expected = sorted(" = ".join(ps) for ps in shared.values() if len(ps) > 1)
+    labels = sorted(t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "point-label")
+    assert labels == expected and expected, labels
+    assert not any(t.startswith("x") and t[1:].isdigit() for t in labels)
 
 
 # ---------------------------------------------------------------------------------------------- a rate sweep
@@ -145,6 +200,16 @@ def test_a_rate_sweep_gets_bars_load_curves_and_pareto_with_clear_labels(rate_sw
     assert len(panels) == 4  # one per rate; 3 grids x 4 policies in each
     assert sum(len(ax.patches) for ax in panels) == 48
     assert sum(len(bar_labels(ax)) for ax in panels) >= 0.9 * 48, "labels are kept, not dropped wholesale"
+    for name, fig in figures:
+        _one_y_scale_per_metric(name, fig)  # the load curves: a metric's panels all log or all linear
+    for _, fig in figures:
+        plt.close(fig)
+
+
+def test_a_single_panel_sweep_keeps_its_title_and_legend_inside(small_sweep):
+    figures, _ = sweep_figures(small_sweep, PlotSpec(filters={"model": "hybrid"}))
+    assert [n for n, _ in figures if n.startswith("pareto")]
+    _all_texts_clear(figures)
     for _, fig in figures:
         plt.close(fig)
 

@@ -13,7 +13,7 @@ from cgbench.config.schema import ConfigError
 
 runner = CliRunner()
 COMMANDS = ("run", "grid", "sweep", "compare", "plot", "schedule", "calibrate", "cost", "advise", "schema",
-            "explain", "export")
+            "explain", "export", "report")
 BOX = ("╭", "╰", "│", "Usage:", "Try ")
 # every command with its positional arguments, so the --format check is what refuses the line
 FORMAT_LINES = {

@@ -136,3 +136,17 @@ def test_the_schemas_ship_in_the_wheel(installed):
         p = _run(installed, "schema", kind)
         assert p.returncode == 0, p.stderr
         assert p.stdout == (ROOT / "cgbench" / "schemas" / f"{kind}.schema.json").read_text(encoding="utf-8")
+
+
+def test_the_report_renders_from_the_wheel(installed):
+    """`cgbench report` from the wheel: its style sheet and script are package data; without matplotlib
+    the page holds every table and names the figures left out with the wheel's install command."""
+    exe, work, _ = installed
+    assert _run(installed, "run", "workload.num_requests=20", "--out", "for_report.json").returncode == 0
+    p = _run(installed, "report", "for_report.json", "-o", "report.html")
+    assert p.returncode == 0, p.stderr
+    assert "pip install 'cgbench[plot]'" in p.stderr
+    html = (work / "report.html").read_text(encoding="utf-8")
+    css = (ROOT / "cgbench" / "cli" / "report_assets" / "report.css").read_text(encoding="utf-8")
+    js = (ROOT / "cgbench" / "cli" / "report_assets" / "report.js").read_text(encoding="utf-8")
+    assert css in html and js in html and "figure(s) not drawn" in html and "<table" in html

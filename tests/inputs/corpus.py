@@ -268,6 +268,16 @@ CASES: list[Case] = [
         ("run " + SMALL + " --export {not_json}", "not a directory"),
         ("sweep model=hybrid " + SMALL + " --export {not_json}", "not a directory"),
     ),
+    # -- report
+    *_section(
+        ("report /nonexistent/run.json -o report.html", "no such file"),
+        ("report {not_json} -o report.html", "not.json"),
+        ("report {wrong_schema} -o report.html", "wrong.json"),
+        ("report {old_schema} -o report.html", "schema_version"),
+        ("report {empty_dir} -o report.html", "not a sweep directory"),
+        ("report {wrong_schema} -o {wrong_schema}", "input"),
+        ("report {wrong_schema} -o {empty_dir}", "directory"),
+    ),
     # -- special files as output
     *_section(
         ("run " + SMALL + " --out {fifo_json}", "FIFO"),
