@@ -261,6 +261,9 @@ def check_writable(path: str | Path, what: str = "") -> Path:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and target.parent.is_dir():  # /proc: an existing folder, no new files
+            raise ConfigError(f"cannot write {label}{p}: its folder {target.parent} takes no new files "
+                              "(a pseudo file system such as /proc or /sys)") from None
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     finally:
         remove_folders(created)

@@ -126,9 +126,9 @@ def key_override(draw, *, allow_sweep: bool = False) -> str:
     keys = sorted(k for k in config_keys() if allow_sweep or not k.startswith("sweep"))
     key = draw(st.sampled_from(keys))
     kind, nullable = config_keys()[key]
-    value = draw(st.one_of(_valid_value(key, kind, nullable), _valid_value(key, kind, nullable),
-                           _hostile_value(kind)))
-    form = draw(st.sampled_from(["", "", "", "", "+", "++", "typo", "~"]))
+    valid = _valid_value(key, kind, nullable)
+    value = draw(st.one_of(valid, valid, valid, _hostile_value(kind)))
+    form = draw(st.sampled_from(["", "", "", "", "", "", "", "+", "++", "typo", "~"]))
     if form == "typo":
         return f"{key}x={value}"
     if form == "~":
