@@ -1,0 +1,50 @@
+"""What the CLI fuzzer (test_cli_fuzz.py) and its review found, one regression test each, with the
+one place that now owns the class."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cgbench.cli.app import app
+from tests.inputs.corpus import SMALL, files_under
+
+runner = CliRunner()
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs /proc")
+@pytest.mark.parametrize("out", ["/proc/version", "/proc/self/new.json"])
+def test_an_output_in_a_folder_that_takes_no_new_files_says_so(out, tmp_path):
+    """Owner: safeio.check_writable. /proc lists a regular file, but no temporary file can be made
+    beside it: the refusal named 'no such file or directory' for a file that exists."""
+    r = runner.invoke(app, ["run", SMALL, f"out_dir={tmp_path}", "--out", out])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == (f"error: cannot write --out {out}: its folder {Path(out).parent} takes no new files "
+                                "(a pseudo file system such as /proc or /sys)")
+    assert files_under(tmp_path) == set()
+
+
+@pytest.mark.slow  # two short advise searches
+def test_an_advise_recheck_the_request_makes_invalid_is_bad_input_not_a_failed_row(tmp_path):
+    """Owner: advise_runs.Evaluator.run (requested_by). ``--check-workload engine.max_sequence_length=16``
+    makes the recommended explicit grid invalid (T > P*msl + D): the re-check's run raised ConfigError
+    inside the executor, which reported it as a "failed" row with exit 0. Now: exit 2, one line naming
+    the option and the refusal; the candidates' runs are kept, and --resume with a valid check completes
+    reusing them."""
+    out = tmp_path / "adv"
+    base = ["advise", SMALL, "--budget-graphs", "4", "--candidates", "4", "--out", str(out), "--format", "json"]
+    r = runner.invoke(app, [*base, "--check-workload", "engine.max_sequence_length=16"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --check-workload engine.max_sequence_length=16: check ")
+    assert "is refused: cg.graphs[" in lines[0] and f"kept in {out}" in lines[0]
+    kept = {p.name for p in (out / "runs").iterdir()}
+    again = runner.invoke(app, [*base, "--check-workload", "workload.arrival.process=poisson",
+                                "--check-workload", "workload.arrival.rate=50", "--resume"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert [c["recommended"]["metrics"]["outcome"] for c in report["robustness"]] == ["completed", "completed"]
+    assert kept <= {p.name for p in (out / "runs").iterdir()}
