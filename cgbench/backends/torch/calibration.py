@@ -568,13 +568,19 @@ def default_table_path(cfg: BenchConfig, device: str) -> Path:
 
 
 def write_outputs(result: CalibrationResult, table_path: Path) -> tuple[Path, Path]:
-    """Writes the table and its report (atomically); returns both paths."""
-    from cgbench.safeio import write_json_atomic
+    """Writes the table and its report as one set (``safeio.write_files_atomic``: a failed write of
+    the report puts the old table back); returns both paths."""
+    from cgbench.safeio import dumps_strict, write_files_atomic
 
     sidecar = report_path(table_path)
     result.report["table"] = str(table_path)
-    write_json_atomic(table_path, result.table.to_dict())
-    write_json_atomic(sidecar, result.report)
+    texts = {}
+    for path, doc in ((table_path, result.table.to_dict()), (sidecar, result.report)):
+        try:
+            texts[path] = dumps_strict(doc)
+        except ConfigError as e:
+            raise ConfigError(f"cannot write {path}: {e}") from None
+    write_files_atomic(texts)
     return table_path, sidecar
 
 
