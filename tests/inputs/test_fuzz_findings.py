@@ -48,3 +48,16 @@ def test_an_advise_recheck_the_request_makes_invalid_is_bad_input_not_a_failed_r
     report = json.loads(again.stdout)
     assert [c["recommended"]["metrics"]["outcome"] for c in report["robustness"]] == ["completed", "completed"]
     assert kept <= {p.name for p in (out / "runs").iterdir()}
+
+
+def test_explain_state_onto_the_run_it_explains_is_refused(tmp_path):
+    """Owner: the command's declare_inputs (explain declared none): ``explain RUN --step K --state RUN``
+    replaced the run with the round's state."""
+    run = tmp_path / "r.json"
+    assert runner.invoke(app, ["run", SMALL, "--out", str(run)]).exit_code == 0
+    before = run.read_bytes()
+    r = runner.invoke(app, ["explain", str(run), "--step", "3", "--state", str(run)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == (f"error: cannot write --state {run}: it is this command's input (RUN {run}); "
+                                "writing would replace it: choose another output path")
+    assert run.read_bytes() == before
