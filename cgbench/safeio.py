@@ -405,27 +405,27 @@ def write_files_atomic(files: Mapping[Path, str], what: str = "") -> list[Path]:
     """Several files written as one set (an export, a calibration table and its report): each by the
     one rule, in order; when one fails (or the command is interrupted), those written before it are
     put back as they were (a replaced file from a hard link of it kept, locked, until the set is
-    done; a new one removed), so no reader finds a mix of the new set and the old. Returns the paths
-    written."""
-    undo: list[tuple[Path, str | None, int | None]] = []  # (target, backup link, its locked fd)
+    done; a new one removed), so no reader finds a mix of the new set and the old. On a file system
+    without hard links a replaced file is left as written (complete, new). Returns the paths written."""
+    undo: list[tuple[Path, bool, str | None, int | None]] = []  # (target, existed, backup link, its fd)
     written: list[Path] = []
     try:
         for path, text in files.items():
             target = _target(Path(path), what)
-            undo.append((target, *_backup(target)))
+            undo.append((target, target.exists(), *_backup(target)))
             written.append(write_text_atomic(path, text, what))
     except BaseException:
-        for target, backup, _ in reversed(undo):  # the one that failed too: Ctrl-C may come after its rename
-            if backup is None:
-                _unlink(str(target))
-                continue
+        for target, existed, backup, _ in reversed(undo):  # the one that failed too: Ctrl-C may come after its rename
             try:
-                os.replace(backup, target)
-            except OSError:  # the new file stays (complete); the error that stopped the set is the one to tell
+                if not existed:
+                    os.unlink(target)
+                elif backup is not None:
+                    os.replace(backup, target)
+            except OSError:  # nothing to undo, or it cannot be: the error that stopped the set is the one to tell
                 pass
         raise
     finally:
-        for _, backup, fd in undo:
+        for _, _, backup, fd in undo:
             if fd is not None:
                 os.close(fd)
             if backup is not None:
@@ -435,7 +435,8 @@ def write_files_atomic(files: Mapping[Path, str], what: str = "") -> list[Path]:
 
 def _backup(target: Path) -> tuple[str | None, int | None]:
     """A hard link to ``target`` under a temporary name (a stale one is cleaned up like any cgbench
-    temporary file), held locked so that no other writer's clean-up takes it: (its path, the fd)."""
+    temporary file), held locked so that no other writer's clean-up takes it: (its path, the fd);
+    (None, None) when there is no file or the file system makes no hard links."""
     if not target.exists():
         return None, None
     for _ in range(100):
@@ -444,15 +445,15 @@ def _backup(target: Path) -> tuple[str | None, int | None]:
             os.link(target, link)
         except FileExistsError:
             continue
-        except OSError as e:
-            raise _os_error("cannot write", target, e) from None
+        except OSError:
+            return None, None
         fd = os.open(link, os.O_RDONLY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # someone else holds the file: the link still works, only a clean-up may take it
             pass
         return link, fd
-    raise ConfigError(f"cannot write {target}: no free temporary name beside it")
+    return None, None
 
 
 def _unlink(path: str) -> None:

@@ -318,3 +318,22 @@ def test_calibrate_host(step, tmp_path, monkeypatch):
     again = runner.invoke(app, argv)
     assert again.exit_code == 0, again.output
     assert json.loads(out.read_text())["host_op_us"] > 0
+
+
+def test_a_set_on_a_file_system_without_hard_links_loses_no_file(tmp_path, monkeypatch):
+    """No hard links (os.link refused): a failure at the second file leaves the first one written
+    (complete, new) and the second one old; nothing is deleted."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text('{"v": 1}\n')
+    b.write_text('{"v": 1}\n')
+
+    def no_links(*args, **kwargs):
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    with monkeypatch.context() as m:
+        m.setattr(safeio.os, "link", no_links)
+        _inject(m, "rename", 2)
+        with pytest.raises(ConfigError):
+            safeio.write_files_atomic({a: '{"v": 2}\n', b: '{"v": 2}\n'})
+    assert (a.read_text(), b.read_text()) == ('{"v": 2}\n', '{"v": 1}\n')
+    _check_folder(tmp_path)
