@@ -61,3 +61,18 @@ def test_explain_state_onto_the_run_it_explains_is_refused(tmp_path):
     assert r.stderr.strip() == (f"error: cannot write --state {run}: it is this command's input (RUN {run}); "
                                 "writing would replace it: choose another output path")
     assert run.read_bytes() == before
+
+
+@pytest.mark.parametrize("override, error", [
+    ("cg.piecewise_sizes=[[64,1,0],[8,0,8]]", "cg.piecewise_sizes[0]: must be an integer, got [64, 1, 0]"),
+    ("cg.capture_sizes=[[1]]", "cg.capture_sizes[0]: must be an integer, got [1]"),
+    ("cg.graphs=[[64,1,true]]", "cg.graphs[0][2]: must be an integer, got True"),
+    ("workload.prompt_len.weights=[[1]]", "workload.prompt_len.weights[0]: must be a number, got [1]"),
+])
+def test_a_list_of_the_wrong_element_type_is_one_line(override, error, tmp_path):
+    """Owner: config.schema.check_elements (in check_finite's walk over the config, against each list
+    field's element type). OmegaConf let ``[[64,1,0]]`` into a ``list[int]``: ``cost`` and ``grid``
+    ended in a TypeError traceback (found by the deep fuzzer)."""
+    r = runner.invoke(app, ["grid", override])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.stderr.strip() == f"error: {error}"
