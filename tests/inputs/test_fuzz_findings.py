@@ -76,3 +76,17 @@ def test_a_list_of_the_wrong_element_type_is_one_line(override, error, tmp_path)
     r = runner.invoke(app, ["grid", override])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert r.stderr.strip() == f"error: {error}"
+
+
+@pytest.mark.parametrize("host", [False, True])
+@pytest.mark.parametrize("option, value", [("--repeat", str(2**63)), ("--warmup", "10001")])
+def test_calibrate_refuses_a_run_count_that_would_measure_for_ever(host, option, value, tmp_path):
+    """Owner: backends.torch.calibration.check_run_counts (both calibrations). ``--repeat 2**63``
+    started a device calibration that timed every step 2**63 times (found by the deep fuzzer)."""
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["calibrate", "model=tiny_hybrid", *(["--host"] if host else []), option, value,
+                            "--out", str(out)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lower = 1 if option == "--repeat" else 0
+    assert r.stderr.strip() == f"error: {option}: must be in {lower}..10,000, got {value}"
+    assert files_under(tmp_path) == set()

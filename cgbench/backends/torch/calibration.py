@@ -473,12 +473,21 @@ def _on_cpu(device: str) -> bool:
     return not torch.cuda.is_available()
 
 
+MAX_RUNS_PER_STEP = 10_000  # timed or warm-up runs of one step: the defaults are 7 (30 with --host) and 2
+
+
+def check_run_counts(repeat: int, warmup: int) -> None:
+    """``--repeat`` and ``--warmup`` within their bounds, before any measuring (2**63 timed runs per
+    step would measure for ever)."""
+    if not 1 <= repeat <= MAX_RUNS_PER_STEP:
+        raise ConfigError(f"--repeat: must be in 1..{MAX_RUNS_PER_STEP:,}, got {repeat}")
+    if not 0 <= warmup <= MAX_RUNS_PER_STEP:
+        raise ConfigError(f"--warmup: must be in 0..{MAX_RUNS_PER_STEP:,}, got {warmup}")
+
+
 def check_request(cfg: BenchConfig, *, repeat: int, warmup: int, holdout: float) -> None:
     """Bad input -> ConfigError naming the option or key, before anything is built."""
-    if repeat < 1:
-        raise ConfigError(f"--repeat: must be >= 1, got {repeat}")
-    if warmup < 0:
-        raise ConfigError(f"--warmup: must be >= 0, got {warmup}")
+    check_run_counts(repeat, warmup)
     if not (0.0 <= holdout < 1.0) or math.isnan(holdout):
         raise ConfigError(f"--holdout: must be in [0, 1), got {holdout}")
     if cfg.engine.tp_size != 1:
@@ -612,10 +621,7 @@ def count_ops(fn: Callable[[], None]) -> int:
 
 
 def check_host_request(cfg: BenchConfig, *, repeat: int, warmup: int) -> None:
-    if repeat < 1:
-        raise ConfigError(f"--repeat: must be >= 1, got {repeat}")
-    if warmup < 0:
-        raise ConfigError(f"--warmup: must be >= 0, got {warmup}")
+    check_run_counts(repeat, warmup)
     if cfg.model.hidden_size > HOST_MAX_HIDDEN:
         raise ConfigError(f"model.hidden_size: --host times dispatch on tiny shapes; {cfg.model.name!r} has "
                           f"hidden {cfg.model.hidden_size} (> {HOST_MAX_HIDDEN}): use model=tiny_transformer "
