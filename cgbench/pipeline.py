@@ -34,6 +34,7 @@ from cgbench.results.health import (
     health_warnings,
     link_state_file,
     throughput_collapse,
+    ttft_collapse,
 )
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.results.prefix_metrics import prefix_metrics
@@ -182,13 +183,13 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
 def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any],
                    trace: TraceSummary | None = None) -> list[dict[str, Any]]:
     """Every warning a result carries: the config's (known before it ran), the run's health flags
-    and, for a gating flag on the simulator, the throughput comparison with the no-gating ``budget``
-    policy (``throughput_collapse``: one more simulation, of that policy)."""
+    and, for a gating flag on the simulator, the throughput and p99 TTFT comparisons with the no-gating
+    ``budget`` policy (``throughput_collapse``, ``ttft_collapse``: one more simulation, of that policy)."""
     flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace)
     if gating_flag(flags) is not None and cfg.backend.name == "sim" and cfg.policy.name != "budget":
-        collapse = throughput_collapse(metrics, simulate(replace(cfg, policy=PolicyConfig(name="budget"))))
-        if collapse is not None:
-            flags.append(collapse)
+        no_gating = simulate(replace(cfg, policy=PolicyConfig(name="budget")))
+        flags += [f for f in (throughput_collapse(metrics, no_gating), ttft_collapse(metrics, no_gating))
+                  if f is not None]
     return flags
 
 

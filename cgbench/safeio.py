@@ -34,9 +34,11 @@ import json
 import math
 import os
 import re
+import secrets
 import stat
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +263,9 @@ def check_writable(path: str | Path, what: str = "") -> Path:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and target.parent.is_dir():  # /proc: an existing folder, no new files
+            raise ConfigError(f"cannot write {label}{p}: its folder {target.parent} takes no new files "
+                              "(a pseudo file system such as /proc or /sys)") from None
         raise _os_error(f"cannot write {label}".rstrip(), p, e) from None
     finally:
         remove_folders(created)
@@ -394,6 +399,62 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable
         if tmp is not None:  # interrupted (Ctrl-C) or refused after the temporary file was made
             _unlink(tmp)
     return target
+
+
+def write_files_atomic(files: Mapping[Path, str | bytes], what: str = "") -> list[Path]:
+    """Several files written as one set (an export, a calibration table and its report): each by the
+    one rule, in order; when one fails (or the command is interrupted), those written before it are
+    put back as they were (a replaced file from a hard link of it kept, locked, until the set is
+    done; a new one removed), so no reader finds a mix of the new set and the old. On a file system
+    without hard links a replaced file is left as written (complete, new). Returns the paths written."""
+    undo: list[tuple[Path, bool, str | None, int | None]] = []  # (target, existed, backup link, its fd)
+    written: list[Path] = []
+    try:
+        for path, text in files.items():
+            target = _target(Path(path), what)
+            undo.append((target, target.exists(), *_backup(target)))
+            written.append(write_bytes_atomic(path, text, what) if isinstance(text, bytes)
+                           else write_text_atomic(path, text, what))
+    except BaseException:
+        for target, existed, backup, _ in reversed(undo):  # the one that failed too: Ctrl-C may come after its rename
+            try:
+                if not existed:
+                    os.unlink(target)
+                elif backup is not None:
+                    os.replace(backup, target)
+            except OSError:  # nothing to undo, or it cannot be: the error that stopped the set is the one to tell
+                pass
+        raise
+    finally:
+        for _, _, backup, fd in undo:
+            if fd is not None:
+                os.close(fd)
+            if backup is not None:
+                _unlink(backup)
+    return written
+
+
+def _backup(target: Path) -> tuple[str | None, int | None]:
+    """A hard link to ``target`` under a temporary name (a stale one is cleaned up like any cgbench
+    temporary file), held locked so that no other writer's clean-up takes it: (its path, the fd);
+    (None, None) when there is no file or the file system makes no hard links."""
+    if not target.exists():
+        return None, None
+    for _ in range(100):
+        link = str(target.parent / f"{_tmp_prefix(target.name)}{secrets.token_hex(4)}.tmp")
+        try:
+            os.link(target, link)
+        except FileExistsError:
+            continue
+        except OSError:
+            return None, None
+        fd = os.open(link, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # someone else holds the file: the link still works, only a clean-up may take it
+            pass
+        return link, fd
+    return None, None
 
 
 def _unlink(path: str) -> None:

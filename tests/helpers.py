@@ -11,7 +11,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from cgbench.config.schema import (
+    EP_ROUTINGS,
     MEGATRON_RULES,
+    MOE_DISPATCHERS,
     POLICIES,
     BenchConfig,
     CGConfig,
@@ -56,6 +58,22 @@ needs_python_engine = pytest.mark.skipif(simulator_build() != "python",
                                          reason="subclasses the engine; the compiled engine cannot be subclassed")
 
 
+# the ledger's column widths grow at these request counts (one byte, then two): a scenario sometimes
+# has one request less, as many, or one more
+WIDTH_EDGE_COUNTS = (127, 128, 129)
+
+
+@st.composite
+def engine_features(draw) -> dict:
+    """Engine keys of the features a random scenario draws beyond the single engine: expert
+    parallelism (``ep_size`` ranks in lockstep, the MoE dispatcher, the routing rule). The one place
+    that draws them: a new engine feature adds its keys here, and every property over ``scenarios``
+    (the invariants, fast == oracle, the column metrics) draws it."""
+    return {"ep_size": draw(st.sampled_from([1, 1, 1, 2, 3, 4])),
+            "moe_dispatcher": draw(st.sampled_from(MOE_DISPATCHERS)),
+            "ep_routing": draw(st.sampled_from(EP_ROUTINGS))}
+
+
 # random engine configs, grids, policies and workloads: the engine invariants, the fast engine's
 # equality with the oracle and the column metrics all draw from these
 @st.composite
@@ -75,20 +93,21 @@ def scenarios(draw):
                   cuda_graph_max_tokens=draw(st.sampled_from([16, 512])),
                   distribution=draw(st.sampled_from(["exponential", "linear", "hybrid"])),
                   non_decode=draw(st.booleans()), sizes_per_octave=draw(st.sampled_from([1, 2])))
-    n = draw(st.integers(1, 24))
+    n = draw(st.one_of(st.integers(1, 24), st.integers(1, 24), st.integers(1, 24), st.sampled_from(WIDTH_EDGE_COUNTS)))
+    longest = 80 if n <= 24 else 6  # a hundred requests or more: short outputs keep the example quick
     reqs = []
     t = 0.0
     for i in range(n):
         t += draw(st.sampled_from([0.0, 0.0, 0.001, 0.05]))
         prompt = draw(st.one_of(st.integers(1, msl), st.integers(1, msl + 20)))
-        reqs.append(RequestSpec(i, t, prompt, draw(st.integers(1, 80))))
+        reqs.append(RequestSpec(i, t, prompt, draw(st.integers(1, longest))))
     spec = draw(st.sampled_from([0, 0, 0, 1, 3]))
     max_tokens = max(max_tokens, max_requests * (spec + 1))
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked, cg=cg, max_requests=max_requests,
                    max_tokens=max_tokens, max_sequence_length=msl, block_size=block, kv_blocks=kv,
                    paused_blocks=paused, num_speculative_tokens=spec,
                    kv_corners=draw(st.sampled_from(["megatron", "safe"])),
-                   megatron_rules=draw(st.sampled_from(MEGATRON_RULES)))
+                   megatron_rules=draw(st.sampled_from(MEGATRON_RULES)), **draw(engine_features()))
     # Megatron main's batch-invariant mode where its config allows it (hybrid: one-token decode, and
     # with chunked prefill max_tokens > the SSM chunk alignment)
     alignment = draw(st.sampled_from([16, 32, 128]))
@@ -113,7 +132,8 @@ def prefix_ids(family: int, diverge: int, prompt: int) -> array:
 def with_prefix_caching(draw, cfg: BenchConfig, reqs: list[RequestSpec]) -> tuple[BenchConfig, list[RequestSpec]]:
     """Half the time: prefix caching on, with requests of a few prompt families that share prefixes
     (and, on a hybrid model, a Mamba state cache of a few slots, or none)."""
-    if cfg.engine.megatron_rules != "0.19.2" or not draw(st.booleans()):  # modelled under 0.19.2's rules
+    # modelled on one engine under 0.19.2's rules
+    if cfg.engine.megatron_rules != "0.19.2" or cfg.engine.ep_size > 1 or not draw(st.booleans()):
         return cfg, reqs
     slots = draw(st.sampled_from([0, 2, 8])) if cfg.model.kind == "hybrid" else 0
     gate = draw(st.sampled_from(["full", "full", "computed"]))

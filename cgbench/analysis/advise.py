@@ -325,24 +325,28 @@ def _rank(s: Search, evaluated: list[Evaluated]) -> list[Evaluated]:
 def _robustness(s: Search, ev: Evaluator, rec: Evaluated | None, default: Evaluated) -> list[dict[str, Any]]:
     if rec is None:
         return []
-    checks: list[tuple[str, list[str]]] = []
+    checks: list[tuple[str, list[str], str]] = []  # (label, overrides, the option of the request that asks)
     seed = s.req.check_seed if s.req.check_seed is not None else s.seed + 1
-    checks.append((f"seed={seed}", [f"seed={seed}"]))
+    checks.append((f"seed={seed}", [f"seed={seed}"],
+                   "--check-seed" if s.req.check_seed is not None else f"seed (the re-check runs seed={seed})"))
     if s.req.check_workload:
-        checks.append((" ".join(s.req.check_workload), list(s.req.check_workload)))
-    jobs = []
-    for _, extra in checks:
+        checks.append((" ".join(s.req.check_workload), list(s.req.check_workload),
+                       f"--check-workload {' '.join(s.req.check_workload)}"))
+    jobs, options = [], []
+    for _, extra, option in checks:
         keys = {override_key(o) for o in extra}
         for e in (rec, default):
             jobs.append((f"check {e.cand.name} {' '.join(extra)}",
                          tuple(without_keys(e.cand.overrides, keys) + extra), False))
+            options.append(option)
     if rec is default:
-        jobs = jobs[::2]
+        jobs, options = jobs[::2], options[::2]
     s.progress("robustness", len(jobs))
-    results = ev.run(jobs)
+    # every re-check is the user's request: a config it refuses is bad input, not a failed row
+    results = ev.run(jobs, requested_by=options.__getitem__)
     out = []
     step = 1 if rec is default else 2
-    for i, (label, extra) in enumerate(checks):
+    for i, (label, extra, _) in enumerate(checks):
         r = results[i * step][0]["metrics"]
         d = results[i * step + step - 1][0]["metrics"]
         out.append(check_entry(s, label, extra, rec, default, r, d))

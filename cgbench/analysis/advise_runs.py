@@ -126,8 +126,14 @@ class Evaluator:
 
             write_json_atomic(path, rec)
 
-    def run(self, jobs: list[tuple[str, tuple[str, ...], bool]]) -> list[tuple[dict[str, Any], bool]]:
-        """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order."""
+    def run(self, jobs: list[tuple[str, tuple[str, ...], bool]],
+            requested_by: Callable[[int], str | None] | None = None) -> list[tuple[dict[str, Any], bool]]:
+        """``[(label, overrides, want_shapes)]`` -> ``[(record, reused)]`` in the same order.
+
+        A job whose config is refused (composing it or building its run raises ConfigError) is a failed
+        record (a candidate grid the search made up), unless ``requested_by(i)`` names the option of
+        the user's request that made job ``i`` (a re-check's ``--check-workload``): then the refusal
+        is the user's bad input, raised naming that option once every job has ended."""
         from cgbench.analysis.executors import describe
         from cgbench.analysis.fingerprint import config_fingerprint
 
@@ -138,6 +144,8 @@ class Evaluator:
             try:
                 cfg = self._composer.load(list(ovr))
             except ConfigError as e:  # a candidate whose grid is refused is a failed run, not a failed search
+                if requested_by is not None and requested_by(i) is not None:
+                    raise ConfigError(f"{requested_by(i)}: {label} is refused: {e}") from None
                 out[i] = (self._finish(label, _failed(ovr, describe(e))), False)
                 continue
             fingerprint = config_fingerprint(cfg)
@@ -151,13 +159,21 @@ class Evaluator:
             fingerprints[i] = fingerprint
             tasks.append(Task(i, (cfg, ovr, shapes)))
 
+        refusals: dict[int, str] = {}
+
         def finished(o: Outcome) -> None:
             label, ovr, _ = jobs[o.key]
+            if o.refused and requested_by is not None and requested_by(o.key) is not None:
+                refusals[o.key] = f"{requested_by(o.key)}: {label} is refused: {o.error}"
             # the fingerprint of the config it ran: --resume reuses the record only while it holds
             rec = {**o.value, "fingerprint": fingerprints[o.key]} if o.ok else _failed(ovr, o.error or "")
             out[o.key] = (self._finish(label, rec), False)
 
         self.executor.run(evaluate, tasks, finished)
+        if refusals:
+            kept = (f" (the runs so far are kept in {self.out_dir}: change the option and add --resume)"
+                    if self.out_dir is not None and self.ran else "")
+            raise ConfigError(refusals[min(refusals)] + kept)
         return [o for o in out if o is not None]
 
     def _finish(self, label: str, rec: dict[str, Any]) -> dict[str, Any]:

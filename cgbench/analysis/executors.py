@@ -46,6 +46,7 @@ class Outcome:
     error: str | None = None  # why it failed (one line); None when it returned ``value``
     missing: bool = False  # it never ran to an end of its own (a cancelled SLURM task): run it again
     wall_s: float = 0.0
+    refused: bool = False  # it raised ConfigError (its config is bad input), not a crash
 
     @property
     def ok(self) -> bool:
@@ -73,7 +74,8 @@ def call(fn: Callable[..., Any], task: Task) -> Outcome:
     try:
         value = fn(*task.args)
     except Exception as e:  # one broken task must not lose the others
-        return Outcome(task.key, error=describe(e), wall_s=time.perf_counter() - t0)
+        return Outcome(task.key, error=describe(e), wall_s=time.perf_counter() - t0,
+                       refused=isinstance(e, ConfigError))
     return Outcome(task.key, value, wall_s=time.perf_counter() - t0)
 
 

@@ -51,9 +51,10 @@ def explain_cmd(
             from cgbench.config.schema import ConfigError
 
             raise ConfigError("name a request (--request N) or a step (--step K)")
-        if state_out is not None:
-            from cgbench.safeio import check_writable
+        from cgbench.safeio import check_writable, declare_inputs
 
+        declare_inputs({"RUN": run_file})  # --state onto the run it explains would replace the run
+        if state_out is not None:
             check_writable(state_out, "--state")
         doc = load_result(run_file)
         found = explain(doc, str(run_file), request=request, step=step)

@@ -49,8 +49,11 @@ def export_cmd(
     from cgbench.cli.errors import err, user_errors
 
     with user_errors():
+        from cgbench import safeio
         from cgbench.config.schema import ConfigError
 
+        safeio.declare_inputs({"RESULT": target})  # no export file may replace what it exports
+        safeio.declare_folder_inputs({"SWEEP_DIR": target})
         chosen = export_formats(formats, out_dir, "--format")
         if target.is_dir():
             from cgbench.analysis.export_sweep import export_sweep

@@ -807,8 +807,11 @@ def check_finite(cfg: Any, key: str = "") -> Any:
     import math
 
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        hints = _field_hints(type(cfg))
         for f in dataclasses.fields(cfg):
-            check_finite(getattr(cfg, f.name), f"{key}.{f.name}" if key else f.name)
+            at = f"{key}.{f.name}" if key else f.name
+            check_elements(getattr(cfg, f.name), hints.get(f.name), at)
+            check_finite(getattr(cfg, f.name), at)
     elif isinstance(cfg, bool) or cfg is None or isinstance(cfg, str):
         pass
     elif isinstance(cfg, int):
@@ -822,3 +825,38 @@ def check_finite(cfg: Any, key: str = "") -> Any:
         for k, v in cfg.items():
             check_finite(v, f"{key}.{k}")
     return cfg
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+_ELEMENT_WORDS = {int: "an integer", float: "a number"}
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    """A config dataclass's resolved field types (once per class; {} when they do not resolve)."""
+    if cls not in _HINTS:
+        import typing
+
+        try:
+            _HINTS[cls] = typing.get_type_hints(cls)
+        except Exception:  # a plug-in's section with annotations this module cannot resolve
+            _HINTS[cls] = {}
+    return _HINTS[cls]
+
+
+def check_elements(value: Any, hint: Any, key: str) -> None:
+    """The elements of a list field have the field's element type (``cg.capture_sizes: list[int]``,
+    ``cg.graphs: list[list[int]]``): OmegaConf lets ``[[64,1,0]]`` into a ``list[int]``, which every
+    reader of the field would then meet as a list."""
+    import typing
+
+    if typing.get_origin(hint) is not list or not isinstance(value, list):
+        return
+    (element,) = typing.get_args(hint) or (Any,)
+    for i, v in enumerate(value):
+        at = f"{key}[{i}]"
+        if element in _ELEMENT_WORDS:
+            ok = isinstance(v, (int, float) if element is float else int) and not isinstance(v, bool)
+            _require(ok, at, f"must be {_ELEMENT_WORDS[element]}, got {v!r}")
+        elif typing.get_origin(element) is list:
+            _require(isinstance(v, list), at, f"must be a list, got {v!r}")
+            check_elements(v, element, at)

@@ -30,7 +30,7 @@ from typing import Any
 from cgbench.config.schema import ConfigError
 from cgbench.results.export_parquet import DEFAULT_FORMATS
 from cgbench.results.names import METRICS, SUMMARY_FIELDS, flatten, lookup, metric
-from cgbench.safeio import check_writable, write_bytes_atomic, write_text_atomic
+from cgbench.safeio import check_writable, write_files_atomic
 
 REQUESTS, STEPS, METRICS_FILE, COLUMNS = "requests", "steps", "metrics", "columns.csv"
 
@@ -311,11 +311,12 @@ def check_export_folder(folder: Path, names: Iterable[str], key: str = "--export
 
 
 def write_files(files: Mapping[Path, str | bytes], *, replace: bool = False, key: str = "--export") -> list[Path]:
-    """Write ``files`` by safeio's rule; unless ``replace``, none may exist (checked before the first write)."""
+    """Write ``files`` as one set (``safeio.write_files_atomic``: a failed write puts back what the set
+    wrote before it, so the same command again finds the folder as it was); unless ``replace``, none
+    may exist (checked before the first write)."""
     if not replace:
         refuse_existing(files, key)
-    return [write_bytes_atomic(p, data, key) if isinstance(data, bytes) else write_text_atomic(p, data, key)
-            for p, data in files.items()]
+    return write_files_atomic(files, key)
 
 
 RUN_TABLES = (METRICS_FILE, REQUESTS, STEPS)

@@ -23,6 +23,9 @@ Flags:
 * ``dp_eager_rank``: with data parallelism, one rank runs eager far more often than the others (its
   eager step fraction at least ``DP_EAGER_GAP`` above and ``DP_EAGER_RATIO`` times the others'
   mean): the routing hands it the shapes no graph covers (``dp.most_eager_rank``).
+* ``ttft_collapse``: p99 TTFT at least ``TTFT_COLLAPSE_FACTOR`` times the same config's under the
+  ``budget`` policy (PR #6675's chat run: ~15 minutes where no gating takes seconds); computed from
+  the same no-gating run as ``throughput_collapse``, so only when a gating flag fired.
 
 Trace flags (``trace_warnings``, from the ``TraceSummary`` of a replayed trace):
 
@@ -50,6 +53,7 @@ from cgbench.results.formatting import number, percent
 from cgbench.workload.trace_summary import TraceSummary
 
 COLLAPSE_FACTOR = 2.0
+TTFT_COLLAPSE_FACTOR = 10.0  # "many times": a gate that waits for nothing, not a few slower first tokens
 HEAVY_DEFERRAL = 0.5  # deferral events per step
 OVERLOAD_DRAIN = 0.5  # of the trace's span: the last request finishing this much later means a backlog
 OVERLOAD_MIN_DRAIN_S = 60.0
@@ -203,6 +207,24 @@ def throughput_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any]
     return {"code": "throughput_collapse", "ratio": base / mine if mine > 0 else None,
             "message": (f"output throughput {number(mine, 0)} tok/s is {base / mine:.1f}x below " if mine > 0
                         else "no output at all, ") + f"against the no-gating policy (budget: {number(base, 0)} tok/s)"}
+
+
+def ttft_collapse(metrics: Mapping[str, Any], no_gating: Mapping[str, Any],
+                  factor: float = TTFT_COLLAPSE_FACTOR) -> dict[str, Any] | None:
+    """A ``ttft_collapse`` flag when p99 TTFT is at least ``factor`` times the same config's
+    no-gating (``budget``) run; None when it is not or a figure is missing."""
+    mine, base = _p99_ttft(metrics), _p99_ttft(no_gating)
+    if mine is None or base is None or base <= 0 or mine < factor * base:
+        return None
+    return {"code": "ttft_collapse", "ratio": mine / base,
+            "message": f"p99 TTFT {number(mine, 0)} ms is {mine / base:.1f}x the no-gating policy's "
+                       f"(budget: {number(base, 0)} ms)"}
+
+
+def _p99_ttft(metrics: Mapping[str, Any]) -> float | None:
+    ttft = metrics.get("ttft_ms")
+    value = ttft.get("p99") if isinstance(ttft, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def gating_flag(warnings: list[dict[str, Any]]) -> dict[str, Any] | None:

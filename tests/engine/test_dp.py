@@ -154,7 +154,9 @@ def test_fast_engine_equals_oracle_per_rank(scenario, k, routing, concurrency, r
         reqs = [replace(r, prefix_blocks=array("q", [rnd.randint(0, 2)] + [rnd.randint(0, 3)
                                                                                for _ in range(rnd.randint(0, 3))]))
                 for r in reqs]
-    cfg = replace(cfg, engine=replace(cfg.engine, dp_size=k, dp_routing=routing))
+    # independent single-engine ranks (DP x EP groups have their own test); prefix caching is on one engine only
+    cfg = replace(cfg, engine=replace(cfg.engine, dp_size=k, dp_routing=routing, ep_size=1, prefix_caching=False,
+                                      prefix_caching_mamba_slots=0, prefix_gate="full"))
     fast, fs = _run(replace(cfg, engine=replace(cfg.engine, oracle=False)), reqs, concurrency)
     slow, ss = _run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs, concurrency)
     assert all(isinstance(r, FastEngine) for r in fast.ranks)

@@ -18,7 +18,7 @@ from cgbench.engine.ep import EPEngine
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.request import Outcome, Request
 from cgbench.workload.arrivals import RequestSpec
-from tests.helpers import make_cfg, run_engine
+from tests.helpers import examples, make_cfg, run_engine
 
 # totals on either side of the one-byte column's limit, and of a rank's share of it
 BYTE_EDGE_TOTALS = st.sampled_from([127, 128, 129, 255, 256, 257])
@@ -115,3 +115,24 @@ def test_the_ep_chat_command_of_issue_32_completes(tmp_path):
     m = json.loads(out.read_text())["metrics"]
     assert m["outcome"] == "completed" and m["requests"]["completed"] == 200
     assert sum(m["ep"]["rank_requests"]) == 200 and max(m["ep"]["rank_requests"]) <= 127
+
+
+# request counts on either side of each column width (1, 2 and 4 bytes), and first ids near the
+# widths' limits: what a long trace replayed on many ranks reaches
+WIDTH_EDGES = st.sampled_from([127, 128, 129, 255, 256, 257, 32_767, 32_768, 32_769])
+ID_EDGES = st.sampled_from([0, 0, 2**7 - 3, 2**15 - 3, 2**31 - 3, 2**63 - 2**16])
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(WIDTH_EDGES, st.integers(1, 8), ID_EDGES, st.integers(0, 2**16))
+def test_any_merge_of_rank_ledgers_reads_back_every_request(total, k, first_id, seed):
+    """Random rank ledgers (any number of ranks, any split, retired and live requests mixed) merge
+    into one that reads back every request as it was, whichever widths the parts' columns took."""
+    ledgers, reqs = _synthetic_ranks(total, k, first_id, seed)
+    merged = Ledger.merged(ledgers)
+    back = list(merged)
+    def fields(r: Request) -> tuple:
+        return r.id, r.prompt_len, r.output_len, r.finish_step, r.outcome, r.fail_reason
+
+    assert [fields(r) for r in back] == [fields(r) for r in reqs]
+    assert merged.int_column("slot").tolist() == merged.int_column("id").tolist()

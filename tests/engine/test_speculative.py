@@ -200,7 +200,7 @@ def _speculating(draw, base):
     cfg, reqs = draw(base)
     spec = draw(st.sampled_from([1, 2, 3]))
     spec = min(spec, cfg.engine.block_size - 1)
-    e = replace(cfg.engine, num_speculative_tokens=spec,
+    e = replace(cfg.engine, num_speculative_tokens=spec, ep_size=1,  # the model is set on the one engine's context
                 max_tokens=max(cfg.engine.max_tokens, cfg.engine.max_requests * (spec + 1)))
     return replace(cfg, engine=e), reqs, spec
 

@@ -473,12 +473,21 @@ def _on_cpu(device: str) -> bool:
     return not torch.cuda.is_available()
 
 
+MAX_RUNS_PER_STEP = 10_000  # timed or warm-up runs of one step: the defaults are 7 (30 with --host) and 2
+
+
+def check_run_counts(repeat: int, warmup: int) -> None:
+    """``--repeat`` and ``--warmup`` within their bounds, before any measuring (2**63 timed runs per
+    step would measure for ever)."""
+    if not 1 <= repeat <= MAX_RUNS_PER_STEP:
+        raise ConfigError(f"--repeat: must be in 1..{MAX_RUNS_PER_STEP:,}, got {repeat}")
+    if not 0 <= warmup <= MAX_RUNS_PER_STEP:
+        raise ConfigError(f"--warmup: must be in 0..{MAX_RUNS_PER_STEP:,}, got {warmup}")
+
+
 def check_request(cfg: BenchConfig, *, repeat: int, warmup: int, holdout: float) -> None:
     """Bad input -> ConfigError naming the option or key, before anything is built."""
-    if repeat < 1:
-        raise ConfigError(f"--repeat: must be >= 1, got {repeat}")
-    if warmup < 0:
-        raise ConfigError(f"--warmup: must be >= 0, got {warmup}")
+    check_run_counts(repeat, warmup)
     if not (0.0 <= holdout < 1.0) or math.isnan(holdout):
         raise ConfigError(f"--holdout: must be in [0, 1), got {holdout}")
     if cfg.engine.tp_size != 1:
@@ -568,13 +577,19 @@ def default_table_path(cfg: BenchConfig, device: str) -> Path:
 
 
 def write_outputs(result: CalibrationResult, table_path: Path) -> tuple[Path, Path]:
-    """Writes the table and its report (atomically); returns both paths."""
-    from cgbench.safeio import write_json_atomic
+    """Writes the table and its report as one set (``safeio.write_files_atomic``: a failed write of
+    the report puts the old table back); returns both paths."""
+    from cgbench.safeio import dumps_strict, write_files_atomic
 
     sidecar = report_path(table_path)
     result.report["table"] = str(table_path)
-    write_json_atomic(table_path, result.table.to_dict())
-    write_json_atomic(sidecar, result.report)
+    texts = {}
+    for path, doc in ((table_path, result.table.to_dict()), (sidecar, result.report)):
+        try:
+            texts[path] = dumps_strict(doc)
+        except ConfigError as e:
+            raise ConfigError(f"cannot write {path}: {e}") from None
+    write_files_atomic(texts)
     return table_path, sidecar
 
 
@@ -606,10 +621,7 @@ def count_ops(fn: Callable[[], None]) -> int:
 
 
 def check_host_request(cfg: BenchConfig, *, repeat: int, warmup: int) -> None:
-    if repeat < 1:
-        raise ConfigError(f"--repeat: must be >= 1, got {repeat}")
-    if warmup < 0:
-        raise ConfigError(f"--warmup: must be >= 0, got {warmup}")
+    check_run_counts(repeat, warmup)
     if cfg.model.hidden_size > HOST_MAX_HIDDEN:
         raise ConfigError(f"model.hidden_size: --host times dispatch on tiny shapes; {cfg.model.name!r} has "
                           f"hidden {cfg.model.hidden_size} (> {HOST_MAX_HIDDEN}): use model=tiny_transformer "

@@ -1,0 +1,92 @@
+"""What the CLI fuzzer (test_cli_fuzz.py) and its review found, one regression test each, with the
+one place that now owns the class."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cgbench.cli.app import app
+from tests.inputs.corpus import SMALL, files_under
+
+runner = CliRunner()
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs /proc")
+@pytest.mark.parametrize("out", ["/proc/version", "/proc/self/new.json"])
+def test_an_output_in_a_folder_that_takes_no_new_files_says_so(out, tmp_path):
+    """Owner: safeio.check_writable. /proc lists a regular file, but no temporary file can be made
+    beside it: the refusal named 'no such file or directory' for a file that exists."""
+    r = runner.invoke(app, ["run", SMALL, f"out_dir={tmp_path}", "--out", out])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == (f"error: cannot write --out {out}: its folder {Path(out).parent} takes no new files "
+                                "(a pseudo file system such as /proc or /sys)")
+    assert files_under(tmp_path) == set()
+
+
+@pytest.mark.slow  # two short advise searches
+def test_an_advise_recheck_the_request_makes_invalid_is_bad_input_not_a_failed_row(tmp_path):
+    """Owner: advise_runs.Evaluator.run (requested_by). ``--check-workload engine.max_sequence_length=16``
+    makes the recommended explicit grid invalid (T > P*msl + D): the re-check's run raised ConfigError
+    inside the executor, which reported it as a "failed" row with exit 0. Now: exit 2, one line naming
+    the option and the refusal; the candidates' runs are kept, and --resume with a valid check completes
+    reusing them."""
+    out = tmp_path / "adv"
+    base = ["advise", SMALL, "--budget-graphs", "4", "--candidates", "4", "--out", str(out), "--format", "json"]
+    r = runner.invoke(app, [*base, "--check-workload", "engine.max_sequence_length=16"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --check-workload engine.max_sequence_length=16: check ")
+    assert "is refused: cg.graphs[" in lines[0] and f"kept in {out}" in lines[0]
+    kept = {p.name for p in (out / "runs").iterdir()}
+    again = runner.invoke(app, [*base, "--check-workload", "workload.arrival.process=poisson",
+                                "--check-workload", "workload.arrival.rate=50", "--resume"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert [c["recommended"]["metrics"]["outcome"] for c in report["robustness"]] == ["completed", "completed"]
+    assert kept <= {p.name for p in (out / "runs").iterdir()}
+
+
+def test_explain_state_onto_the_run_it_explains_is_refused(tmp_path):
+    """Owner: the command's declare_inputs (explain declared none): ``explain RUN --step K --state RUN``
+    replaced the run with the round's state."""
+    run = tmp_path / "r.json"
+    assert runner.invoke(app, ["run", SMALL, "--out", str(run)]).exit_code == 0
+    before = run.read_bytes()
+    r = runner.invoke(app, ["explain", str(run), "--step", "3", "--state", str(run)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == (f"error: cannot write --state {run}: it is this command's input (RUN {run}); "
+                                "writing would replace it: choose another output path")
+    assert run.read_bytes() == before
+
+
+@pytest.mark.parametrize("override, error", [
+    ("cg.piecewise_sizes=[[64,1,0],[8,0,8]]", "cg.piecewise_sizes[0]: must be an integer, got [64, 1, 0]"),
+    ("cg.capture_sizes=[[1]]", "cg.capture_sizes[0]: must be an integer, got [1]"),
+    ("cg.graphs=[[64,1,true]]", "cg.graphs[0][2]: must be an integer, got True"),
+    ("workload.prompt_len.weights=[[1]]", "workload.prompt_len.weights[0]: must be a number, got [1]"),
+])
+def test_a_list_of_the_wrong_element_type_is_one_line(override, error, tmp_path):
+    """Owner: config.schema.check_elements (in check_finite's walk over the config, against each list
+    field's element type). OmegaConf let ``[[64,1,0]]`` into a ``list[int]``: ``cost`` and ``grid``
+    ended in a TypeError traceback (found by the deep fuzzer)."""
+    r = runner.invoke(app, ["grid", override])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.stderr.strip() == f"error: {error}"
+
+
+@pytest.mark.parametrize("host", [False, True])
+@pytest.mark.parametrize("option, value", [("--repeat", str(2**63)), ("--warmup", "10001")])
+def test_calibrate_refuses_a_run_count_that_would_measure_for_ever(host, option, value, tmp_path):
+    """Owner: backends.torch.calibration.check_run_counts (both calibrations). ``--repeat 2**63``
+    started a device calibration that timed every step 2**63 times (found by the deep fuzzer)."""
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["calibrate", "model=tiny_hybrid", *(["--host"] if host else []), option, value,
+                            "--out", str(out)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    lower = 1 if option == "--repeat" else 0
+    assert r.stderr.strip() == f"error: {option}: must be in {lower}..10,000, got {value}"
+    assert files_under(tmp_path) == set()
