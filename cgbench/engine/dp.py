@@ -30,7 +30,7 @@ from cgbench.config.schema import BenchConfig
 from cgbench.engine.acceptance import needs_step_engine
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
-from cgbench.engine.ep import EPEngine, merge_stats
+from cgbench.engine.ep import EPEngine, merge_stats, summed_counters
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
@@ -40,8 +40,6 @@ from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
 from cgbench.engine.stats import StepStats
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
-
-_COUNTERS = ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions")  # GatingCounters
 
 
 class RankStream:
@@ -198,11 +196,7 @@ class DPEngine:
     @property
     def counters(self) -> GatingCounters:
         """Every rank's gating counters, summed."""
-        total = GatingCounters()
-        for rank in self.ranks:
-            for name in _COUNTERS:
-                setattr(total, name, getattr(total, name) + getattr(rank.counters, name))
-        return total
+        return summed_counters(self.ranks)
 
     def horizon(self, unit: int) -> float | None:
         """What ``unit``'s decode stretches must not cross: the next arrival; under a closed loop also

@@ -120,11 +120,7 @@ class EPEngine:
     @property
     def counters(self) -> GatingCounters:
         """Every rank's gating counters, summed: the whole system's."""
-        total = GatingCounters()
-        for rank in self.ranks:
-            for name in _COUNTERS:
-                setattr(total, name, getattr(total, name) + getattr(rank.counters, name))
-        return total
+        return summed_counters(self.ranks)
 
     # -- routing ------------------------------------------------------------------------------------
 
@@ -279,6 +275,15 @@ class EPEngine:
             "rank_completed": served,
             "load_imbalance": max(tokens) / mean if mean > 0 else 1.0,
         }
+
+
+def summed_counters(ranks: list[Engine]) -> GatingCounters:
+    """The gating counters of ``ranks``, summed (an EP group's or a DP system's)."""
+    total = GatingCounters()
+    for rank in ranks:
+        for name in _COUNTERS:
+            setattr(total, name, getattr(total, name) + getattr(rank.counters, name))
+    return total
 
 
 def merge_stats(into: StepStats, s: StepStats) -> None:

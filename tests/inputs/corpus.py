@@ -675,6 +675,29 @@ def folders_under(*folders: Path) -> set[Path]:
     return {p for d in folders if d.exists() for p in d.rglob("*") if p.is_dir() and not p.is_symlink()}
 
 
+def invoke_bounded(runner, app, argv: list[str], seconds: int = TIME_LIMIT_S):
+    """``runner.invoke(app, argv)`` under an alarm (a hang fails the case) and a peak-RSS growth bound
+    (``RSS_GROWTH_LIMIT_KB``): the Click result."""
+    import resource
+    import signal
+
+    def alarm(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s")
+
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        r = runner.invoke(app, argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not isinstance(r.exception, TimeoutError), f"hung: {argv}"
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    assert grown < RSS_GROWTH_LIMIT_KB, f"peak RSS grew {grown} kB: {argv}"
+    return r
+
+
 def run_in_child(argv: list[str], *, cwd: Path, timeout: float = TIME_LIMIT_S, fsize: int | None = None,
                  address_space: int = CHILD_ADDRESS_SPACE) -> subprocess.CompletedProcess:
     """The CLI in a child process with an address-space limit (a blow-up dies, not the machine)."""

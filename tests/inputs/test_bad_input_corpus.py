@@ -7,9 +7,7 @@ missing package, a user's config tree) follow the table."""
 from __future__ import annotations
 
 import json
-import resource
 import shlex
-import signal
 from pathlib import Path
 
 import pytest
@@ -18,12 +16,11 @@ from typer.testing import CliRunner
 from cgbench.cli.app import app
 from tests.inputs.corpus import (
     CASES,
-    RSS_GROWTH_LIMIT_KB,
     SMALL,
-    TIME_LIMIT_S,
     Case,
     files_under,
     folders_under,
+    invoke_bounded,
     make_bad_files,
     run_in_child,
 )
@@ -41,10 +38,6 @@ def bad_files(tmp_path_factory):
     sock.close()
 
 
-def _alarm(signum, frame):
-    raise TimeoutError(f"no answer within {TIME_LIMIT_S} s")
-
-
 def _argv(case: Case, files: dict[str, Path], tmp_path: Path) -> list[str]:
     argv = shlex.split(case.line.format(**{k: str(v) for k, v in files.items()}))
     if argv[0] in ("run", "sweep"):
@@ -54,16 +47,7 @@ def _argv(case: Case, files: dict[str, Path], tmp_path: Path) -> list[str]:
 
 def _invoke_bounded(argv: list[str]):
     """The CLI in process, under an alarm (a hang fails the case) and a peak-RSS growth bound."""
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(TIME_LIMIT_S)
-    try:
-        r = runner.invoke(app, argv)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    assert not isinstance(r.exception, TimeoutError), "hung"
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < RSS_GROWTH_LIMIT_KB
+    r = invoke_bounded(runner, app, argv)
     return r.exit_code, r.stdout + r.stderr, r.stderr, r.exception
 
 

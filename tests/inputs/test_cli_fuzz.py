@@ -21,9 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import shutil
-import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +35,7 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 from tests.helpers import schema_errors
-from tests.inputs.corpus import RSS_GROWTH_LIMIT_KB, files_under, folders_under, run_in_child
+from tests.inputs.corpus import files_under, folders_under, invoke_bounded, run_in_child
 from tests.inputs.fuzz_lines import ODD_TEXT, key_override, odd_path, overrides
 
 pytestmark = pytest.mark.slow
@@ -128,10 +126,6 @@ class Answer:
     folders: set[Path]
 
 
-def _alarm(signum, frame):
-    raise TimeoutError(f"no answer within {TIME_LIMIT_S} s")
-
-
 @contextmanager
 def _example_folder(inputs: Inputs) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(dir=inputs.folder.parent, prefix="example_"))
@@ -148,17 +142,7 @@ def invoke(argv: list[str], folder: Path, inputs: Inputs) -> Answer:
     """The CLI in process, under an alarm and a peak-RSS bound; inputs must be unchanged after it."""
     files, dirs = files_under(folder), folders_under(folder)
     before = _digests(inputs.all())
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(TIME_LIMIT_S)
-    try:
-        r = runner.invoke(app, argv)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    assert not isinstance(r.exception, TimeoutError), f"hung: {argv}"
-    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
-    assert grown < RSS_GROWTH_LIMIT_KB, f"peak RSS grew {grown} kB: {argv}"
+    r = invoke_bounded(runner, app, argv, TIME_LIMIT_S)
     assert _unchanged(before), f"an input changed: {argv}"
     return Answer(argv, r.exit_code, r.stdout, r.stderr, r.exception,
                   files_under(folder) - files, folders_under(folder) - dirs)
