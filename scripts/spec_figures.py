@@ -49,7 +49,8 @@ def row(grid: str, spec: str, rate: int, host: str = "megatron") -> str:
     m = run_point(load_config(overrides), overrides)["metrics"]
     decode_eager = m["eager_steps_by_reason"].get("decode_only_over_max", 0)
     tps = m["spec"]["tokens_per_step"] if "spec" in m else 1.0
-    return (f"| {host} | {grid} | {spec} | {rate} | {100 * m['eager_step_fraction']:.1f} % | {decode_eager:,} | {tps:.2f} | "
+    return (f"| {host} | {grid} | {spec} | {rate} | {100 * m['eager_step_fraction']:.1f} % | {decode_eager:,} | "
+            f"{tps:.2f} | "
             f"{m['ttft_ms']['p50'] / 1e3:.2f} / {m['ttft_ms']['p99'] / 1e3:.2f} | {m['tpot_ms']['p50']:.2f} |")
 
 
