@@ -235,8 +235,20 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
                      axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None)
 
 
+def _check_listed_graphs(cfg: BenchConfig) -> None:
+    """A grid given as a list (``cg=explicit``) or built by a plug-in is checked as ``run`` checks it,
+    before anything runs (a generated built-in grid is valid by construction, and cheap to skip)."""
+    from cgbench.grids.build import build_grid
+    from cgbench.grids.registry import BUILDERS
+
+    if cfg.cg.kind == "explicit" or cfg.cg.kind not in BUILDERS:
+        build_grid(cfg.cg, cfg.engine, cfg.model)
+
+
 def _compose_point(composer, overrides: list[str], i: int, n: int) -> BenchConfig:
     try:
-        return composer.load(list(overrides))
+        cfg = composer.load(list(overrides))
+        _check_listed_graphs(cfg)
+        return cfg
     except ConfigError as e:
         raise ConfigError(f"point {i + 1}/{n} ({' '.join(overrides) or 'defaults'}): {e}") from None

@@ -90,3 +90,14 @@ def test_calibrate_refuses_a_run_count_that_would_measure_for_ever(host, option,
     lower = 1 if option == "--repeat" else 0
     assert r.stderr.strip() == f"error: {option}: must be in {lower}..10,000, got {value}"
     assert files_under(tmp_path) == set()
+
+
+def test_a_sweep_over_a_listed_grid_run_refuses_is_refused_before_it_runs(tmp_path):
+    """``run cg=explicit cg.graphs=[[5000,1,0]]`` exits 2; the same grid as a sweep did too only after
+    every point had failed (exit 1). The plan now checks listed (and plug-in) grids as run does."""
+    out = tmp_path / "sweep"
+    r = runner.invoke(app, ["sweep", "cg=explicit", "cg.graphs=[[5000,1,0]]", "policy=budget,megatron",
+                                 "workload.num_requests=8", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "cg.graphs[0]" in r.output and "not a valid graph" in r.output
+    assert not out.exists()
