@@ -24,6 +24,20 @@ def gating_row(overrides: list[str]) -> str:
             f"{m['output_throughput_tok_s']:,.0f} |")
 
 
+TRACES = (("Azure LLM inference 2023 (conversation)", "azure_conv"), ("Mooncake FAST'25 (conversation)", "mooncake_conv"))
+
+
+def trace_tables() -> None:
+    """The same gating question on the two shipped production traces, first ten minutes, chunked."""
+    for title, preset in TRACES:
+        print(f"### Gating, {title}, first 600 s\n\n{GATING_HEADER}")
+        for model in ("hybrid", "transformer"):
+            for policy in POLICIES:
+                print(gating_row([f"model={model}", f"workload={preset}", "workload.window.end_s=600", "cg=megatron",
+                                  "engine.chunked_prefill=true", f"policy={policy}"]))
+        print()
+
+
 def gating_tables() -> None:
     for title, extra in (("chat preset (8 req/s)", []), ("chat at 32 req/s (saturated)", ["workload.arrival.rate=32"])):
         print(f"### Gating, {title}\n\n{GATING_HEADER}")
@@ -138,6 +152,7 @@ def rules_arrival_table() -> None:
 
 if __name__ == "__main__":
     gating_tables()
+    trace_tables()
     sizing_table()
     coverage_table()
     rules_kv_table()
