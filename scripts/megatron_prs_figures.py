@@ -24,7 +24,8 @@ def gating_row(overrides: list[str]) -> str:
             f"{m['output_throughput_tok_s']:,.0f} |")
 
 
-TRACES = (("Azure LLM inference 2023 (conversation)", "azure_conv"), ("Mooncake FAST'25 (conversation)", "mooncake_conv"))
+TRACES = (("Azure LLM inference 2023 (conversation)", "azure_conv"),
+          ("Mooncake FAST'25 (conversation)", "mooncake_conv"))
 
 
 def trace_tables() -> None:
