@@ -121,6 +121,7 @@ def advise_schema() -> dict[str, Any]:
         "robustness": {"type": "array", "items": check},
         "notes": STRINGS,
         "candidates": {"type": "array", "items": candidate},
+        "sensitivity": base.sensitivity_schema(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("advise"), "title": "cgbench advise report (advise.json)"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "objective", "recommended", "default",

@@ -249,22 +249,26 @@ def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
     return out
 
 
-def check_sensitivity(cfg: BenchConfig) -> None:
-    """Refuse, before anything runs, a run ``--sensitivity`` cannot re-price (bad input: exit 2)."""
+def check_sensitivity(cfg: BenchConfig, *, own_comparisons: bool = True) -> None:
+    """Refuse, before anything runs, a run ``--sensitivity`` cannot re-price (bad input: exit 2).
+    ``own_comparisons``: the run is compared with no gating and no graphs (else the caller names
+    what it is compared with)."""
     if cfg.backend.name != "sim":
         raise ConfigError("--sensitivity: re-pricing needs the simulator (backend=sim); a real engine run "
                           "measures its prices instead of modelling them")
-    if not comparison_sides(cfg):
+    if own_comparisons and not comparison_sides(cfg):
         raise ConfigError("--sensitivity: the run has no gating and no graphs (policy=budget cg=none): "
                           "there is nothing to compare it with")
 
 
 def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
                 params: tuple[UncertainParameter, ...] = UNCERTAIN,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The ``sensitivity`` block of ``cfg``'s result (see the module docstring)."""
-    check_sensitivity(cfg)
-    sides = comparison_sides(cfg)
+                progress: Callable[[str], None] | None = None,
+                versus: list[tuple[str, BenchConfig]] | None = None) -> dict[str, Any]:
+    """The ``sensitivity`` block of ``cfg``'s result (see the module docstring). ``versus``: what it
+    is compared with, ``(label, config)`` (default: no gating and no graphs; advise: the default grid)."""
+    check_sensitivity(cfg, own_comparisons=versus is None)
+    sides = comparison_sides(cfg) if versus is None else versus
     refusal = repricing_refusal(cfg)
     say = progress or (lambda _msg: None)
     if refusal is None:

@@ -258,6 +258,10 @@ def advise_cmd(
     plot: Annotated[bool, typer.Option("--plot", help="Also draw the Pareto front (objective vs graphs) "
                                        "to <out>/pareto.png (needs matplotlib).")] = False,
     config_dirs: ConfigDirs = None,
+    with_sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="Re-price the recommendation against the default grid over the cost model's "
+        "uncertain parameters (as cgbench run --sensitivity): does the recommendation still win, and the "
+        "break-even host cost. The report gets the block.")] = False,
 ) -> None:
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
@@ -290,6 +294,11 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
         from cgbench.analysis.advise import check_request
 
         check_request(req)
+        if with_sensitivity:
+            from cgbench.analysis.sensitivity import check_sensitivity
+            from cgbench.config.compose import load_config
+
+            check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])), own_comparisons=False)
         if req.out_dir is None:
             req.out_dir = _default_out(ovr)
         _check_outputs(req, plot)
@@ -300,6 +309,8 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
                          f"{req.out_dir} --resume` with the same arguments continues", highlight=False,
                          soft_wrap=True)
             raise typer.Exit(130) from None
+        if with_sensitivity and doc["recommended"] is not None:
+            doc["sensitivity"] = _recommendation_sensitivity(doc, ovr, list(config_dirs or []))
         files = write_outputs(doc, req.out_dir, plot)
     if fmt == "json":
         sys.stdout.write(json.dumps(doc) + "\n")
@@ -312,6 +323,12 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
         if rob is not None:
             ui.out.print(rob)
+        if "sensitivity" in doc:
+            from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+
+            ui.out.print(sensitivity_table(doc["sensitivity"], "the recommendation"))
+            for line in sensitivity_ranges(doc["sensitivity"]):
+                ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
         for note in doc["notes"]:
             if note.startswith(EAGER_FREE_NOTES):
                 continue  # printed with the recommendation
@@ -321,6 +338,17 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             ui.err.print(f"{key}: {files[key]}", highlight=False, soft_wrap=True)
     if doc["recommended"] is None:
         raise typer.Exit(1)
+
+
+def _recommendation_sensitivity(doc: dict[str, Any], base: list[str], config_dirs: list[str]) -> dict[str, Any]:
+    """The recommendation re-priced against the default grid (the user's own overrides)."""
+    from cgbench.analysis.sensitivity import sensitivity
+    from cgbench.config.compose import load_config
+
+    rec = doc["recommended"]
+    cfg = load_config(list(rec["overrides"]), config_dirs=config_dirs)
+    default = load_config(base, config_dirs=config_dirs)
+    return sensitivity(cfg, rec["metrics"], versus=[(f"the default grid ({doc['default']['name']})", default)])
 
 
 def _run_with_progress(req, run_advise) -> dict[str, Any]:

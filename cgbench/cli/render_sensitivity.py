@@ -15,20 +15,20 @@ _NAMES = {"output_throughput_tok_s": "output tok/s", "ttft_ms.p99": "TTFT p99", 
           "e2e_ms.p99": "E2E p99"}
 
 
-def sensitivity_table(block: dict[str, Any]) -> Table:
+def sensitivity_table(block: dict[str, Any], subject: str = "this run") -> Table:
     """One row per comparison and decision metric: the winner at the configured prices, the ranges
-    under which it flips, and the break-even host time per op."""
+    under which it flips, and the break-even host time per op. ``subject``: what side a is."""
     how = ("re-priced: the steps do not depend on the price" if block["method"] == "repriced"
            else f"re-run at every price: {block['why_rerun']}")
     ratio = block.get("eager_graphed_ratio")
-    title = f"Sensitivity ({how}; this run's steps eager / graphed: {ratio if ratio is not None else '-'}x)"
+    title = f"Sensitivity ({how}; {subject}'s steps eager / graphed: {ratio if ratio is not None else '-'}x)"
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("this run versus", "metric", "winner", "flips within its range under", "break-even host us/op"):
+    for col in (f"{subject} versus", "metric", "winner", "flips within its range under", "break-even host us/op"):
         table.add_column(col)
     for comp in block["comparisons"]:
         evens = {e["metric"]: e for e in comp["break_even"]}
         for metric, label in _NAMES.items():
-            won = {"a": "this run", "b": comp["b"].split(" ")[0], "tie": "tie"}[comp["point_winner"][metric]]
+            won = {"a": subject, "b": comp["b"].split(" (")[0], "tie": "tie"}[comp["point_winner"][metric]]
             flips = [p["key"] for p in comp["parameters"]
                      if p.get("metrics", {}).get(metric, {}).get("flips")]
             shown = _break_even(evens.get(metric) or {})

@@ -239,8 +239,8 @@ def _trace_summary() -> dict[str, Any]:
                               "decided, its counts, and its prefix blocks where the format has them")
 
 
-def _sensitivity() -> dict[str, Any]:
-    """``cgbench run --sensitivity``'s block (cgbench.analysis.sensitivity)."""
+def sensitivity_schema() -> dict[str, Any]:
+    """The ``sensitivity`` block of ``run``/``sweep``/``advise --sensitivity`` (cgbench.analysis.sensitivity)."""
     numbers = {"type": "object", "additionalProperties": NUMBER}
     sides = {"type": "array", "items": NUMBER}
     setting = {"type": ["number", "string"]}  # a number, or a choice (model.padded_slot_cost)
@@ -288,7 +288,7 @@ def result_schema() -> dict[str, Any]:
         "trace": _trace_summary(),
         "deferrals": _deferrals(),
         "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
-        "sensitivity": _sensitivity(),
+        "sensitivity": sensitivity_schema(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))

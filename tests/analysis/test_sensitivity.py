@@ -164,3 +164,17 @@ def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
                                    "--sensitivity", "--out", str(tmp_path / "s")])
     assert res.exit_code == 2 and "nothing to compare" in res.output
     assert not (tmp_path / "s").exists()
+
+
+def test_advise_sensitivity_prices_the_recommendation_against_the_default_grid(tmp_path):
+    out = tmp_path / "advise"
+    res = CliRunner().invoke(app, ["advise", "model=hybrid", "policy=budget", "workload.num_requests=48",
+                                   "--budget-graphs", "6", "--candidates", "4", "--sensitivity", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "advise.json").read_text())  # schema-validated by the conftest
+    block = doc["sensitivity"]
+    assert [c["b"] for c in block["comparisons"]] == [f"the default grid ({doc['default']['name']})"]
+    point = block["comparisons"][0]["point"]
+    assert point["a"]["output_throughput_tok_s"] == doc["recommended"]["metrics"]["output_throughput_tok_s"]
+    assert point["b"]["output_throughput_tok_s"] == doc["default"]["metrics"]["output_throughput_tok_s"]
+    assert "the recommendation versus" in res.output
