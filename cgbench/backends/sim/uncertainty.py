@@ -49,7 +49,7 @@ class UncertainParameter:
             lo, hi = self.low, self.high
         if self.at_most is not None:
             hi = min(hi, self.at_most)
-        return round(min(lo, point), 6), round(max(hi, point), 6)  # no 0.8800000000000001 in a report
+        return min(round(lo, 6), point), max(round(hi, 6), point)  # no 0.8800000000000001 in a report
 
     def values(self, cfg: BenchConfig) -> list[Value]:
         """What the run is priced at: the range's ends and the configured value, in order."""
