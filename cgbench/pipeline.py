@@ -14,15 +14,15 @@ from typing import Any
 from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
-from cgbench.engine.acceptance import needs_step_engine
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.dp import DPEngine
 from cgbench.engine.ep import EPEngine
 from cgbench.engine.fast import FastEngine
-from cgbench.engine.policy_registry import make_policy, needs_oracle
+from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
+from cgbench.engine.selection import runs_step_by_step
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.megatron import idle_mixed_prefill_count
@@ -86,7 +86,7 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
         return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
     gating = gating_active(policy, cfg.cg, grid)
     prefix = build_prefix_cache(cfg)
-    if cfg.engine.oracle or backend.pricer is None or needs_oracle(policy) or needs_step_engine(cfg.engine):
+    if runs_step_by_step(cfg.engine, backend, policy):
         return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix,
                       seed=cfg.seed)
     return FastEngine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace,
@@ -143,8 +143,7 @@ def _spec_block(engine: Engine | EPEngine | DPEngine, state: RunState, e: Engine
                 output_tokens: int) -> dict[str, Any]:
     ranks = engine.ranks if isinstance(engine, (EPEngine, DPEngine)) else [engine]
     models = [rank.ctx.acceptance for rank in ranks]
-    groups = [engine] if isinstance(engine, EPEngine) else (
-        [u.group for u in engine.units if hasattr(u, "group")] if isinstance(engine, DPEngine) else [])
+    groups = [engine] if isinstance(engine, EPEngine) else engine.ep_groups if isinstance(engine, DPEngine) else []
     dummies = sum(s.dummy_steps for g in groups for s in g.rank_stats)
     kind = "event_proportional" if all(isinstance(r, FastEngine) for r in ranks) else "step_by_step"
     return spec_metrics(e, state.stats, output_tokens, models, dummies, kind)

@@ -58,22 +58,82 @@ def repricing_refusal(cfg: BenchConfig) -> str | None:
     return None
 
 
+TIMES = ("arrival_s", "first_token_s", "last_token_s", "finish_s")  # the ledger's times a metric reads
+
+
+class Retiming:
+    """A recorded run ready to be re-timed: what does not depend on the price, computed once (the steps
+    as ``StepWork`` records, each request time as the index of the step it ends, the request masks); a
+    price then costs one re-pricing of the steps and one cumulative sum (``metrics``)."""
+
+    def __init__(self, log: StepLog, requests: Ledger, makespan_s: float) -> None:
+        import numpy as np
+
+        self.works = log.works()
+        ends = np.add.accumulate(np.frombuffer(log.durations, dtype=np.float64)) if len(log) else np.zeros(0)
+        if len(ends) and ends[-1] != makespan_s:
+            raise AssertionError("sensitivity: the run's clock is not the sum of its step durations")
+        # every time the run recorded must be the end of one of its steps (or 0): else the clock moved
+        # outside the steps and re-timing would be wrong (an engine bug, not bad input)
+        self.times: dict[str, tuple[Any, Any, Any]] = {}  # column -> (values, later than 0, their step)
+        for name in TIMES:
+            t = np.frombuffer(requests.float_column(name), dtype=np.float64).copy()
+            later = t > 0
+            idx = np.searchsorted(ends, t[later])
+            if len(idx) and (idx.max() >= len(ends) or not np.array_equal(ends[idx], t[later])):
+                raise AssertionError(f"sensitivity: a request's {name} is not at a step boundary")
+            self.times[name] = (t, later, idx)
+
+        def ints(name: str) -> Any:
+            col = requests.int_column(name)
+            return np.frombuffer(col, dtype=np.dtype(col.typecode)).astype(np.int64)
+
+        self.generated = ints("generated")
+        self.done = ints("fate") == COMPLETED
+        self.emitted = ints("first_token_step") >= 0
+        self.multi = self.done & (self.generated > 1)
+
+    def metrics(self, durations: Any) -> dict[str, float]:
+        """The decision metrics of the recorded run with its steps lasting ``durations`` instead."""
+        import numpy as np
+
+        new_ends = np.add.accumulate(np.asarray(durations, dtype=np.float64))
+
+        def retimed(name: str) -> Any:
+            t, later, idx = self.times[name]
+            out = t.copy()
+            out[later] = new_ends[idx]
+            return out
+
+        arrival, first, last, finish = (retimed(n) for n in TIMES)
+        makespan = float(new_ends[-1]) if len(new_ends) else 0.0
+        multi, generated = self.multi, self.generated
+        ttft = summary((first - arrival)[self.emitted], 1000.0)
+        tpot = summary((last[multi] - first[multi]) / (generated[multi] - 1), 1000.0)
+        e2e = summary((finish - arrival)[self.done], 1000.0)
+        return {
+            "output_throughput_tok_s": round(int(generated.sum()) / makespan, 3) if makespan > 0 else 0.0,
+            "ttft_ms.p99": ttft["p99"],
+            "tpot_ms.p50": tpot["p50"],
+            "e2e_ms.p99": e2e["p99"],
+        }
+
+
 @dataclass
 class Side:
     """One configuration of the comparison and how it is evaluated at a price."""
 
     label: str
     cfg: BenchConfig
-    log: StepLog | None = None  # recorded steps (re-pricing); None: full re-runs
-    requests: Ledger | None = None
+    log: StepLog | None = None  # its recorded steps
+    retiming: Retiming | None = None  # re-pricing those steps; None: every price is a full re-run
 
     def evaluate(self, cfg: BenchConfig) -> dict[str, float]:
-        if self.log is None:
+        if self.retiming is None:
             m = simulate(_with_section_of(self.cfg, cfg))
             return {k: number_at(m, k) or 0.0 for k in DECISION_METRICS}
-        assert self.requests is not None
         pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
-        return retimed_metrics(self.log, self.requests, reprice(self.log.works(), pricer))
+        return self.retiming.metrics(reprice(self.retiming.works, pricer))
 
 
 def _with_section_of(side: BenchConfig, priced: BenchConfig) -> BenchConfig:
@@ -83,67 +143,14 @@ def _with_section_of(side: BenchConfig, priced: BenchConfig) -> BenchConfig:
 
 def record(label: str, cfg: BenchConfig, *, retimable: bool = True) -> Side:
     """Run ``cfg`` once with every step recorded (the step-by-step engine). ``retimable``: the run
-    will be re-timed, so check that every time it recorded is a step boundary."""
+    will be re-timed (every time it recorded is checked to be a step boundary)."""
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     recorder = RecordingBackend(backend)
     engine = build_engine(cfg, backend=recorder, grid=grid)
     state = engine.run()
-    side = Side(label, cfg, recorder.log, state.requests)
-    if retimable:
-        check_on_step_boundaries(recorder.log, state.requests, state.now_s)
-    return side
-
-
-def check_on_step_boundaries(log: StepLog, requests: Ledger, makespan_s: float) -> None:
-    """Every time the run recorded must be the end of one of its steps (or 0): else the clock
-    advanced outside the steps and re-timing would be wrong (an engine bug, not bad input)."""
-    import numpy as np
-
-    ends = np.add.accumulate(np.frombuffer(log.durations, dtype=np.float64)) if len(log) else np.zeros(0)
-    if len(ends) and ends[-1] != makespan_s:
-        raise AssertionError("sensitivity: the run's clock is not the sum of its step durations")
-    for name in ("arrival_s", "first_token_s", "last_token_s", "finish_s"):
-        col = np.frombuffer(requests.float_column(name), dtype=np.float64)
-        t = col[col > 0]
-        idx = np.searchsorted(ends, t)
-        if len(t) and (idx.max() >= len(ends) or not np.array_equal(ends[idx], t)):
-            raise AssertionError(f"sensitivity: a request's {name} is not at a step boundary")
-
-
-def retimed_metrics(log: StepLog, requests: Ledger, durations: Any) -> dict[str, float]:
-    """The decision metrics of the recorded run with its steps lasting ``durations`` instead."""
-    import numpy as np
-
-    old_ends = np.add.accumulate(np.frombuffer(log.durations, dtype=np.float64))
-    new_ends = np.add.accumulate(np.asarray(durations, dtype=np.float64))
-
-    def retimed(name: str) -> Any:
-        t = np.frombuffer(requests.float_column(name), dtype=np.float64)
-        out = t.copy()
-        later = t > 0
-        out[later] = new_ends[np.searchsorted(old_ends, t[later])]
-        return out
-
-    def ints(name: str) -> Any:
-        col = requests.int_column(name)
-        return np.frombuffer(col, dtype=np.dtype(col.typecode)).astype(np.int64)
-
-    fate, generated = ints("fate"), ints("generated")
-    done = fate == COMPLETED
-    emitted = ints("first_token_step") >= 0
-    multi = done & (generated > 1)
-    arrival, first, last, finish = (retimed(n) for n in ("arrival_s", "first_token_s", "last_token_s", "finish_s"))
-    makespan = float(new_ends[-1]) if len(new_ends) else 0.0
-    ttft = summary((first - arrival)[emitted], 1000.0)
-    tpot = summary((last[multi] - first[multi]) / (generated[multi] - 1), 1000.0)
-    e2e = summary((finish - arrival)[done], 1000.0)
-    return {
-        "output_throughput_tok_s": round(int(generated.sum()) / makespan, 3) if makespan > 0 else 0.0,
-        "ttft_ms.p99": ttft["p99"],
-        "tpot_ms.p50": tpot["p50"],
-        "e2e_ms.p99": e2e["p99"],
-    }
+    retiming = Retiming(recorder.log, state.requests, state.now_s) if retimable else None
+    return Side(label, cfg, recorder.log, retiming)
 
 
 def same_steps(a: StepLog, b: StepLog) -> bool:

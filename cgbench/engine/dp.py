@@ -27,16 +27,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cgbench.config.schema import BenchConfig
-from cgbench.engine.acceptance import needs_step_engine
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ep import EPEngine, merge_stats, summed_counters
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.engine.policies import Policy
-from cgbench.engine.policy_registry import needs_oracle
 from cgbench.engine.router import Router
 from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
+from cgbench.engine.selection import runs_step_by_step
 from cgbench.engine.stats import StepStats
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
@@ -163,7 +162,7 @@ class DPEngine:
         if e.ep_size == 1:
             self.gating_active = gating_active(policy, cfg.cg, grid)
             self.grid = grid
-            fast = not (e.oracle or backend.pricer is None or needs_oracle(policy) or needs_step_engine(e))
+            fast = not runs_step_by_step(e, backend, policy)
             for u in range(self.size):
                 rs = RankStream(self, u)
                 self.rank_streams.append(rs)
@@ -186,6 +185,7 @@ class DPEngine:
             assert isinstance(g0, _Group)
             self.gating_active, self.grid = g0.group.gating_active, g0.group.grid
         self.ranks: list[Engine] = [r for unit in self.units for r in unit.ranks]
+        self.ep_groups: list[EPEngine] = [u.group for u in self.units if isinstance(u, _Group)]
         self.unit_of = [u for u, unit in enumerate(self.units) for _ in unit.ranks]
         self.rank_stats = [DPRankStats() for _ in self.ranks]
         self.busy = [False] * len(self.units)  # a unit with a step to run (else it waits for an arrival)
