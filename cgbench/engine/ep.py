@@ -142,6 +142,8 @@ class EPEngine:
                 ranks[i].arrive(spec)
                 self.rank_stats[i].requests_routed += 1
             if not self.begin_round():
+                if self._release_handoffs():
+                    continue  # nothing runs: the ranks wait for their handoff pulls (handoff.py)
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -153,6 +155,13 @@ class EPEngine:
             if self.advance():
                 break
         return self._merged()
+
+    def _release_handoffs(self) -> bool:
+        """Every rank is idle: each rank with a queue and pinned handoff slots waits for their pulls, as
+        one engine does (``Engine`` run loop). True if any slot was released."""
+        released = [rank.ctx.handoff.release_all() for rank in self.ranks
+                    if rank.ctx.handoff is not None and rank.queue]
+        return any(released)
 
     def wait_until(self, t_s: float) -> None:
         """Nothing runs before ``t_s``: the system's clock (and every rank's) moves there, never back."""

@@ -63,6 +63,17 @@ def test_an_idle_engine_waits_for_the_pulls(oracle):
     assert [r.first_admit_step for r in state.requests] == [0, 0, 1]
 
 
+def test_idle_expert_parallel_ranks_wait_for_the_pulls_too():
+    """Under expert parallelism every rank idle with its slots pinned waits for the pulls as one engine
+    does, rather than stalling (found by the invariant property: max_requests 2, ep_size 2, 1-token
+    requests). Each rank admits two requests a round, so the four rounds of eight requests on two
+    ranks complete."""
+    cfg = _cfg(ep_size=2, handoff_release_steps=50)
+    eng, state = run_engine(cfg, specs(*[(1, 1)] * 8))
+    assert state.outcome == "completed", state.diagnosis
+    assert [r.first_admit_step for r in state.requests] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
 def test_pinning_is_main_and_hybrid_only():
     with pytest.raises(ConfigError, match="engine.megatron_rules=main"):
         validate(_cfg(megatron_rules="0.19.2"))
