@@ -15,10 +15,12 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
+from cgbench.config.registry.plugin_files import folders_in_effect
 from cgbench.config.registry.plugins import load_plugin, plugin_names
 from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
@@ -26,8 +28,8 @@ from cgbench.config.schema import BenchConfig, PolicyConfig
 _SEP = "__"
 
 
-@cache
-def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConfig]]:
+@cache  # by the config folders in effect too: a plugins.yaml there may say what a name is
+def _types(plugins: tuple[str, ...], folders: tuple[Path, ...]) -> tuple[type[PolicyConfig], type[BenchConfig]]:
     sections = []
     for name in plugins:
         spec = policy_spec(name)
@@ -46,7 +48,7 @@ def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConf
 def schema_types(plugins: Iterable[str] = ()) -> tuple[type[PolicyConfig], type[BenchConfig]]:
     """(the ``PolicyConfig``, the ``BenchConfig``) holding the option sections of ``plugins``
     (plug-in policy names) besides the built-ins'; the plain classes for none."""
-    return _types(tuple(sorted(set(plugins))))
+    return _types(tuple(sorted(set(plugins))), folders_in_effect())
 
 
 def _names_in(value: str) -> set[str]:
@@ -85,7 +87,7 @@ def plugins_held(cfg: Any) -> tuple[str, ...]:
 def __getattr__(attr: str) -> type:
     for prefix, index in (("PolicyConfig" + _SEP, 0), ("BenchConfig" + _SEP, 1)):
         if attr.startswith(prefix):
-            return _types(tuple(attr[len(prefix):].split(_SEP)))[index]
+            return _types(tuple(attr[len(prefix):].split(_SEP)), folders_in_effect())[index]
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
