@@ -71,7 +71,7 @@ def _groups_epilog() -> str:
         lines = []
     plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
     if plugins:
-        lines += ["Installed plug-ins:", *plugins]
+        lines += ["Plug-ins (installed, or in a plugins.yaml of CGBENCH_CONFIG_DIR):", *plugins]
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
                         "Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
                         "See the composed config with --cfg job."])

@@ -92,13 +92,18 @@ def __getattr__(attr: str) -> type:
 
 
 def plugin_help() -> list[str]:
-    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, the
-    plug-in grid kinds and workload sources (loading them; one that fails to load is listed with why)."""
+    """Lines for ``run --help``: each plug-in policy (installed, or declared by a ``plugins.yaml`` of
+    ``$CGBENCH_CONFIG_DIR``) with its options and defaults, the plug-in grid kinds and workload sources
+    (loading them; one that fails to load is listed with why)."""
     from cgbench.config.errors import ConfigError
     from cgbench.config.registry.grids import grid_kind
 
+    try:  # a plugins.yaml that is not what it should be: say why, under the help, not instead of it
+        found = {family: plugin_names(family) for family in ("policies", "grids", "workloads")}
+    except ConfigError as e:
+        return [f"(none listed: {e})"]
     lines = []
-    for name in sorted(set(plugin_names("policies")) - set(BUILTIN_POLICIES)):
+    for name in sorted(set(found["policies"]) - set(BUILTIN_POLICIES)):
         try:
             spec = policy_spec(name)
         except ConfigError as e:
@@ -109,7 +114,7 @@ def plugin_help() -> list[str]:
             if options is not None else []
         lines.append(f"policy={name} (plug-in{': ' + spec.summary if spec.summary else ''})"
                      + (f"; options: {', '.join(keys)}" if keys else ""))
-    for name in sorted(set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)):
+    for name in sorted(set(found["grids"]) - set(BUILTIN_GRID_KINDS)):
         try:
             kind = grid_kind(name)
         except ConfigError as e:
@@ -117,7 +122,7 @@ def plugin_help() -> list[str]:
             continue
         summary = f": {kind.summary}" if kind.summary else ""
         lines.append(f"cg={name} (plug-in grid kind, {kind.family} family{summary})")
-    for name in plugin_names("workloads"):
+    for name in found["workloads"]:
         try:
             entry = load_plugin("workloads", name)
         except ConfigError as e:

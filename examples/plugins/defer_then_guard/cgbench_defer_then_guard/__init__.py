@@ -99,7 +99,7 @@ def pow2_decode_kind(name: str = "pow2_decode", smallest: int = 1) -> GridKind:
         reads=(),
         estimate=lambda cg, engine: (len(_pow2_sizes(engine, smallest)), "engine.max_requests"),
         build=graphs,
-        summary=f"decode graphs for {smallest}, {2 * smallest}, ... requests",
+        summary=f"decode graphs for {smallest}, {2 * smallest}, {4 * smallest}, ... requests",
     )
 
 
