@@ -183,3 +183,10 @@ def test_a_bad_declaration_is_one_line_naming_the_file(tmp_path):
     line = _one_error_line(runner.invoke(app, ["run", "policy=mine", "--config-dir", str(folder),
                                                "--out", str(tmp_path / "x.json")]))
     assert "_target_ cgbench_defer_then_guard.POLICY_): failed to load:" in line  # the edited file is re-read
+
+
+def test_run_help_says_why_a_bad_plugins_yaml_lists_no_plugin(tmp_path, monkeypatch):
+    folder = _folder(tmp_path / "conf", "policies: [mine]\n")
+    monkeypatch.setenv(ENV_CONFIG_DIR, str(folder))
+    assert plugin_help() == [f"(none listed: {folder / 'plugins.yaml'}: policies: must map each plug-in's name to "
+                             "{_target_: my_module.POLICY}, not a list)"]
