@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.errors import did_you_mean
-from cgbench.config.registry.plugins import ENTRY_POINT_GROUPS, PluginError, PluginSource
+from cgbench.config.paths import ENV_CONFIG_DIR, MAX_CONFIG_FILE_BYTES, check_option_file, config_dir
+from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+from cgbench.safeio import check_tree, read_text
 
 FILE_NAME = "plugins.yaml"
 TARGET = "_target_"
@@ -50,8 +52,6 @@ def plugin_folders(dirs: Sequence[str | Path]) -> Iterator[None]:
 def folders_in_effect() -> tuple[Path, ...]:
     """The user config folders whose ``plugins.yaml`` count now: ``$CGBENCH_CONFIG_DIR``'s, then
     those ``plugin_folders`` holds (a missing one is skipped: composing names it)."""
-    from cgbench.config.paths import ENV_CONFIG_DIR
-
     raw = tuple(p for p in os.environ.get(ENV_CONFIG_DIR, "").split(os.pathsep) if p.strip()) + _extra.get()
     if not raw:
         return ()
@@ -64,8 +64,6 @@ _resolved_memo: dict[tuple[tuple[str, ...], str], tuple[Path, ...]] = {}
 def _resolved(raw: tuple[str, ...], cwd: str) -> tuple[Path, ...]:
     found = _resolved_memo.get((raw, cwd))
     if found is None:
-        from cgbench.config.paths import config_dir
-
         primary = config_dir().resolve()
         dirs = (Path(p).expanduser().resolve() for p in raw)
         found = tuple(dict.fromkeys(d for d in dirs if d != primary and d.is_dir()))
@@ -112,9 +110,6 @@ def _declared_in(folder: Path) -> dict[str, dict[str, PluginSource]]:
 def _load_yaml(path: Path) -> Any:
     import yaml
 
-    from cgbench.config.paths import MAX_CONFIG_FILE_BYTES, check_option_file
-    from cgbench.safeio import check_tree, read_text
-
     check_option_file(path)  # bounded, UTF-8, no aliases: as every user option file
     try:
         data = yaml.safe_load(read_text(path, max_bytes=MAX_CONFIG_FILE_BYTES))
@@ -149,9 +144,6 @@ def _source(path: Path, family: str, name: Any, node: Any) -> PluginSource:
     if not isinstance(name, str) or not name.isidentifier():
         raise PluginError(f"{path}: {family}: {name!r} is not a valid plug-in name (letters, digits and _, "
                           "not starting with a digit: the name configs use)")
-    if name in _builtin_names(family):
-        raise PluginError(f"{where}: {name!r} is a built-in name, which always takes precedence, so this "
-                          "plug-in could never take effect; give it another name")
     if not isinstance(node, dict) or TARGET not in node:
         raise PluginError(f"{where}: must be a mapping with {TARGET} (the dotted path of the entry or of a "
                           f"factory returning it), e.g. {_EXAMPLE}")
@@ -161,23 +153,9 @@ def _source(path: Path, family: str, name: Any, node: Any) -> PluginSource:
         raise PluginError(f"{where}: {TARGET}: {target!r} is not a dotted path module.attribute{hint}")
     arguments = {str(k): v for k, v in node.items() if k != TARGET}
     return PluginSource(name, ENTRY_POINT_GROUPS[family], target, f"{FILE_NAME} in {path.parent}: {TARGET} {target}",
-                        called="the name plugins.yaml declares", arguments=json.dumps(arguments, sort_keys=True,
-                                                                                      default=str),
+                        called="the name plugins.yaml declares", declared=True,
+                        arguments=json.dumps(arguments, sort_keys=True, default=str),
                         loader=partial(_resolve_target, target, arguments))
-
-
-def _builtin_names(family: str) -> frozenset[str]:
-    if family == "policies":
-        from cgbench.config.registry.policies import BUILTIN_POLICIES
-
-        return frozenset(BUILTIN_POLICIES)
-    if family == "grids":
-        from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
-
-        return frozenset(BUILTIN_GRID_KINDS)
-    from cgbench.config.registry.workloads import BUILTIN
-
-    return frozenset(name for table in BUILTIN.values() for name in table)
 
 
 def _resolve_target(target: str, arguments: dict[str, Any]) -> object:

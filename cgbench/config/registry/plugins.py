@@ -20,46 +20,19 @@ A module that is merely importable (no distribution, no entry points) joins the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
 from cgbench.config.errors import ConfigError, did_you_mean
+from cgbench.config.registry.plugin_files import declared, folders_in_effect
+from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+
+__all__ = ["ENTRY_POINT_GROUPS", "PluginError", "PluginSource", "builtin_or_plugin", "clear_caches", "describe",
+           "load_plugin", "loaded_count", "names_with_plugins", "plugin_error", "plugin_names"]
 
 T = TypeVar("T")
-
-ENTRY_POINT_GROUPS = {"policies": "cgbench.policies", "grids": "cgbench.grids", "workloads": "cgbench.workloads"}
-
-
-class PluginError(ConfigError):
-    """A plug-in could not be loaded or is not a valid entry; the message names it."""
-
-
-@dataclass(frozen=True)
-class PluginSource:
-    """Where one plug-in entry comes from, loaded only when asked: an installed entry point or a
-    ``plugins.yaml`` node. ``origin`` says where, for messages (``describe``); ``called`` names what
-    the entry's own ``name`` must equal; ``arguments`` tells apart two nodes of one target."""
-
-    name: str
-    group: str
-    value: str
-    origin: str
-    called: str = "the entry point's name"
-    arguments: str = ""
-    loader: Callable[[], object] = field(default=lambda: None, compare=False, repr=False)
-
-    def load(self) -> object:
-        return self.loader()
-
-    @classmethod
-    def from_entry_point(cls, ep: EntryPoint) -> PluginSource:
-        dist = getattr(ep, "dist", None)
-        source = f" from {dist.name} {dist.version}" if dist is not None else ""
-        return cls(ep.name, ep.group, ep.value, f"entry point {ep.group}: {ep.value}{source}", loader=ep.load)
-
 
 @cache  # installed metadata is read once a process (~4 ms a read): configs compose often
 def _entry_points(family: str) -> dict[str, EntryPoint]:
@@ -70,17 +43,21 @@ def _entry_points(family: str) -> dict[str, EntryPoint]:
     return found
 
 
+def _from_entry_point(ep: EntryPoint) -> PluginSource:
+    dist = getattr(ep, "dist", None)
+    source = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return PluginSource(ep.name, ep.group, ep.value, f"entry point {ep.group}: {ep.value}{source}", loader=ep.load)
+
+
 @cache
 def _entry_sources(points: tuple[EntryPoint, ...]) -> dict[str, PluginSource]:
-    return {ep.name: PluginSource.from_entry_point(ep) for ep in points}
+    return {ep.name: _from_entry_point(ep) for ep in points}
 
 
 def _points(family: str) -> dict[str, PluginSource]:
     """Every plug-in of ``family`` in effect: the installed entry points, and the entries that the
     ``plugins.yaml`` of the config folders in effect declare (``plugin_files``); a name both give is
     refused (one of them could never take effect, and which one would be a guess)."""
-    from cgbench.config.registry.plugin_files import declared, folders_in_effect
-
     installed = _entry_sources(tuple(_entry_points(family).values()))
     folders = folders_in_effect()
     if not folders:
@@ -100,10 +77,16 @@ def plugin_names(family: str) -> tuple[str, ...]:
 
 
 def names_with_plugins(builtin: Iterable[str], family: str) -> tuple[str, ...]:
-    """The built-in names, then the names of ``family``'s installed plug-ins that shadow none of them
-    (a plug-in named like a built-in is never loaded)."""
+    """The built-in names, then the names of ``family``'s plug-ins that shadow none of them (an entry
+    point named like a built-in is never loaded; a ``plugins.yaml`` entry so named is refused)."""
     names = tuple(builtin)
-    return names + tuple(n for n in plugin_names(family) if n not in names)
+    points = _points(family)
+    for name in names:
+        source = points.get(name)
+        if source is not None and source.declared:  # written on purpose: say it cannot work
+            raise PluginError(f"{describe(source)}: {name!r} is a built-in name, which always takes precedence, so "
+                              "this plug-in could never take effect; give it another name")
+    return names + tuple(n for n in sorted(points) if n not in names)
 
 
 def builtin_or_plugin(builtin: Mapping[str, T], family: str, name: str, key: str,
