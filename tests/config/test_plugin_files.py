@@ -95,19 +95,26 @@ def test_run_sees_the_declared_entries_and_gives_the_documents_the_entry_points_
     assert json.dumps(declared, sort_keys=True) == json.dumps(installed, sort_keys=True)
 
 
-def test_a_sweep_in_worker_processes_loads_the_declared_entries(tmp_path):
-    folder = _folder(tmp_path / "conf")
-    axes = [a for a in ALL_THREE if not a.startswith("policy")]
-    r = runner.invoke(app, ["sweep", "policy=wait_timeout,defer_then_guard", "cg=pow2_decode,pow2_from8", *axes[1:],
-                            "--jobs", "2", "--config-dir", str(folder), "--out", str(tmp_path / "sw")])
+def _sweep(tmp_path: Path, folder: Path, jobs: int) -> dict[str, dict]:
+    axes = [a for a in ALL_THREE if not a.startswith(("policy", "cg"))]
+    out = tmp_path / f"sw{jobs}"
+    r = runner.invoke(app, ["sweep", "policy=wait_timeout,defer_then_guard", "cg=pow2_decode,pow2_from8", *axes,
+                            "--jobs", str(jobs), "--config-dir", str(folder), "--out", str(out)])
     assert r.exit_code == 0, r.output
-    index = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    index = json.loads((out / "sweep.json").read_text())
     assert [p["status"] for p in index["points"]] == ["done"] * 4, index["points"]
-    docs = {tuple(p["overrides"][:2]): json.loads((tmp_path / "sw" / p["file"]).read_text()) for p in index["points"]}
-    # the sweep point of the run's config (max_defers left at its default: compare the run at it)
-    default = _run(tmp_path, "default", [a for a in ALL_THREE if "max_defers" not in a] + ["--config-dir", str(folder)])
-    assert docs[("policy=defer_then_guard", "cg=pow2_decode")]["metrics"] == default["metrics"]
-    assert docs[("policy=defer_then_guard", "cg=pow2_from8")]["metrics"]["num_graphs"] == 6  # 8, 16, ..., 256 requests
+    return {" ".join(p["overrides"][:2]): {k: v for k, v in json.loads((out / p["file"]).read_text()).items()
+                                        if k not in PROVENANCE} for p in index["points"]}
+
+
+def test_a_sweep_loads_the_declared_entries_in_process_and_in_worker_processes(tmp_path):
+    folder = _folder(tmp_path / "conf")
+    in_process, pool = _sweep(tmp_path, folder, 1), _sweep(tmp_path, folder, 2)
+    assert json.dumps(in_process, sort_keys=True) == json.dumps(pool, sort_keys=True)
+    # the sweep point of a run's config (max_defers left at its default)
+    run = _run(tmp_path, "default", [a for a in ALL_THREE if "max_defers" not in a] + ["--config-dir", str(folder)])
+    assert pool["policy=defer_then_guard cg=pow2_decode"]["metrics"] == run["metrics"]
+    assert pool["policy=defer_then_guard cg=pow2_from8"]["metrics"]["num_graphs"] == 6  # 8, 16, ..., 256
 
 
 def test_schedule_sees_the_declared_policy_through_its_option_and_the_environment(tmp_path, monkeypatch):
