@@ -35,7 +35,7 @@ def example_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
         group = plugins.ENTRY_POINT_GROUPS[family]
         return {n: EntryPoint(n, v, group) for n, v in ENTRY_POINTS[family].items()}
 
-    monkeypatch.setattr(plugins, "_points", points)
-    plugins.load_plugin.cache_clear()
+    monkeypatch.setattr(plugins, "_entry_points", points)
+    plugins.clear_caches()
     yield
-    plugins.load_plugin.cache_clear()
+    plugins.clear_caches()

@@ -19,7 +19,7 @@ from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs
+from cgbench.cli.options import ConfigDirs, config_folders
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
@@ -71,7 +71,7 @@ def _groups_epilog() -> str:
         lines = []
     plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
     if plugins:
-        lines += ["Installed plug-ins:", *plugins]
+        lines += ["Plug-ins (installed, or in a plugins.yaml of CGBENCH_CONFIG_DIR):", *plugins]
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
                         "Own options: --config-dir DIR (or CGBENCH_CONFIG_DIR) adds DIR/<group>/<name>.yaml. "
                         "See the composed config with --cfg job."])
@@ -132,7 +132,7 @@ def run(
         "break-even host cost. Simulator only; see docs/cost-model.md.")] = False,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
-    with user_errors():
+    with user_errors(), config_folders(config_dirs):
         from cgbench.cli.guards import check_device_memory, check_host_memory, declare_config_inputs, require_torch
         from cgbench.cli.render import graph_usage_table, run_output, run_title
         from cgbench.config.compose import composed_yaml, load_config
@@ -252,7 +252,7 @@ def grid(
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
     cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
-    with user_errors():
+    with user_errors(), config_folders(config_dirs):
         from cgbench.cli.render import csv_text, markdown_table
         from cgbench.cli.render_grid import grid_json, grid_table
         from cgbench.config.compose import load_config

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli.console import print_line
-from cgbench.cli.options import ConfigDirs
+from cgbench.cli.options import ConfigDirs, config_folders
 from cgbench.results.formatting import percent
 
 if TYPE_CHECKING:
@@ -117,13 +117,13 @@ def calibrate_cmd(
     from cgbench.cli.errors import err, out, user_errors
 
     if host:
-        with user_errors():
+        with user_errors(), config_folders(config_dirs):
             _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,
                             out, err, list(config_dirs or []))
         return
     if repeat is None:
         repeat = 7
-    with user_errors():
+    with user_errors(), config_folders(config_dirs):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from cgbench.backends.torch.calibration import calibrate, check_request, default_table_path, write_outputs

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cgbench.cli.options import ConfigDirs
+from cgbench.cli.options import ConfigDirs, config_folders
 
 CostOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, hardware and engine to price on, e.g. model=transformer hardware=a100.",
@@ -119,7 +119,7 @@ def cost_cmd(
     collectives, draft_head (speculative decoding's MTP head), launch, dispatch, sync (docs/cost-model.md)."""
     from cgbench.cli.errors import out, user_errors
 
-    with user_errors():
+    with user_errors(), config_folders(config_dirs):
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
         from cgbench.config.compose import load_config
         from cgbench.config.schema import ConfigError

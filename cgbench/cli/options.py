@@ -35,3 +35,13 @@ def config_dirs_for_children(dirs: Sequence[Path]) -> Iterator[None]:
             os.environ.pop(ENV_CONFIG_DIR, None)
         else:
             os.environ[ENV_CONFIG_DIR] = before
+
+
+@contextmanager
+def config_folders(dirs: Sequence[Path] | None) -> Iterator[None]:
+    """``--config-dir`` for a command that runs its configs in process: their ``plugins.yaml``
+    stay in effect after composing, while the config's parts are built and run."""
+    from cgbench.config.registry.plugin_files import plugin_folders
+
+    with plugin_folders(list(dirs or [])):
+        yield

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cgbench.cli.options import ConfigDirs, config_folders
+
 if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
@@ -49,12 +51,14 @@ def schedule_cmd(
         "(docs/schedule.md).")],
     policy: Annotated[str, typer.Option(
         "--policy", "-p",
-        help="budget, megatron, defer, pad_guard, wait_timeout, megatron_6675, cover (or an installed "
-        "plug-in's), or all (every policy side by side, installed plug-ins included).")] = "all",
+        help="budget, megatron, defer, pad_guard, wait_timeout, megatron_6675, cover (or a plug-in's: "
+        "installed, or declared in a --config-dir's plugins.yaml), or all (every policy side by side, "
+        "plug-ins included).")] = "all",
     fmt: Annotated[str, typer.Option(
         "--format", "-f",
         help="table, markdown, csv (one column per policy), or json (one object for one policy, a list for "
         "--policy all).")] = "table",
+    config_dirs: ConfigDirs = None,
 ) -> None:
     """Replay one scheduling round from STATE.json under each admission policy.
 
@@ -62,7 +66,7 @@ def schedule_cmd(
     (T, P, D) shape and the graph it replays (or why it runs eager), using the engine's own scheduler."""
     from cgbench.cli.errors import out, user_errors
 
-    with user_errors():
+    with user_errors(), config_folders(config_dirs):  # their plugins.yaml: plug-in policies
         from cgbench.cli.console import print_warning
         from cgbench.cli.formats import check_format
         from cgbench.config.registry.policies import options_of, policy_names, policy_spec

@@ -39,6 +39,7 @@ from cgbench.config.model_files import check_model_file
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
+from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
 from cgbench.safeio import require_cwd
@@ -249,8 +250,13 @@ def _check_policy_choice(overrides: Sequence[str], config_dirs: Sequence[str | P
 
 def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
-    override of a key the chosen options never read."""
-    ovr = list(overrides or [])
+    override of a key the chosen options never read. The ``plugins.yaml`` of ``config_dirs`` count
+    while composing; a caller that then runs the config keeps them in effect (``plugin_folders``)."""
+    with plugin_folders(config_dirs):
+        return _load_config(list(overrides or []), config_dirs)
+
+
+def _load_config(ovr: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
     check_override_keys(ovr)
     plugins = plugins_named(ovr)
     _check_policy_choice(ovr, config_dirs)
@@ -307,7 +313,10 @@ class Composer:
         self.compositions = 0  # Hydra compositions so far (the cost this class saves)
 
     def load(self, overrides: Sequence[str]) -> BenchConfig:
-        ovr = list(overrides)
+        with plugin_folders(self.config_dirs):
+            return self._load(list(overrides))
+
+    def _load(self, ovr: list[str]) -> BenchConfig:
         check_override_keys(ovr)
         if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
             self.compositions += 1
@@ -431,7 +440,7 @@ def composed_yaml(overrides: list[str], *, which: str = "job", resolve: bool = F
         raise ConfigError(f"--cfg: {which!r} is not one of job, all")
     if which == "job":
         load_config(overrides, config_dirs=config_dirs)  # the same checks as a run
-    with plugin_schema(plugins_named(overrides), grid_plugins_named(overrides)):
+    with plugin_folders(config_dirs), plugin_schema(plugins_named(overrides), grid_plugins_named(overrides)):
         cfg = compose_dict(list(overrides), config_dirs=config_dirs, with_hydra=which == "all")
     try:
         if which == "job":

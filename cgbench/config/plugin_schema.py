@@ -15,10 +15,12 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
+from cgbench.config.registry.plugin_files import folders_in_effect
 from cgbench.config.registry.plugins import load_plugin, plugin_names
 from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
@@ -26,8 +28,8 @@ from cgbench.config.schema import BenchConfig, PolicyConfig
 _SEP = "__"
 
 
-@cache
-def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConfig]]:
+@cache  # by the config folders in effect too: a plugins.yaml there may say what a name is
+def _types(plugins: tuple[str, ...], folders: tuple[Path, ...]) -> tuple[type[PolicyConfig], type[BenchConfig]]:
     sections = []
     for name in plugins:
         spec = policy_spec(name)
@@ -46,7 +48,7 @@ def _types(plugins: tuple[str, ...]) -> tuple[type[PolicyConfig], type[BenchConf
 def schema_types(plugins: Iterable[str] = ()) -> tuple[type[PolicyConfig], type[BenchConfig]]:
     """(the ``PolicyConfig``, the ``BenchConfig``) holding the option sections of ``plugins``
     (plug-in policy names) besides the built-ins'; the plain classes for none."""
-    return _types(tuple(sorted(set(plugins))))
+    return _types(tuple(sorted(set(plugins))), folders_in_effect())
 
 
 def _names_in(value: str) -> set[str]:
@@ -85,18 +87,23 @@ def plugins_held(cfg: Any) -> tuple[str, ...]:
 def __getattr__(attr: str) -> type:
     for prefix, index in (("PolicyConfig" + _SEP, 0), ("BenchConfig" + _SEP, 1)):
         if attr.startswith(prefix):
-            return _types(tuple(attr[len(prefix):].split(_SEP)))[index]
+            return _types(tuple(attr[len(prefix):].split(_SEP)), folders_in_effect())[index]
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def plugin_help() -> list[str]:
-    """Lines for ``run --help``: each installed plug-in policy with its options and defaults, the
-    plug-in grid kinds and workload sources (loading them; one that fails to load is listed with why)."""
+    """Lines for ``run --help``: each plug-in policy (installed, or declared by a ``plugins.yaml`` of
+    ``$CGBENCH_CONFIG_DIR``) with its options and defaults, the plug-in grid kinds and workload sources
+    (loading them; one that fails to load is listed with why)."""
     from cgbench.config.errors import ConfigError
     from cgbench.config.registry.grids import grid_kind
 
+    try:  # a plugins.yaml that is not what it should be: say why, under the help, not instead of it
+        found = {family: plugin_names(family) for family in ("policies", "grids", "workloads")}
+    except ConfigError as e:
+        return [f"(none listed: {e})"]
     lines = []
-    for name in sorted(set(plugin_names("policies")) - set(BUILTIN_POLICIES)):
+    for name in sorted(set(found["policies"]) - set(BUILTIN_POLICIES)):
         try:
             spec = policy_spec(name)
         except ConfigError as e:
@@ -107,7 +114,7 @@ def plugin_help() -> list[str]:
             if options is not None else []
         lines.append(f"policy={name} (plug-in{': ' + spec.summary if spec.summary else ''})"
                      + (f"; options: {', '.join(keys)}" if keys else ""))
-    for name in sorted(set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)):
+    for name in sorted(set(found["grids"]) - set(BUILTIN_GRID_KINDS)):
         try:
             kind = grid_kind(name)
         except ConfigError as e:
@@ -115,7 +122,7 @@ def plugin_help() -> list[str]:
             continue
         summary = f": {kind.summary}" if kind.summary else ""
         lines.append(f"cg={name} (plug-in grid kind, {kind.family} family{summary})")
-    for name in plugin_names("workloads"):
+    for name in found["workloads"]:
         try:
             entry = load_plugin("workloads", name)
         except ConfigError as e:

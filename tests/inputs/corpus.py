@@ -37,6 +37,23 @@ LONG_NAME = "n" * 300
 DEEP = 100_000
 
 
+PLUGIN_FILES = {  # a folder each, holding this plugins.yaml (make_bad_files)
+    "plugins_list": "[policies]\n",
+    "plugins_family": "policy:\n  mine: {_target_: my_module.POLICY}\n",
+    "plugins_entries": "grids: [pow2]\n",
+    "plugins_name": "policies:\n  2fast: {_target_: my_module.POLICY}\n",
+    "plugins_node": "workloads:\n  ramp: my_module.ARRIVAL\n",
+    "plugins_colon": "policies:\n  mine: {_target_: 'my_module:POLICY'}\n",
+    "plugins_builtin": "policies:\n  megatron: {_target_: my_module.POLICY}\n",
+    "plugins_noimport": "policies:\n  mine: {_target_: cgbench_no_such_module.POLICY}\n",
+    "plugins_misnamed": "policies:\n  mine: {_target_: cgbench.config.registry.policies.PolicySpec, name: other}\n",
+    "plugins_factory": "grids:\n  mine: {_target_: cgbench.config.registry.grids.GridKind, nme: mine}\n",
+    "plugins_twice_a": "grids:\n  mine: {_target_: my_module.GRID}\n",
+    "plugins_twice_b": "grids:\n  mine: {_target_: my_module.GRID}\n",
+    "plugins_alias": "policies:\n  a: &a {_target_: my_module.POLICY}\n  b: *a\n",
+}
+
+
 @dataclass(frozen=True)
 class Case:
     line: str
@@ -214,6 +231,29 @@ CASES: list[Case] = [
         ("grid --format xml", "--format"),
         ("grid --format yaml", "--format"),
         (f"schedule {STATE} --format yaml", "--format"),
+    ),
+    # -- a config folder's plugins.yaml: its shape, its names, its targets
+    *_section(
+        ("run --config-dir {plugins_list}", ("plugins_list/plugins.yaml", "must be a mapping of plug-in families")),
+        ("run --config-dir {plugins_family}", ("'policy' is not a plug-in family", "did you mean policies")),
+        ("run --config-dir {plugins_entries}", ("plugins.yaml: grids: must map each plug-in's name",)),
+        ("run --config-dir {plugins_name}", ("'2fast' is not a valid plug-in name",)),
+        ("run --config-dir {plugins_node}", ("workloads.ramp: must be a mapping with _target_",)),
+        ("run --config-dir {plugins_colon}", ("'my_module:POLICY' is not a dotted path", "not a colon")),
+        ("run --config-dir {plugins_builtin}", ("plug-in 'megatron' (plugins.yaml in", "a built-in name",
+                                                "could never take effect")),
+        ("run policy=mine --config-dir {plugins_noimport}", ("plug-in 'mine' (plugins.yaml in",
+                                                             "_target_ cgbench_no_such_module.POLICY", "failed to load",
+                                                             "No module named 'cgbench_no_such_module'")),
+        ("run policy=mine --config-dir {plugins_misnamed}", ("plug-in 'mine'", "the entry's name is 'other'",
+                                                             "not the name plugins.yaml declares 'mine'")),
+        ("run cg=mine --config-dir {plugins_factory}", ("plug-in 'mine'", "failed to load: TypeError", "nme")),
+        ("run --config-dir {plugins_twice_a} --config-dir {plugins_twice_b}",
+         ("plug-in 'mine' is declared twice", "plugins_twice_a", "plugins_twice_b")),
+        ("run --config-dir {plugins_alias}", ("plugins.yaml:3", "alias")),
+        ("schedule " + str(STATE) + " --policy mine --config-dir {plugins_noimport}",
+         ("plug-in 'mine'", "failed to load")),
+        ("sweep policy=mine,megatron --config-dir {plugins_misnamed} --dry-run", ("the entry's name is 'other'",)),
     ),
     # -- traces
     *_section(
@@ -657,6 +697,12 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     (f["tree_latin1"] / "workload" / "latin.yaml").write_bytes(b"name: caf\xe9\n")
     with open(f["tree_big"] / "workload" / "big.yaml", "wb") as big:
         big.truncate(2 * 2**20)
+
+    # -- a config folder's plugins.yaml (Hydra _target_ plug-ins), each bad in one way
+    for key, body in PLUGIN_FILES.items():
+        f[key] = d / key
+        f[key].mkdir()
+        (f[key] / "plugins.yaml").write_text(body)
 
     # -- markup in paths
     f["markup"] = d

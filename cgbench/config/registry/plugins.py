@@ -11,6 +11,11 @@ Entry points are read lazily: the names come from installed metadata (nothing im
 entry is loaded only when a config names it and no built-in has that name, or when options are
 listed. A plug-in that fails to load, or loads as something that is not an entry of its family, is
 one ``PluginError`` naming it (a ``ConfigError``: exit 2, no traceback).
+
+A module that is merely importable (no distribution, no entry points) joins the same way through a
+``plugins.yaml`` in a user config folder, each entry a Hydra ``_target_``
+(``cgbench.config.registry.plugin_files``). Both routes become ``PluginSource`` records behind
+``_points``: what follows (loading, the family's checks, the messages) is one code path.
 """
 
 from __future__ import annotations
@@ -21,23 +26,49 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
 from cgbench.config.errors import ConfigError, did_you_mean
+from cgbench.config.registry.plugin_files import declared, folders_in_effect
+from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+
+__all__ = ["ENTRY_POINT_GROUPS", "PluginError", "PluginSource", "builtin_or_plugin", "clear_caches", "describe",
+           "load_plugin", "loaded_count", "names_with_plugins", "plugin_error", "plugin_names"]
 
 T = TypeVar("T")
 
-ENTRY_POINT_GROUPS = {"policies": "cgbench.policies", "grids": "cgbench.grids", "workloads": "cgbench.workloads"}
-
-
-class PluginError(ConfigError):
-    """A plug-in could not be loaded or is not a valid entry; the message names it."""
-
-
 @cache  # installed metadata is read once a process (~4 ms a read): configs compose often
-def _points(family: str) -> dict[str, EntryPoint]:
+def _entry_points(family: str) -> dict[str, EntryPoint]:
     group = ENTRY_POINT_GROUPS[family]
     found: dict[str, EntryPoint] = {}
     for ep in entry_points(group=group):
         found.setdefault(ep.name, ep)  # the first distribution on the path wins, as for imports
     return found
+
+
+def _from_entry_point(ep: EntryPoint) -> PluginSource:
+    dist = getattr(ep, "dist", None)
+    source = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return PluginSource(ep.name, ep.group, ep.value, f"entry point {ep.group}: {ep.value}{source}", loader=ep.load)
+
+
+@cache
+def _entry_sources(points: tuple[EntryPoint, ...]) -> dict[str, PluginSource]:
+    return {ep.name: _from_entry_point(ep) for ep in points}
+
+
+def _points(family: str) -> dict[str, PluginSource]:
+    """Every plug-in of ``family`` in effect: the installed entry points, and the entries that the
+    ``plugins.yaml`` of the config folders in effect declare (``plugin_files``); a name both give is
+    refused (one of them could never take effect, and which one would be a guess)."""
+    installed = _entry_sources(tuple(_entry_points(family).values()))
+    folders = folders_in_effect()
+    if not folders:
+        return installed
+    files = declared(folders)[family]
+    both = sorted(set(installed) & set(files))
+    if both:
+        name = both[0]
+        raise PluginError(f"plug-in {name!r} is declared twice: {files[name].origin} and "
+                          f"{installed[name].origin}; remove one of them")
+    return {**installed, **files}
 
 
 def plugin_names(family: str) -> tuple[str, ...]:
@@ -46,10 +77,16 @@ def plugin_names(family: str) -> tuple[str, ...]:
 
 
 def names_with_plugins(builtin: Iterable[str], family: str) -> tuple[str, ...]:
-    """The built-in names, then the names of ``family``'s installed plug-ins that shadow none of them
-    (a plug-in named like a built-in is never loaded)."""
+    """The built-in names, then the names of ``family``'s plug-ins that shadow none of them (an entry
+    point named like a built-in is never loaded; a ``plugins.yaml`` entry so named is refused)."""
     names = tuple(builtin)
-    return names + tuple(n for n in plugin_names(family) if n not in names)
+    points = _points(family)
+    for name in names:
+        source = points.get(name)
+        if source is not None and source.declared:  # written on purpose: say it cannot work
+            raise PluginError(f"{describe(source)}: {name!r} is a built-in name, which always takes precedence, so "
+                              "this plug-in could never take effect; give it another name")
+    return names + tuple(n for n in sorted(points) if n not in names)
 
 
 def builtin_or_plugin(builtin: Mapping[str, T], family: str, name: str, key: str,
@@ -67,30 +104,48 @@ def builtin_or_plugin(builtin: Mapping[str, T], family: str, name: str, key: str
     return plugin
 
 
-def describe(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    source = f" from {dist.name} {dist.version}" if dist is not None else ""
-    return f"plug-in {ep.name!r} (entry point {ep.group}: {ep.value}{source})"
+def describe(source: PluginSource) -> str:
+    return f"plug-in {source.name!r} ({source.origin})"
 
 
-@cache
 def load_plugin(family: str, name: str) -> object | None:
-    """The entry an installed plug-in registers as ``name`` in ``family``, or None when none does."""
-    ep = _points(family).get(name)
-    if ep is None:
-        return None
+    """The entry the plug-in of ``family`` in effect registers as ``name``, or None when none does."""
+    source = _points(family).get(name)
+    return None if source is None else _loaded(source)
+
+
+def _one_line(e: BaseException) -> str:
+    """A foreign error as ``Type: message`` on one line: the root of a chain of causes (Hydra wraps
+    an import error in two layers of its own)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+@cache  # by source, not by name: the config folders in effect decide which source a name means
+def _loaded(source: PluginSource) -> object:
     try:
-        entry = ep.load()
+        entry = source.load()
     except Exception as e:  # any failure of foreign code is the plug-in's, reported as such
-        raise PluginError(f"{describe(ep)}: failed to load: {type(e).__name__}: {e}") from None
-    if getattr(entry, "name", None) != name:
-        raise PluginError(f"{describe(ep)}: the entry's name is {getattr(entry, 'name', None)!r}, "
-                          f"not the entry point's name {name!r}")
+        raise PluginError(f"{describe(source)}: failed to load: {_one_line(e)}") from None
+    if getattr(entry, "name", None) != source.name:
+        raise PluginError(f"{describe(source)}: the entry's name is {getattr(entry, 'name', None)!r}, "
+                          f"not {source.called} {source.name!r}")
     return entry
+
+
+def clear_caches() -> None:
+    """Forget the plug-ins loaded so far (tests that fake installed entry points)."""
+    _loaded.cache_clear()
+
+
+def loaded_count() -> int:
+    """How many plug-in entries this process has loaded (each once per source)."""
+    return _loaded.cache_info().currsize
 
 
 def plugin_error(family: str, name: str, problem: str) -> PluginError:
     """A ``PluginError`` for the loaded entry ``name`` of ``family`` that is not a valid entry."""
-    ep = _points(family).get(name)
-    where = describe(ep) if ep is not None else f"plug-in {name!r}"
+    source = _points(family).get(name)
+    where = describe(source) if source is not None else f"plug-in {name!r}"
     return PluginError(f"{where}: {problem}")

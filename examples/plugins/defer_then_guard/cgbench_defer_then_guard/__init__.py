@@ -1,4 +1,14 @@
-"""A cgbench plug-in, out of tree: one admission policy and one grid family.
+"""A cgbench plug-in, out of tree: one admission policy, one grid family, one arrival process.
+
+Two ways in: install it (its entry points, ``pyproject.toml``), or leave it on ``PYTHONPATH`` and
+name its objects in a config folder's ``plugins.yaml`` (``cgbench run --config-dir DIR ...``)::
+
+    policies:
+      defer_then_guard: {_target_: cgbench_defer_then_guard.POLICY}
+    grids:
+      pow2_decode: {_target_: cgbench_defer_then_guard.GRID}
+    workloads:
+      ramp: {_target_: cgbench_defer_then_guard.ARRIVAL}
 
 ``defer_then_guard``: gate admission on a graph miss (the chunked path too) for at most
 ``max_defers`` rounds in a row, then admit and run eager; and at forward time run a prefill or
@@ -7,7 +17,7 @@ do one or the other (``wait_timeout``, ``pad_guard``); this does both. Options:
 ``policy.defer_then_guard.max_defers`` and ``policy.defer_then_guard.max_ratio``.
 
 ``pow2_decode``: decode-only graphs for 1, 2, 4, ... requests up to ``engine.max_requests``
-(``cg.kind=pow2_decode``).
+(``cg.kind=pow2_decode``); ``pow2_decode_kind`` makes variants that start higher.
 
 ``ramp``: an arrival process whose rate grows linearly, by ``rate`` requests/s every second
 (request ``i`` arrives at ``sqrt(2 i / rate)`` s): a load ramp (``workload.arrival.process=ramp``).
@@ -71,20 +81,29 @@ POLICY = PolicySpec(
 )
 
 
-def pow2_decode_graphs(cg, engine, model) -> list[BatchShape]:
-    q = 1 + engine.num_speculative_tokens
-    sizes = [2 ** i for i in range(int(math.log2(engine.max_requests)) + 1)]
-    return [BatchShape(d * q, 0, d) for d in reversed(sizes)]  # stored largest first, as Megatron stores
+def _pow2_sizes(engine, smallest: int) -> list[int]:
+    return [2 ** i for i in range(int(math.log2(max(1, engine.max_requests))) + 1) if 2 ** i >= smallest]
 
 
-GRID = GridKind(
-    "pow2_decode",
-    family="megatron",
-    reads=(),
-    estimate=lambda cg, engine: (int(math.log2(max(1, engine.max_requests))) + 1, "engine.max_requests"),
-    build=pow2_decode_graphs,
-    summary="decode graphs for 1, 2, 4, ... requests",
-)
+def pow2_decode_kind(name: str = "pow2_decode", smallest: int = 1) -> GridKind:
+    """A ``pow2_decode`` grid from ``smallest`` requests up: a factory, for a ``plugins.yaml`` node
+    with arguments (``{_target_: cgbench_defer_then_guard.pow2_decode_kind, name: pow2_from8, smallest: 8}``)."""
+
+    def graphs(cg, engine, model) -> list[BatchShape]:
+        q = 1 + engine.num_speculative_tokens
+        return [BatchShape(d * q, 0, d) for d in reversed(_pow2_sizes(engine, smallest))]  # largest first, as Megatron
+
+    return GridKind(
+        name,
+        family="megatron",
+        reads=(),
+        estimate=lambda cg, engine: (len(_pow2_sizes(engine, smallest)), "engine.max_requests"),
+        build=graphs,
+        summary=f"decode graphs for {smallest}, {2 * smallest}, {4 * smallest}, ... requests",
+    )
+
+
+GRID = pow2_decode_kind()
 
 
 def ramp_drawer(arrival, rng):
