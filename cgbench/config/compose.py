@@ -37,7 +37,7 @@ from cgbench.config.errors import did_you_mean
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
 from cgbench.config.overrides import override_key, override_value
-from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs
+from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs, yaml_tree_signature
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
@@ -45,7 +45,8 @@ from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_
 from cgbench.safeio import require_cwd
 
 __all__ = ["GROUPS", "Composer", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
-           "expand_sweep", "group_options", "is_hydra_key", "known_keys", "load_config", "to_bench_config",
+           "expand_sweep", "group_options", "is_hydra_key", "known_keys", "load_config", "load_config_fresh",
+           "to_bench_config",
            "user_config_dirs"]
 
 SCHEMA_NODE = "cgbench_schema"
@@ -252,8 +253,35 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
     """Check the overrides' keys, compose, convert to typed dataclasses, validate, and refuse an
     override of a key the chosen options never read. The ``plugins.yaml`` of ``config_dirs`` count
     while composing; a caller that then runs the config keeps them in effect (``plugin_folders``)."""
+    ovr = list(overrides or [])
+    with plugin_folders(config_dirs):
+        try:
+            return _shared_composer(config_dirs).load(ovr)
+        except Exception:  # noqa: BLE001 - the error, or should the cached path be stricter, the config,
+            return _load_config(ovr, config_dirs)  # is always a fresh composition's
+
+
+def load_config_fresh(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
+    """``load_config`` through a fresh Hydra composition, with no cache (what the caches are tested against)."""
     with plugin_folders(config_dirs):
         return _load_config(list(overrides or []), config_dirs)
+
+
+# The process's Composer for ``load_config``, for the config trees as they are now: an edited, added
+# or removed YAML file anywhere on the search path (or another ``$CGBENCH_CONFIG_DIR``) starts a new
+# one. A command composes once, so this pays where one process composes many configs (advise's
+# re-checks, explain, the Python API, the test suite).
+_shared: dict[tuple, Composer] = {}
+
+
+def _shared_composer(config_dirs: Sequence[str | Path]) -> Composer:
+    dirs = user_config_dirs(config_dirs)
+    key = (tuple(config_dirs), tuple(dirs), yaml_tree_signature([config_dir(), *dirs]))
+    composer = _shared.get(key)
+    if composer is None:
+        _shared.clear()  # the trees changed: what an older one cached may be stale
+        composer = _shared[key] = Composer(config_dirs)
+    return composer
 
 
 def _load_config(ovr: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
@@ -301,8 +329,9 @@ class Composer:
       then the typed conversion.
 
     Both end with the checks of ``load_config`` (paths, limits, unread keys). Whenever a path raises,
-    the point is composed afresh by ``load_config``, so an error is always the one a fresh composition
-    gives. One instance belongs to one sweep: the cache does not notice config files edited meanwhile."""
+    the point is composed afresh (``load_config``'s own steps), so an error is always the one a fresh
+    composition gives. One instance belongs to one sweep, or (``load_config``'s) to one state of the
+    config trees: the cache itself does not notice config files edited meanwhile."""
 
     def __init__(self, config_dirs: Sequence[str | Path] = ()) -> None:
         self.config_dirs = tuple(config_dirs)
@@ -320,7 +349,7 @@ class Composer:
         check_override_keys(ovr)
         if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
             self.compositions += 1
-            return load_config(ovr, config_dirs=self.config_dirs)
+            return _load_config(ovr, self.config_dirs)
         model_keys = tuple(o for o in ovr if override_key(o) == "model" or override_key(o).startswith("model."))
         if model_keys not in self._models_checked:  # what load_config checks before composing
             check_model_file(ovr, self.config_dirs)
@@ -346,7 +375,7 @@ class Composer:
         except Exception:  # the canonical error (or, should a path here be stricter, the config)
             self._bases.pop(groups, None)  # a failed update may have left the cached tree half-changed
         self.compositions += 1
-        return load_config(ovr, config_dirs=self.config_dirs)
+        return _load_config(ovr, self.config_dirs)
 
     def _base(self, groups: tuple[str, ...]) -> _Base:
         base = self._bases.get(groups)

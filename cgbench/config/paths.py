@@ -91,6 +91,23 @@ def check_user_tree(d: Path, source: str) -> list[Path]:
     return files
 
 
+def yaml_tree_signature(dirs: Sequence[Path]) -> tuple:
+    """Each YAML file under ``dirs`` by (folder, name, inode, size, mtime): a change of any file, or
+    one added or removed, changes it (what a cache of compositions must notice)."""
+    signature = []
+    for d in dirs:
+        for root, subdirs, names in os.walk(d, followlinks=False):
+            subdirs.sort()
+            for name in sorted(names):
+                if name.endswith(".yaml"):
+                    try:
+                        st = os.stat(os.path.join(root, name))
+                    except OSError:
+                        st = None
+                    signature.append((root, name, *((st.st_ino, st.st_size, st.st_mtime_ns) if st else ())))
+    return tuple(signature)
+
+
 def check_option_file(path: Path) -> None:
     """One user option file: bounded, UTF-8, YAML without aliases (``check_user_tree``)."""
     import yaml

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cgbench.analysis.sweep_plan import plan_sweep
-from cgbench.config.compose import Composer, load_config
+from cgbench.config.compose import Composer, load_config_fresh
 from cgbench.config.schema import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def test_every_point_of_a_shipped_sweep_equals_a_fresh_composition(name):
     params = yaml.safe_load((ROOT / "conf" / "sweep" / f"{name}.yaml").read_text())["params"]
     assert set(plan.axes) == set(params)  # every axis of the sweep file is in the plan
     for p in plan.points:
-        fresh = load_config(list(p.overrides))
+        fresh = load_config_fresh(list(p.overrides))
         assert asdict(p.cfg) == asdict(fresh), p.overrides
 
 
@@ -38,7 +38,7 @@ def test_one_hydra_composition_per_distinct_set_of_group_selections():
               for s in range(3) for n in (8, 16)]
     points += [["model=transformer", "cg=dense", "seed=1"], ["cg=dense", "model=transformer", "seed=2"]]
     for p in points:
-        assert asdict(composer.load(p)) == asdict(load_config(p)), p
+        assert asdict(composer.load(p)) == asdict(load_config_fresh(p)), p
     # hybrid+dense, transformer+dense, dense+transformer (the written order of the selections is the key)
     assert composer.compositions == 3
 
@@ -51,7 +51,7 @@ def test_one_hydra_composition_per_distinct_set_of_group_selections():
     ["policy=wait_timeout", "policy.wait_timeout.iters=7"],
 ])
 def test_value_overrides_of_every_kind_equal_a_fresh_composition(overrides):
-    assert asdict(Composer().load(overrides)) == asdict(load_config(overrides))
+    assert asdict(Composer().load(overrides)) == asdict(load_config_fresh(overrides))
 
 
 @pytest.mark.parametrize("overrides", [
@@ -65,7 +65,7 @@ def test_value_overrides_of_every_kind_equal_a_fresh_composition(overrides):
 ])
 def test_a_bad_point_gives_the_fresh_compositions_error(overrides):
     with pytest.raises(ConfigError) as fresh:
-        load_config(overrides)
+        load_config_fresh(overrides)
     with pytest.raises(ConfigError) as fast:
         Composer().load(overrides)
     assert str(fast.value) == str(fresh.value)
@@ -77,7 +77,7 @@ def test_a_user_option_with_its_own_defaults_list_equals_a_fresh_composition(tmp
     (conf / "model" / "mine.yaml").write_text("defaults: [hybrid]\nname: mine\nhidden_size: 4608\n")
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
     for p in (["model=mine", "seed=3"], ["model=mine", "model.num_kv_heads=4"]):
-        assert asdict(Composer().load(p)) == asdict(load_config(p)), p
+        assert asdict(Composer().load(p)) == asdict(load_config_fresh(p)), p
 
 
 def test_an_interpolation_sees_the_overridden_value_as_in_a_fresh_composition(tmp_path, monkeypatch):
@@ -90,7 +90,7 @@ def test_an_interpolation_sees_the_overridden_value_as_in_a_fresh_composition(tm
     p = ["model=linked", "model.head_dim=16"]
     fast = Composer().load(p)
     assert fast.model.num_kv_heads == 16
-    assert asdict(fast) == asdict(load_config(p))
+    assert asdict(fast) == asdict(load_config_fresh(p))
 
 
 def test_the_quick_path_leaves_the_cached_composition_unchanged():
@@ -98,7 +98,7 @@ def test_the_quick_path_leaves_the_cached_composition_unchanged():
     first = composer.load(["model=hybrid", "seed=7", "engine.chunked_prefill=true"])
     again = composer.load(["model=hybrid"])
     assert (first.seed, first.engine.chunked_prefill) == (7, True)
-    assert asdict(again) == asdict(load_config(["model=hybrid"]))
+    assert asdict(again) == asdict(load_config_fresh(["model=hybrid"]))
     assert composer.compositions == 1
 
 
@@ -109,7 +109,7 @@ def test_a_partial_model_file_is_refused_as_a_fresh_composition_refuses_it(tmp_p
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", f"{ROOT / 'conf'}:{tmp_path}")
     point = ["model=partial", "seed=3"]
     with pytest.raises(ConfigError) as fresh:
-        load_config(point)
+        load_config_fresh(point)
     composer = Composer()
     with pytest.raises(ConfigError) as once:
         composer.load(point)
@@ -118,4 +118,4 @@ def test_a_partial_model_file_is_refused_as_a_fresh_composition_refuses_it(tmp_p
     filled = point + ["model.vocab_size=256", "model.dtype_bytes=2", "model.num_attention_heads=4",
                       "model.num_kv_heads=2", "model.head_dim=16", "model.ffn_hidden_size=128",
                       "model.gated_mlp=true"]
-    assert asdict(composer.load(filled)) == asdict(load_config(filled))
+    assert asdict(composer.load(filled)) == asdict(load_config_fresh(filled))
