@@ -91,11 +91,11 @@ class Evaluator:
 
     def __init__(self, jobs: int, out_dir: Path | None, resume: bool,
                  on_done: Callable[[str, bool], None] | None = None, executor: Executor | None = None) -> None:
-        from cgbench.config.compose import Composer
+        from cgbench.config.compose import shared_composer
 
         self.jobs, self.out_dir, self.resume, self.on_done = jobs, out_dir, resume, on_done
         self.executor = executor if executor is not None else local_executor(jobs)
-        self._composer = Composer()
+        self._composer = shared_composer()
         self.ran = self.reused = 0
 
     def path(self, overrides: tuple[str, ...]) -> Path | None:

@@ -173,7 +173,7 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
     """Expand the sweep (the command line's axes, or a named sweep's axes with command-line axes
     replacing those of the same key) and compose and validate every point before anything runs.
     ``on_progress(done, total)`` is told after each composed point. Raises ConfigError naming the point."""
-    from cgbench.config.compose import Composer, check_override_keys, expand_sweep
+    from cgbench.config.compose import check_override_keys, expand_sweep, shared_composer
 
     given = list(overrides or [])
     check_override_keys(given)  # hydra.* (the old launcher settings) is refused here, naming the new spelling
@@ -191,7 +191,7 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
     if reps < 1:
         raise ConfigError(f"--repeat: must be >= 1, got {reps}")
 
-    composer = Composer()
+    composer = shared_composer()  # a point composed by an earlier command of this process is reused
     expanded = expand_sweep(sweep_args)
     if reps > 1:
         seeds = {o for p in expanded for o in p if override_key(o) == "seed"}

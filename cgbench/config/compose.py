@@ -46,8 +46,7 @@ from cgbench.safeio import require_cwd
 
 __all__ = ["GROUPS", "Composer", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",
            "expand_sweep", "group_options", "is_hydra_key", "known_keys", "load_config", "load_config_fresh",
-           "to_bench_config",
-           "user_config_dirs"]
+           "shared_composer", "to_bench_config", "user_config_dirs"]
 
 SCHEMA_NODE = "cgbench_schema"
 ConfigStore.instance().store(name=SCHEMA_NODE, node=BenchConfig)
@@ -256,9 +255,10 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
     ovr = list(overrides or [])
     with plugin_folders(config_dirs):
         try:
-            return _shared_composer(config_dirs).load(ovr)
-        except Exception:  # noqa: BLE001 - the error, or should the cached path be stricter, the config,
-            return _load_config(ovr, config_dirs)  # is always a fresh composition's
+            composer = shared_composer(config_dirs)
+        except ConfigError:  # a bad config folder: the error where a fresh composition gives it
+            return _load_config(ovr, config_dirs)
+        return composer.load(ovr)
 
 
 def load_config_fresh(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
@@ -271,16 +271,22 @@ def load_config_fresh(overrides: list[str] | None = None, *, config_dirs: Sequen
 # or removed YAML file anywhere on the search path (or another ``$CGBENCH_CONFIG_DIR``) starts a new
 # one. A command composes once, so this pays where one process composes many configs (advise's
 # re-checks, explain, the Python API, the test suite).
+# The few most recent states are kept (a process that alternates between config folders), each
+# state's key holding its files' signatures, so a stale one is never found again.
 _shared: dict[tuple, Composer] = {}
+_SHARED_STATES = 8
 
 
-def _shared_composer(config_dirs: Sequence[str | Path]) -> Composer:
+def shared_composer(config_dirs: Sequence[str | Path] = ()) -> Composer:
+    """The process's ``Composer`` for ``config_dirs`` and the config trees as they are now."""
     dirs = user_config_dirs(config_dirs)
     key = (tuple(config_dirs), tuple(dirs), yaml_tree_signature([config_dir(), *dirs]))
-    composer = _shared.get(key)
+    composer = _shared.pop(key, None)
     if composer is None:
-        _shared.clear()  # the trees changed: what an older one cached may be stale
-        composer = _shared[key] = Composer(config_dirs)
+        composer = Composer(config_dirs)
+        while len(_shared) >= _SHARED_STATES:
+            del _shared[next(iter(_shared))]  # the least recently used
+    _shared[key] = composer
     return composer
 
 
@@ -305,10 +311,18 @@ def _load_config(ovr: list[str], config_dirs: Sequence[str | Path]) -> BenchConf
 class _Base:
     """One set of group selections, composed: the tree Hydra would apply ``key=value`` overrides to,
     and (when no value anywhere in it is an interpolation) its typed config before path resolution
-    and validation, pickled, for overrides that only replace plain values."""
+    and validation, pickled, for overrides that only replace plain values; ``pristine``, the tree as
+    plain containers, tells whether a failed quick path left it changed."""
 
     tree: DictConfig
     frozen: bytes | None
+    pristine: typing.Any = None
+
+    def intact(self) -> bool:
+        try:
+            return OmegaConf.to_container(self.tree, resolve=False) == self.pristine
+        except Exception:  # noqa: BLE001 - a tree that cannot even be read back is not intact
+            return False
 
 
 class Composer:
@@ -342,21 +356,29 @@ class Composer:
         self.compositions = 0  # Hydra compositions so far (the cost this class saves)
 
     def load(self, overrides: Sequence[str]) -> BenchConfig:
+        ovr = list(overrides)
         with plugin_folders(self.config_dirs):
-            return self._load(list(overrides))
+            cfg = self._cached(ovr)
+            if cfg is None:
+                self.compositions += 1
+                cfg = _load_config(ovr, self.config_dirs)
+            return cfg
 
-    def _load(self, ovr: list[str]) -> BenchConfig:
+    def _cached(self, ovr: list[str]) -> BenchConfig | None:
+        """The config from the cached composition, or None where a fresh one must decide. The only
+        errors raised are those a fresh composition raises at the same step on the same input: its
+        first check (the keys), and the validation and unread-key checks of a config the quick path
+        built (equal to the fresh one); any other failure is left to the fresh composition."""
         check_override_keys(ovr)
         if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
-            self.compositions += 1
-            return _load_config(ovr, self.config_dirs)
+            return None
         model_keys = tuple(o for o in ovr if override_key(o) == "model" or override_key(o).startswith("model."))
-        if model_keys not in self._models_checked:  # what load_config checks before composing
-            check_model_file(ovr, self.config_dirs)
-            self._models_checked.add(model_keys)
         groups = tuple(o for o in ovr if override_key(o) in GROUPS)
         values = [o for o in ovr if override_key(o) not in GROUPS]
         try:
+            if model_keys not in self._models_checked:  # what load_config checks after composing
+                check_model_file(ovr, self.config_dirs)
+                self._models_checked.add(model_keys)
             base = self._base(groups)
             parsed = [self._parse(o) for o in values]
             bench = self._quick(base, parsed) if base.frozen is not None and all(map(_plain, parsed)) else None
@@ -364,18 +386,22 @@ class Composer:
                 tree = copy.deepcopy(base.tree)
                 _apply(tree, parsed)
                 OmegaConf.to_container(tree, resolve=True, throw_on_missing=True)
-                bench = to_bench_config(tree)
+                bench = to_bench_config(tree)  # checked by the conversion itself
+                quick = False
             else:
-                _resolve_paths(bench)
-                bench = validate_within_limits(bench)
-            fresh = is_plugin(bench.policy.name)  # a plug-in policy chosen by a config file: its section
-            if not fresh:
-                _check_read(bench, ovr)
-                return bench
-        except Exception:  # the canonical error (or, should a path here be stricter, the config)
-            self._bases.pop(groups, None)  # a failed update may have left the cached tree half-changed
-        self.compositions += 1
-        return _load_config(ovr, self.config_dirs)
+                quick = True
+        except Exception:  # noqa: BLE001 - the canonical error (or, should a path here be stricter, the config)
+            base = self._bases.get(groups)
+            if base is not None and not base.intact():  # a failed update left the cached tree changed
+                del self._bases[groups]
+            return None
+        if is_plugin(bench.policy.name):  # a plug-in policy chosen by a config file: its section
+            return None
+        if quick:  # the fresh composition's own checks, on the config it would build
+            _resolve_paths(bench)
+            bench = validate_within_limits(bench)
+        _check_read(bench, ovr)
+        return bench
 
     def _base(self, groups: tuple[str, ...]) -> _Base:
         base = self._bases.get(groups)
@@ -383,12 +409,13 @@ class Composer:
             self.compositions += 1
             tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
             frozen = None
-            if not _has_interpolation(OmegaConf.to_container(tree, resolve=False)):
+            pristine = OmegaConf.to_container(tree, resolve=False)
+            if not _has_interpolation(pristine):
                 try:
                     frozen = pickle.dumps(OmegaConf.to_object(tree))
                 except OmegaConfBaseException:  # a missing value that the overrides must supply
                     frozen = None
-            base = self._bases[groups] = _Base(tree, frozen)
+            base = self._bases[groups] = _Base(tree, frozen, pristine)
         return base
 
     def _parse(self, o: str):

@@ -82,3 +82,21 @@ def test_a_returned_config_is_the_callers_own():
     first = load_config(["seed=5"])
     first.engine.max_requests = 3  # a caller that edits its config does not edit the next one's
     assert load_config(["seed=5"]).engine.max_requests == load_config_fresh(["seed=5"]).engine.max_requests
+
+
+def test_a_bad_value_is_refused_from_the_cache_with_the_fresh_message(monkeypatch):
+    """A validation or unread-key error of a config the quick path built is the fresh composition's
+    own check on an equal config: no fresh composition is needed to give it."""
+    import cgbench.config.compose as compose
+
+    load_config(["seed=1"])  # a warm cache for the default selections
+    fresh_calls = []
+    real = compose._load_config
+    monkeypatch.setattr(compose, "_load_config", lambda *a: fresh_calls.append(a) or real(*a))
+    for bad in (["workload.num_requests=0"], ["policy.wait_timeout.iters=3"]):
+        with pytest.raises(ConfigError) as shared:
+            load_config(bad)
+        with pytest.raises(ConfigError) as fresh:
+            load_config_fresh(bad)
+        assert str(shared.value) == str(fresh.value)
+    assert len(fresh_calls) == 2  # the two load_config_fresh calls only
