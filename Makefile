@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 # set TORCH_SPEC (or install torch into the venv first: an importable torch is left alone).
 TORCH_SPEC ?= torch==2.13.0
 ARGS ?=
+# pytest with bytecode caching on even where the environment turns it off: its rewritten test modules
+# are then cached in __pycache__ (gitignored) and a second run skips about 6 s of rewriting per worker.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 .DEFAULT_GOAL := help
 
@@ -39,16 +42,21 @@ deps-check: $(VENV)/.dev ## Every module cgbench imports is declared in pyprojec
 	$(BIN)/deptry cgbench
 
 # worksteal: an idle worker takes queued tests from a busy one, so one long test does not leave a core idle.
-# The cluster tests (marked slurm) run in `make test-slurm`, which CI runs after this.
-test: $(VENV)/.dev ## Lint, then run the test suite (all but the cluster tests of make test-slurm)
+# Three tiers (tests/conftest.py): test-fast < test < test-all. The cluster tests (marked slurm) run in
+# `make test-slurm`, which CI runs after test-all.
+test: $(VENV)/.dev ## Lint, then every test but the end-to-end ones (marked e2e), each property at the quick depth (~90 s)
 	$(BIN)/ruff check cgbench tests scripts
-	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm"
+	$(PYTEST) -q -n 2 --dist worksteal -m "not e2e and not slurm" --hypothesis-profile=quick
 
-test-fast: $(VENV)/.dev ## The edit-run loop: tests not marked slow (no torch engine, processes, hostile inputs, sweeps, plots, advise, oracle searches)
-	$(BIN)/pytest -q -x -n 2 --dist worksteal -m "not slow"
+test-fast: $(VENV)/.dev ## The edit-run loop: the tests not marked slow or e2e, at the quick depth (~30 s)
+	$(PYTEST) -q -x -n 2 --dist worksteal -m "not slow and not e2e and not slurm" --hypothesis-profile=quick
+
+test-all: $(VENV)/.dev ## Lint, then the whole suite (all but the cluster tests of make test-slurm): what CI runs
+	$(BIN)/ruff check cgbench tests scripts
+	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm"
 
 test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
-	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
+	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
 
 # Debian's chromium package; as root, or through a password-less sudo. Never fails: without it the
 # browser tests skip and say why.
@@ -84,7 +92,7 @@ ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/
 	$(BIN)/cgbench compare results/baseline results/sweeps/ci-check $(if $(GITHUB_STEP_SUMMARY),--markdown "$(GITHUB_STEP_SUMMARY)")
 
 test-slurm: $(VENV)/.dev ## Cluster tests on the local SLURM (bash scripts/slurm-local.sh start first; skipped without it)
-	$(BIN)/pytest -q -rs -m slurm tests/analysis/test_slurm.py tests/analysis/test_executors.py
+	$(PYTEST) -q -rs -m slurm tests/analysis/test_slurm.py tests/analysis/test_executors.py
 
 gpu-check: ## On a GPU machine: GPU tests, a small real-engine sweep and calibration (scripts/gpu_check.sh)
 	bash scripts/gpu_check.sh
@@ -100,4 +108,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint deps-check browser test test-fast test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check browser test test-fast test-all test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

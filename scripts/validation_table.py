@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,12 +47,17 @@ BEGIN, END = "<!-- validation-table:begin -->", "<!-- validation-table:end -->"
 LINEAR_GEMMS = ("QKV projection", "output projection", "MLP up", "MLP down")
 
 
+@functools.cache  # each preset file is read once, however many rows price on it
+def _preset(group: str, name: str) -> dict:
+    return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
+
+
 def model(name: str) -> ModelConfig:
-    return ModelConfig(**yaml.safe_load((ROOT / "conf" / "model" / f"{name}.yaml").read_text()))
+    return ModelConfig(**_preset("model", name))
 
 
 def hardware(name: str, **changes: object) -> HardwareConfig:
-    hw = HardwareConfig(**yaml.safe_load((ROOT / "conf" / "hardware" / f"{name}.yaml").read_text()))
+    hw = HardwareConfig(**_preset("hardware", name))
     return dataclasses.replace(hw, **changes) if changes else hw
 
 

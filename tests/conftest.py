@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# Hypothesis profiles, chosen with hypothesis's own option `--hypothesis-profile=dev|ci|deep`; without it,
-# `ci` where CI is set, else `dev`. Every profile drops the per-example deadline (a simulation's time
-# depends on the machine's load, not on the code). `ci` derives its examples from each test's name
-# (reproducible verdicts); `dev` explores new examples on every run and keeps failures in .hypothesis/
-# to replay them; `deep` raises the engine-equality and invariant properties (those that size
-# themselves with tests.helpers.examples) to 4,000 examples each.
+# Hypothesis profiles, chosen with hypothesis's own option `--hypothesis-profile=quick|dev|ci|deep`;
+# without it, `ci` where CI is set, else `dev`. Every profile drops the per-example deadline (a
+# simulation's time depends on the machine's load, not on the code). `quick` (make test, make
+# test-fast) runs every property with at most QUICK_EXAMPLES examples; `dev` explores new examples on
+# every run and keeps failures in .hypothesis/ to replay them; `ci` (make test-all under CI) derives
+# its examples from each test's name (reproducible verdicts); `deep` raises the engine-equality and
+# invariant properties (those that stretch: tests.helpers.examples) to 4,000 examples each.
+QUICK_EXAMPLES = 20
 DEEP_EXAMPLES = 4000
+settings.register_profile("quick", deadline=None, max_examples=QUICK_EXAMPLES)
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("deep", deadline=None, max_examples=DEEP_EXAMPLES)
@@ -36,8 +39,10 @@ def _isolate_cwd(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
 
 
-# Slow modules carry `pytestmark = pytest.mark.slow` and slow single tests `@pytest.mark.slow`: the
-# edit-run loop (`make test-fast`) leaves them out, `make test` and CI run everything.
+# Three tiers, by marker (a module's `pytestmark`, or a test's own mark): unmarked tests are the edit-run
+# loop (`make test-fast`); `slow` ones (whole commands, sweeps, processes, property searches) join them
+# in `make test`; `e2e` ones (documents and figures regenerated, wheels installed, a browser, the CLI
+# fuzzer, fault injection, signals) run only in `make test-all`, which CI runs.
 
 
 def _strict_constant(name: str):

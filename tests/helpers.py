@@ -45,11 +45,16 @@ def run_engine(cfg: BenchConfig, reqs: list[RequestSpec], *, concurrency: int = 
     return eng, state
 
 
-def examples(default: int) -> int:
-    """A property's number of examples: ``default``, or the loaded profile's count when that is larger
-    (the deep profile of tests/conftest.py). An explicit ``max_examples`` overrides any profile, so the
-    properties that a deep run should stretch size themselves here."""
-    return max(default, settings().max_examples)
+def examples(default: int, *, stretch: bool = True) -> int:
+    """A property's number of examples. Under the quick profile (fewer than hypothesis's default of
+    100: ``make test`` and ``make test-fast``) at most the profile's count; otherwise ``default``, or,
+    where the property ``stretch``es, the loaded profile's count when that is larger (the deep
+    profile of tests/conftest.py). An explicit ``max_examples`` overrides any profile, so every
+    property sizes itself here."""
+    profile = settings().max_examples
+    if profile < settings.get_profile("default").max_examples:  # hypothesis's own default profile
+        return min(default, profile)
+    return max(default, profile) if stretch else default
 
 
 # a test that subclasses the engine in Python: possible only when the engine runs as plain Python

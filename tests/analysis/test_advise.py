@@ -36,8 +36,9 @@ from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape, match, validity_error
 from cgbench.pipeline import run_point
+from tests.helpers import examples
 
-pytestmark = pytest.mark.slow  # the end-to-end grid search
+pytestmark = pytest.mark.e2e  # the end-to-end grid search
 
 runner = CliRunner()
 HEADLINE = ["model=hybrid", "policy=budget"]  # the README's headline: hybrid, non-chunked, 512 requests at once
@@ -115,7 +116,7 @@ real_shapes = st.one_of(
 
 
 @pytest.mark.parametrize("goal", ["time", "coverage"])
-@settings(max_examples=40)
+@settings(max_examples=examples(40, stretch=False))
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=10), st.booleans(),
        st.booleans(), st.booleans(), st.integers(1, 6))
 def test_greedy_order_equals_a_naive_greedy(goal, items, strict, gating, gated, limit):
@@ -132,7 +133,7 @@ def test_greedy_order_equals_a_naive_greedy(goal, items, strict, gating, gated, 
     assert got == _naive_greedy(demand, pool, prices, strict, limit, fits, required, gated, goal)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, stretch=False))
 @given(st.lists(st.tuples(real_shapes, st.integers(1, 5)), min_size=1, max_size=8), st.booleans(),
        st.integers(1, 8))
 def test_the_coverage_greedy_serves_every_step_whenever_some_list_of_that_size_does(items, strict, limit):

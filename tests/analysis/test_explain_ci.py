@@ -17,7 +17,7 @@ from cgbench.analysis.sweep_plan import plan_sweep
 from cgbench.pipeline import build_engine, run_point
 from cgbench.results.deferrals import deferral_rows
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # explains every deferred request of the CI sweep
 
 
 class FirstDeferrals:

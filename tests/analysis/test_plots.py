@@ -29,7 +29,7 @@ from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
 from cgbench.results.document import write_json_atomic
 
-pytestmark = pytest.mark.slow  # end-to-end sweeps and figures
+pytestmark = pytest.mark.e2e  # end-to-end sweeps and figures
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

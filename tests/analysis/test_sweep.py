@@ -22,7 +22,7 @@ from cgbench.config.compose import load_config
 from cgbench.config.overrides import override_key
 from cgbench.pipeline import run_point
 
-pytestmark = pytest.mark.slow  # end-to-end sweeps
+pytestmark = pytest.mark.e2e  # end-to-end sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["workload=small"]

@@ -27,7 +27,7 @@ from cgbench.analysis.sweep_lock import LOCK_NAME
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
 
-pytestmark = pytest.mark.slow  # sweeps that start and kill processes
+pytestmark = pytest.mark.e2e  # sweeps that start and kill processes
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]

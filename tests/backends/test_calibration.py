@@ -42,7 +42,7 @@ from cgbench.cli.calibrate import calibrate_cmd
 from cgbench.config.compose import load_config
 from cgbench.grids.build import build_grid
 
-pytestmark = pytest.mark.slow  # measures on the torch engine
+pytestmark = pytest.mark.e2e  # measures on the torch engine
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["engine=small", "engine.max_requests=4", "engine.max_tokens=32", "engine.max_sequence_length=64"]

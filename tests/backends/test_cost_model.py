@@ -34,6 +34,7 @@ from cgbench.config.schema import (
     validate,
 )
 from cgbench.engine.contract import StepWork
+from tests.helpers import examples
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 MODELS = ("transformer", "hybrid", "tiny_transformer", "tiny_hybrid")
@@ -208,7 +209,8 @@ def work(shape: tuple[int, int, int, int], graph: tuple[int, int, int] | None) -
     return StepWork(t, p, d, t + cached * (p + d), graph)
 
 
-@settings(max_examples=150)
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@settings(max_examples=examples(150, stretch=False))
 @given(shapes, st.sampled_from(["transformer", "hybrid"]))
 def test_eager_costs_more_than_the_same_shape_graphed(shape, model_name) -> None:
     cost = _COST[model_name]
@@ -216,7 +218,7 @@ def test_eager_costs_more_than_the_same_shape_graphed(shape, model_name) -> None
     assert cost.step_time(work(shape, None)) > cost.step_time(work(shape, (t, p, d)))
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, stretch=False))
 @given(shapes, st.sampled_from(["transformer", "hybrid"]))
 def test_eager_and_graphed_differ_only_by_launch_overhead(shape, model_name) -> None:
     free = dataclasses.replace(_H100, kernel_launch_us=0.0, graph_launch_us=0.0, host_op_us=0.0, kernel_gap_us=0.0,
@@ -226,7 +228,7 @@ def test_eager_and_graphed_differ_only_by_launch_overhead(shape, model_name) -> 
     assert cost.step_time(work(shape, None)) == pytest.approx(cost.step_time(work(shape, (t, p, d))))
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, stretch=False))
 @given(shapes, st.integers(1, 512), st.sampled_from(["transformer", "hybrid"]), st.booleans())
 def test_monotone_in_prefill_tokens(shape, more, model_name, graphed) -> None:
     t, p, d, cached = shape
@@ -249,7 +251,7 @@ def test_monotone_in_decode_count(model_name: str, graphed: bool, padding: Eager
     assert all(b >= a for a, b in itertools.pairwise(mixed))
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150, stretch=False))
 @given(shapes, st.integers(0, 512), st.integers(0, 4), st.integers(0, 64),
        st.sampled_from(["transformer", "hybrid"]))
 def test_padded_graph_costs_at_least_the_exact_graph(shape, pad_t, pad_p, pad_d, model_name) -> None:
@@ -261,7 +263,7 @@ def test_padded_graph_costs_at_least_the_exact_graph(shape, pad_t, pad_p, pad_d,
     assert padded >= exact
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100, stretch=False))
 @given(shapes, st.sampled_from(["transformer", "hybrid"]), st.booleans())
 def test_tensor_parallel_lowers_the_kernel_time_and_adds_collectives(shape, model_name, graphed) -> None:
     t, p, d, _ = shape
@@ -411,7 +413,7 @@ def test_calibrated_exact_on_measured_points(fn) -> None:
             assert cost.step_time(w) == pytest.approx(pt.ms * 1e-3, rel=1e-12)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200, stretch=False))
 @given(st.integers(1, 6000), st.integers(0, 12), st.integers(0, 300), st.integers(0, 2_000_000),
        st.booleans())
 def test_calibrated_reproduces_linear_data_everywhere(t, p, d, ctx, eager) -> None:
@@ -425,7 +427,7 @@ def test_calibrated_reproduces_linear_data_everywhere(t, p, d, ctx, eager) -> No
 _LINEAR_COST = CalibratedCostModel(make_table(linear_ms))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200, stretch=False))
 @given(st.integers(1, 300), st.integers(0, 2_000_000), st.integers(1, 40), st.integers(0, 5000), st.booleans(),
        st.sampled_from([linear_ms, curved_ms]))
 def test_calibrated_stretch_paths_give_step_time_exactly(d, ctx, k, ctx_step, eager, fn) -> None:
@@ -648,7 +650,7 @@ def _max_formula(cost: RooflineCostModel, work: StepWork) -> float:
 
 
 @pytest.mark.slow  # an oracle comparison over 300 random steps
-@settings(max_examples=300)
+@settings(max_examples=examples(300, stretch=False))
 @given(name=st.sampled_from(MODELS + ("mamba_only",)), hw=st.sampled_from(HARDWARE), tp=st.sampled_from([1, 2]),
        padded=st.booleans(), d=st.integers(0, 300), p=st.integers(0, 8), extra=st.integers(0, 4000),
        ctx=st.integers(0, 10**6) | st.sampled_from([0, 1, 2**40]), graphed=st.booleans(),

@@ -38,6 +38,7 @@ from cgbench.cli.app import app
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 from cgbench.grids.lookup import Grid
+from tests.helpers import examples
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -139,7 +140,7 @@ shapes = st.builds(lambda p, d, extra, cached: (p + d + extra, p, d, cached),
                    ).filter(lambda s: s[1] + s[2] >= 1 and (s[1] > 0 or s[0] == s[2]))
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150, stretch=False))
 @given(shapes, st.sampled_from(sorted(_COSTS)), st.booleans())
 def test_breakdown_adds_up_to_step_time(shape, key, graphed) -> None:
     t, p, d, cached = shape
@@ -300,6 +301,7 @@ def test_cost_table_renders() -> None:
     assert r.exit_code == 0 and "mamba_scan" in r.stdout and "dispatch" in r.stdout
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 @pytest.mark.parametrize("args", [
     ["--shape", "1,2"], ["--shape", "a,b,c"], ["--shape", "0,0,1"], ["--shape", "5,0,4"], ["--shape", "2,2,1"],
     ["--shape", "1,0,1", "--context", "-5"], ["--shape", "1,0,1", "--format", "xml"],
@@ -313,6 +315,7 @@ def test_cost_bad_input_exits_2_with_one_line(args) -> None:
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_grid_shows_capture_cost() -> None:
     r = runner.invoke(app, ["grid", "model=hybrid", "cg=megatron", "--format", "json"])
     doc = json.loads(r.stdout)
@@ -341,6 +344,7 @@ def test_bad_hardware_key_on_the_command_line_exits_2() -> None:
     assert r.exit_code == 2 and "hardware.kernel_gap_us" in r.output
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_docs_validation_table_is_the_scripts_output() -> None:
     import importlib.util
 

@@ -19,6 +19,7 @@ from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.host_profiles import HOST_PROFILES, MEGATRON, host_profile
 from cgbench.config.schema import BenchConfig, ConfigError, HardwareConfig, ModelConfig, validate
 from cgbench.engine.contract import StepWork
+from tests.helpers import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,7 +162,7 @@ def test_padded_slot_cost_rejects_other_values() -> None:
 steps = st.tuples(st.integers(1, 4096), st.integers(0, 8), st.integers(0, 256), st.integers(0, 4000))
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120, stretch=False))
 @given(steps, st.sampled_from(["transformer", "hybrid"]), st.sampled_from(["a100", "h100"]),
        st.sampled_from(["full", "shared"]), st.integers(0, 512), st.integers(0, 8))
 def test_a_graphed_step_never_costs_less_than_its_real_gpu_work(step, name, hw, slots, pad_t, pad_r) -> None:
@@ -180,7 +181,7 @@ def test_a_graphed_step_never_costs_less_than_its_real_gpu_work(step, name, hw, 
     assert cost.step_time(StepWork(t, p, d, ctx, graph)) >= gpu_work
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80, stretch=False))
 @given(st.integers(1, 4096), st.integers(1, 8), st.integers(0, 64), st.integers(0, 8000),
        st.sampled_from(["transformer", "hybrid"]))
 def test_pricing_is_monotone_in_prefill_tokens_with_context(t, p, d, cached, name) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # starts and signals a process
+pytestmark = pytest.mark.e2e  # starts and signals a process
 
 ROOT = Path(__file__).resolve().parents[2]
 

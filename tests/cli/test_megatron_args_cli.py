@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -37,6 +38,7 @@ def test_a_typo_and_an_unmodelled_flag_exit_2_naming_both(tmp_path):
     assert "Traceback" not in r.output and not out.exists()
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_a_small_translated_run_runs(tmp_path):
     out = tmp_path / "r.json"
     r = runner.invoke(app, ["run", "--out", str(out), "--format", "json", "--megatron-args",

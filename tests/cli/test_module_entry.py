@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import cgbench.__main__
 from cgbench.cli import app
 
@@ -18,6 +20,7 @@ def test_the_module_calls_the_console_scripts_entry():
     assert cgbench.__main__.main is app.main
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_python_m_cgbench_prints_its_usage():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "cgbench", "run", "--help"], capture_output=True, text=True, env=env,

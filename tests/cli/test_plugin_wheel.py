@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "examples" / "plugins" / "defer_then_guard"
 STATE = ROOT / "tests" / "states" / "11_2_round1.json"
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # builds and installs wheels
 
 
 @pytest.fixture(scope="module")

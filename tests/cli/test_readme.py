@@ -16,7 +16,7 @@ from cgbench.cli.app import app
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 runner = CliRunner()
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # runs the README's commands
 
 
 def _block_after(heading: str) -> list[str]:

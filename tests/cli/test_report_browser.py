@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from cgbench.cli.app import app
 from tests.browser import find_chromium, open_page, pixel_spread, screenshot
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # a headless browser
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (install it: make browser, or "

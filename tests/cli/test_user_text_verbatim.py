@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from rich.table import Table
 from typer.testing import CliRunner
 
@@ -78,6 +79,7 @@ def test_an_override_value_with_markup_is_quoted_verbatim(tmp_path):
     _one_error_line(r, "engine.max_requests", "[b]:100:[/]")
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_grid_from_a_config_folder_whose_path_has_emoji_codes(tmp_path):
     folder = tmp_path / "x:100::smile:"  # (brackets in a search path: Hydra's override grammar refuses them)
     (folder / "cg").mkdir(parents=True)

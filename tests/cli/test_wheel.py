@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # builds and installs wheels
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from cgbench.config.schema import POLICIES, ConfigError
 from cgbench.engine.ep import EP_PREFILL, EP_PREFILL_OTHER, EPEngine
 from cgbench.pipeline import build_engine, run_point
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import make_cfg, specs
+from tests.helpers import examples, make_cfg, specs
 
 
 def _ep_cfg(k: int, dispatcher: str, *, routing: str = "least_loaded", policy: str = "megatron",
@@ -136,6 +136,7 @@ def test_config_ep_keys():
         load_config(["engine.ep_size=0"])
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("dispatcher", ["nccl", "nvls"])
 def test_ep8_runs_with_every_policy(policy, dispatcher):
@@ -165,7 +166,7 @@ def one_rank_workloads(draw):
             draw(st.sampled_from(["transformer", "hybrid"])), reqs)
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, stretch=False), suppress_health_check=[HealthCheck.too_slow])
 @given(one_rank_workloads())
 def test_a_lone_busy_rank_decides_like_a_single_rank_run(case):
     """A closed loop of one request at a time: least-loaded routing sends every request to rank 0 (all

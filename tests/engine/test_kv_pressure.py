@@ -13,7 +13,7 @@ from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Outcome, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
-from tests.helpers import make_cfg, needs_python_engine, run_engine, specs, tight_pools
+from tests.helpers import examples, make_cfg, needs_python_engine, run_engine, specs, tight_pools
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
 
@@ -230,7 +230,7 @@ def _recorder_class() -> type:
 
 @pytest.mark.slow  # 150 random engine runs, every round recorded
 @needs_python_engine
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150, stretch=False), suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_tight_pools_conserve_and_follow_the_order_rules(scenario):
     from cgbench.pipeline import build_engine, build_prefix_cache

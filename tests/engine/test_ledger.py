@@ -15,7 +15,7 @@ from cgbench.engine.invariants import LedgerError
 from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, INT_COLUMNS, UNFINISHED, Ledger
 from cgbench.engine.request import Outcome, Request
 from cgbench.workload.arrivals import RequestSpec
-from tests.helpers import make_cfg, run_engine
+from tests.helpers import examples, make_cfg, run_engine
 
 # values at and around every column width's limits, and the engine's -1 "not yet"
 EDGE_INTS = st.sampled_from([-1, 0, 1, 127, 128, -129, 2**15 - 1, 2**15, 2**31 - 1, 2**31, -(2**31) - 1,
@@ -62,7 +62,7 @@ def ledgers(draw, first_id: int = 0, step: int = 1):
 
 
 @pytest.mark.slow  # a property over random ledgers: make test runs it
-@settings(max_examples=150)
+@settings(max_examples=examples(150, stretch=False))
 @given(ledgers())
 def test_reading_gives_back_every_field_in_arrival_order(case):
     ledger, reqs, snapshot, _ = case
@@ -78,7 +78,7 @@ def test_reading_gives_back_every_field_in_arrival_order(case):
 
 
 @pytest.mark.slow  # a property over random ledgers: make test runs it
-@settings(max_examples=150)
+@settings(max_examples=examples(150, stretch=False))
 @given(ledgers())
 def test_columns_list_the_retired_then_the_live_requests(case):
     ledger, reqs, snapshot, order = case
@@ -144,7 +144,7 @@ def test_retiring_twice_or_too_early_and_terminal_live_requests_are_errors():
 
 
 @pytest.mark.slow  # a property over random ledgers: make test runs it
-@settings(max_examples=100)
+@settings(max_examples=examples(100, stretch=False))
 @given(ledgers(first_id=0, step=2), ledgers(first_id=1, step=2))
 def test_merged_ledgers_read_in_id_order(one, two):
     (l1, r1, s1, _), (l2, r2, s2, _) = one, two
@@ -172,6 +172,7 @@ def _live_request_objects() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is Request)
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_an_engine_run_lets_go_of_its_finished_requests():
     cfg = make_cfg(policy="megatron", max_requests=4, max_tokens=256, max_sequence_length=128)
     cfg = replace(cfg, engine=replace(cfg.engine, check_invariants=False))  # verify mode keeps them

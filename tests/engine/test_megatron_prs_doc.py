@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # about 90 simulator runs
+pytestmark = pytest.mark.e2e  # regenerates the doc tables: about 90 simulator runs
 
 ROOT = Path(__file__).resolve().parents[2]
 

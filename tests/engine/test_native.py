@@ -69,6 +69,7 @@ def _build_in(env_extra: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.e2e  # end to end: make test-all
 def test_pure_python_can_be_forced_and_the_label_says_so():
     assert _build_in({native.PURE_ENV: "1"}) == "python"
 
@@ -82,7 +83,7 @@ def test_the_result_document_records_the_build_that_ran():
     assert doc["environment"]["simulator_build"] in ("python", "mypyc")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_compiled_modules_type_check():
     """mypyc refuses code mypy rejects: keep the compiled set type-clean even where no build is made."""
     api = pytest.importorskip("mypy.api")
@@ -122,7 +123,7 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.skipif(native.stale_modules() != [], reason="no fresh compiled build (make native)")
 def test_the_compiled_build_gives_exactly_the_plain_python_results():
     def run(env_extra: dict[str, str]) -> str:

@@ -26,7 +26,7 @@ from cgbench.engine.replay import load_state, parse_state, replay_all, replay_ro
 from cgbench.grids.shapes import BatchShape, match
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import make_cfg
+from tests.helpers import examples, make_cfg
 
 STATES = Path(__file__).resolve().parents[1] / "states"
 
@@ -466,7 +466,7 @@ def random_states(draw):
             "chunked_request": chunked_req, "queue": queue}
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300, stretch=False), suppress_health_check=[HealthCheck.too_slow])
 @given(random_states())
 def test_megatron_budget_6675_and_cover_match_the_reference_pseudo_code(doc):
     try:
@@ -553,7 +553,7 @@ def run_and_snapshot(cfg, reqs):
 
 
 @pytest.mark.slow  # random engine runs, each replayed round by round
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, stretch=False), suppress_health_check=[HealthCheck.too_slow])
 @given(engine_runs())
 def test_replayed_round_equals_the_engine_round(run):
     cfg, reqs, rnd = run
@@ -586,6 +586,7 @@ def test_snapshot_round_trips_the_reference_trace():
 
 # -- the command line -------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_cli_json_one_policy():
     res = invoke(str(STATES / "11_2_round1.json"), "--policy", "megatron", "--format", "json")
     assert res.exit_code == 0, res.output

@@ -16,6 +16,7 @@ from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.megatron import exponential_sizes, linear_sizes, megatron_grid
 from cgbench.grids.shapes import MISS_REASONS, BatchShape, applicable, find_cg_chunk_size, match
+from tests.helpers import examples
 
 BS = BatchShape
 
@@ -380,7 +381,7 @@ def test_cap_below_decode_bound_is_an_error():
 # ---------------------------------------------------------------------------------------------
 # Invariants of the generator (random configurations)
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150, stretch=False))
 @given(tp=st.sampled_from([1, 2, 4, 8]), spec=st.sampled_from([0, 1, 3]),
        n=st.sampled_from([None, -1, 0, 1, 2, 4, 8, 16, 32]), R_mult=st.integers(1, 16),
        extra_tokens=st.integers(0, 4000), msl=st.integers(2, 5000),

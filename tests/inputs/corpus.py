@@ -6,7 +6,7 @@ runs every case through the real CLI and holds it to the rule for bad user input
 alarm) and a memory bound (peak RSS growth in process, or an address-space limit on a child).
 
 ``{name}`` in a line is the path of the bad file ``name`` (``bad_files``); paths never contain
-spaces. The sections after "special files" are the hostile part: slow, run by ``make test``."""
+spaces. The sections after "special files" are the hostile part: end to end, run by ``make test-all``."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ PLUGIN_FILES = {  # a folder each, holding this plugins.yaml (make_bad_files)
 class Case:
     line: str
     needles: tuple[str, ...]
-    slow: bool = False  # the hostile part: make test-fast leaves it out
+    slow: bool = False  # the hostile part: marked e2e (make test-all only)
     child: bool = False  # run in a child process under an address-space limit, not in process
 
 

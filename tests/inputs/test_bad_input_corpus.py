@@ -58,7 +58,7 @@ def _in_child(argv: list[str], cwd: Path):
 
 def _param(case: Case):
     return pytest.param(case, id=("child: " if case.child else "") + case.line[:70],
-                        marks=[pytest.mark.slow] if case.slow else [])
+                        marks=[pytest.mark.e2e] if case.slow else [])
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])

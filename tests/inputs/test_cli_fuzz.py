@@ -38,7 +38,7 @@ from tests.helpers import schema_errors
 from tests.inputs.corpus import files_under, folders_under, invoke_bounded, run_in_child
 from tests.inputs.fuzz_lines import ODD_TEXT, key_override, odd_path, overrides
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e  # the CLI fuzzer
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / "tests" / "states" / "11_2_round1.json"

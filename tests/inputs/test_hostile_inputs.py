@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from cgbench.cli.app import app
 from tests.inputs.corpus import IS_ROOT, SMALL, TIME_LIMIT_S, result_doc, run_in_child
 
-pytestmark = pytest.mark.slow  # processes, limits, full disks
+pytestmark = pytest.mark.e2e  # processes, limits, full disks
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]

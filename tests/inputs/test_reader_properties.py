@@ -28,6 +28,7 @@ from cgbench.engine.replay import load_state
 from cgbench.results.document import load_result
 from cgbench.safeio import read_json
 from cgbench.workload.trace import read_trace
+from tests.helpers import examples
 
 pytestmark = pytest.mark.slow  # a deep property search
 
@@ -44,7 +45,7 @@ scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value
 trees = st.recursive(scalars, lambda c: st.lists(c, max_size=4)
                      | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), c, max_size=5),
                      max_leaves=25)
-PROFILE = settings(max_examples=60, suppress_health_check=list(HealthCheck))
+PROFILE = settings(max_examples=examples(60, stretch=False), suppress_health_check=list(HealthCheck))
 
 
 def _swap(base: Any, data: st.DataObject) -> Any:
@@ -180,7 +181,7 @@ def _one_line_or_success(r) -> None:
             (r.exit_code, r.exception)
 
 
-@settings(max_examples=25, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25, stretch=False), suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cli_compare_on_mutated_results(bases, data):
     base = _write(_json(bases["result"]), "base.json")
@@ -188,7 +189,7 @@ def test_cli_compare_on_mutated_results(bases, data):
     _one_line_or_success(runner.invoke(app, ["compare", str(base), str(new)]))
 
 
-@settings(max_examples=25, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25, stretch=False), suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_cli_schedule_on_mutated_states(bases, data):
     _one_line_or_success(runner.invoke(app, ["schedule", str(_write(_json(_swap(bases["state"], data)),

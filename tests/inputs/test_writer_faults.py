@@ -28,7 +28,7 @@ from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
 from tests.inputs.corpus import SMALL
 
-pytestmark = pytest.mark.slow  # each case runs a command twice
+pytestmark = pytest.mark.e2e  # fault injection: each case runs a command twice
 
 runner = CliRunner()
 STEPS = ("open", "write", "fsync", "rename", "dirfsync")

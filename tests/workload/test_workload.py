@@ -40,6 +40,7 @@ from cgbench.workload.stream import (
     stream_rng,
     write_trace,
 )
+from tests.helpers import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((ROOT / "conf" / "workload").glob("*.yaml"))
@@ -202,7 +203,7 @@ dists = st.one_of(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60, stretch=False))
 @given(d=dists, lo=st.integers(1, 300), span=st.integers(0, 3000), seed=st.integers(0, 2**32))
 def test_every_distribution_stays_in_bounds(d, lo, span, seed):
     d = dataclasses.replace(d, min=lo, max=lo + span)
@@ -269,7 +270,7 @@ oracle_dists = st.one_of(
 
 
 @pytest.mark.slow  # an oracle comparison over 400 random draws
-@settings(max_examples=400)
+@settings(max_examples=examples(400, stretch=False))
 @given(d=oracle_dists, lo=st.integers(1, 300), span=st.integers(0, 5000) | st.sampled_from([2**52, 2**60]),
        seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6), wseed=st.integers(0, 99))
 def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
@@ -291,7 +292,7 @@ def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
     assert mine.getstate() == theirs.getstate()
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200, stretch=False))
 @given(process=st.sampled_from(["poisson", "gamma", "constant", "all_at_once"]),
        rate=st.floats(1e-3, 1e4) | st.integers(1, 100), burstiness=st.floats(0.05, 20),
        seed=st.integers(0, 2**64), cuts=st.lists(st.integers(0, 40), max_size=6))
@@ -392,7 +393,7 @@ def naive_due(specs: list[RequestSpec], returned: set[int], now: float) -> list[
     return sorted((s for s in specs if s.arrival_s <= now and s.id not in returned), key=lambda s: s.id)
 
 
-@settings(max_examples=80)
+@settings(max_examples=examples(80, stretch=False))
 @given(arrivals=st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 7.25]), min_size=0, max_size=25),
        queries=st.lists(st.floats(0, 10), max_size=10))
 def test_open_loop_stream_matches_naive_filter(arrivals, queries):
@@ -615,6 +616,7 @@ def test_all_expected_presets_exist():
     assert {"default", "chat", "rag", "decode_heavy", "bimodal", "burst", "small", "trace"} <= names
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 @pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
 def test_preset_loads_and_streams(path, monkeypatch):
     assert path.read_text().startswith("#"), "each preset starts with a comment saying what it models"
@@ -655,6 +657,7 @@ def test_preset_roles():
     assert p["trace"].trace == "examples/traces/small.jsonl"
 
 
+@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_chat_scales_to_20k_requests():
     w = dataclasses.replace(load_preset(ROOT / "conf" / "workload" / "chat.yaml"), num_requests=20_000)
     got = drain(make_stream(w, 0))
