@@ -368,6 +368,28 @@ def sweep_rows(r: dict, repeat: int) -> list[tuple[str, str, str]]:
     ]
 
 
+def compose_ms(repeat: int) -> dict[str, float]:
+    """Median ms of one ``load_config`` in a process that has composed before: a fresh Hydra composition
+    (``load_config_fresh``), the shared Composer with the same group selections and another value, and
+    a new set of group selections (one composition, then cached)."""
+    from cgbench.config.compose import load_config_fresh
+
+    def ms(fn, n: int) -> float:
+        times = []
+        for i in range(n):
+            t = time.perf_counter()
+            fn(i)
+            times.append((time.perf_counter() - t) * 1000)
+        return statistics.median(times)
+
+    load_config(["seed=0"])  # imports and the first composition out of the way
+    n = max(5, 5 * repeat)
+    return {"fresh": ms(lambda i: load_config_fresh([f"seed={i}"]), n),
+            "shared": ms(lambda i: load_config([f"seed={100 + i}"]), n),
+            "selections": ms(lambda i: load_config([f"workload.num_requests={8 + i}", "model=transformer",
+                                                    f"engine.max_requests={64 + i}"]), n)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20000)
@@ -378,6 +400,7 @@ def main() -> None:
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
     ap.add_argument("--sweeps", action="store_true", help="only: the sweep-overhead figures")
+    ap.add_argument("--compose", action="store_true", help="only: the time of one load_config, fresh and shared")
     ap.add_argument("--instructions", action="store_true",
                     help="only: instructions executed by a 2,000-request chat run, fast and oracle, per build "
                          "(valgrind; deterministic, for comparing code versions on a busy machine)")
@@ -396,6 +419,12 @@ def main() -> None:
         for row in sweep_rows(sweep_overhead(args.repeat), args.repeat):
             t.add_row(*row)
         console.print(t)
+        return
+    if args.compose:
+        c = compose_ms(args.repeat)
+        console.print(f"load_config, median ms: a fresh Hydra composition {c['fresh']:.1f}; the shared Composer, "
+                      f"the default group selections {c['shared']:.1f}; model=transformer (composed once, then "
+                      f"cached) {c['selections']:.1f}")
         return
     if args.advise:
         advise_s, verdict = advise_search_s(2000, 20, 2)
