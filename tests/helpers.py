@@ -209,3 +209,15 @@ def schema_errors(doc) -> tuple[str | None, list[str]]:
     SCHEMA_TALLY[kind] = SCHEMA_TALLY.get(kind, 0) + 1
     SCHEMA_TALLY["seconds"] = SCHEMA_TALLY.get("seconds", 0.0) + time.perf_counter() - t0
     return kind, [f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors]
+
+
+def one_error_line(result, *needles: str) -> str:
+    """A refused command's one line: exit code 2, no traceback, a single ``error: `` line on stderr
+    holding every one of ``needles``."""
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]

@@ -26,6 +26,7 @@ from cgbench.analysis.sweep import load_index, plan_sweep
 from cgbench.analysis.sweep_lock import LOCK_NAME
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
+from tests.helpers import one_error_line
 
 pytestmark = pytest.mark.e2e  # sweeps that start and kill processes
 
@@ -40,14 +41,6 @@ SLOW = ["workload=chat", "workload.num_requests=200000", "engine.oracle=true", "
 def _files(d: Path) -> set[Path]:
     return {p for p in d.rglob("*") if p.is_file() or p.is_symlink()} if d.exists() else set()
 
-
-def _one_error_line(r, needle: str) -> str:
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    err = r.stderr.strip()
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("error: ") and needle in err, err
-    return err
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -342,7 +335,7 @@ def test_a_running_index_whose_lock_is_held_is_running(tmp_path):
     try:
         assert load_index(out)["status"] == "running"
         r = _sweep("model=transformer", SMALL, "--resume", "--out", str(out))
-        _one_error_line(r, f"PID {os.getpid()}")
+        one_error_line(r, f"PID {os.getpid()}")
     finally:
         lock.release()
     assert load_index(out)["status"] == "interrupted"
@@ -376,14 +369,14 @@ def test_an_index_entry_outside_the_sweep_folder_is_refused(tmp_path, file, comm
     before = _files(tmp_path)
     argv = [command, str(out), str(out)] if command == "compare" else [command, str(out)]
     r = runner.invoke(app, argv)
-    _one_error_line(r, "points[0].file")
+    one_error_line(r, "points[0].file")
     assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize("name", ["..", "a/b", ".hidden", "-x", "n" * 300])
 def test_an_unsafe_sweep_name_is_refused(tmp_path, name):
     r = _sweep(f"sweep.name={name}", "model=transformer", SMALL, f"out_dir={tmp_path / 'results'}")
-    _one_error_line(r, "sweep.name")
+    one_error_line(r, "sweep.name")
     assert not (tmp_path / "results").exists()
 
 
@@ -466,5 +459,5 @@ def test_a_list_that_cannot_be_an_axis_is_refused(sweep_file, tmp_path, params, 
     with pytest.raises(ConfigError, match=needle):
         plan_sweep(["sweep=lst"])
     r = _sweep("sweep=lst", f"out_dir={tmp_path / 'results'}", "--dry-run")
-    _one_error_line(r, "sweep.params.model")
+    one_error_line(r, "sweep.params.model")
     assert not (tmp_path / "results").exists()

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 from cgbench.config.suggest import closest, with_suggestion
+from tests.helpers import one_error_line
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,13 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSING = ("run", "grid", "cost", "calibrate", "advise")
 TYPO_MODEL = "defaults:\n  - tiny_hybrid\n  - _self_\nname: mine\n\nhiden_size: 96\n"
 
-
-def _one_line(r) -> str:
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    return lines[0]
 
 
 @pytest.fixture
@@ -47,7 +41,7 @@ def test_every_composing_command_has_config_dir(command):
 def test_a_missing_config_dir_is_one_line_naming_the_option(command, tmp_path):
     r = runner.invoke(app, [command, "--config-dir", str(tmp_path / "nope"), *(
         ["--shape", "1,0,1"] if command == "cost" else ["--budget-graphs", "4"] if command == "advise" else [])])
-    assert f"--config-dir: {tmp_path / 'nope'}: no such folder" in _one_line(r)
+    assert f"--config-dir: {tmp_path / 'nope'}: no such folder" in one_error_line(r)
 
 
 @pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
@@ -74,10 +68,10 @@ def test_advise_reads_the_config_dir_in_its_candidate_runs(tree, tmp_path):
 @pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
 def test_a_mistyped_group_option_gets_the_nearest(tmp_path):
     # a policy name is the policy registry's to check (built-ins and installed plug-ins)
-    line = _one_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
+    line = one_error_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
     assert line.startswith("error: policy: 'defr' is not one of budget, cover, defer, megatron"), line
     assert line.endswith("did you mean defer?"), line
-    line = _one_line(runner.invoke(app, ["sweep", "model=hybrd,transformer", "--dry-run"]))
+    line = one_error_line(runner.invoke(app, ["sweep", "model=hybrd,transformer", "--dry-run"]))
     assert "did you mean model=hybrid?" in line
 
 
@@ -87,11 +81,11 @@ def test_a_typo_in_a_users_yaml_names_file_line_and_the_key_meant(tree, tmp_path
     for argv in (["run", "--config-dir", str(tree), "model=typo", f"out_dir={tmp_path / 'r'}"],
                  ["grid", "--config-dir", str(tree), "model=typo"],
                  ["cost", "--config-dir", str(tree), "model=typo", "--shape", "1,0,1"]):
-        line = _one_line(runner.invoke(app, argv))
+        line = one_error_line(runner.invoke(app, argv))
         assert line == ("error: conf/model/typo.yaml:6: hiden_size: not a key of model (ModelConfig); "
                         "did you mean hidden_size?"), line
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(tree))  # sweep: through the environment
-    line = _one_line(runner.invoke(app, ["sweep", "model=typo", "--dry-run"]))
+    line = one_error_line(runner.invoke(app, ["sweep", "model=typo", "--dry-run"]))
     assert "conf/model/typo.yaml:6: hiden_size" in line and "did you mean hidden_size?" in line
     assert not (tmp_path / "r").exists()
 
@@ -111,5 +105,5 @@ def test_a_failing_suggestion_never_loses_the_error_line(tmp_path, monkeypatch):
         raise RuntimeError("no suggestion today")
 
     monkeypatch.setattr(suggest, "with_suggestion", broken)
-    line = _one_line(runner.invoke(app, ["run", "model=hybrd", f"out_dir={tmp_path}"]))
+    line = one_error_line(runner.invoke(app, ["run", "model=hybrd", f"out_dir={tmp_path}"]))
     assert "Could not find 'model/hybrd'" in line and "did you mean" not in line

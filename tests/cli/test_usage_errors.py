@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from cgbench.cli.app import app
 from cgbench.cli.formats import FORMATS, TABLE_OR_JSON, check_format
 from cgbench.config.schema import ConfigError
+from tests.helpers import one_error_line
 
 runner = CliRunner()
 COMMANDS = ("run", "grid", "sweep", "compare", "plot", "schedule", "calibrate", "cost", "advise", "schema",
@@ -24,14 +25,9 @@ FORMAT_LINES = {
 
 
 def _one_line(r, *needles: str) -> str:
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    assert not any(mark in r.stderr for mark in BOX), r.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
+    line = one_error_line(r, *needles)
+    assert not any(mark in r.stderr for mark in BOX), r.stderr  # no Rich box around the error
+    return line
 
 
 def test_the_app_is_every_command():

@@ -14,21 +14,13 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 from cgbench.cli.console import make_console, print_error, print_warning, styled
+from tests.helpers import one_error_line
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "workload.num_requests=8"
 HOSTILE = "m[b]x:100::smile:[/]"  # a folder name: bold markup, two emoji codes, a closing tag
 
-
-def _one_error_line(r, *needles: str) -> str:
-    assert r.exit_code == 2, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def test_the_consoles_print_markup_and_emoji_codes_literally(capsys):
@@ -70,13 +62,13 @@ def test_an_invalid_trace_line_100_is_named_with_its_colons_not_an_emoji(tmp_pat
     good = (ROOT / "examples" / "traces" / "small.jsonl").read_text().splitlines()[0]
     trace.write_text("\n".join([good] * 99 + ["{not json"]) + "\n")
     r = runner.invoke(app, ["run", "workload=trace", f"workload.trace='{trace}'", f"out_dir={tmp_path / 'results'}"])
-    line = _one_error_line(r, f"{trace}:100", "invalid JSON")
+    line = one_error_line(r, f"{trace}:100", "invalid JSON")
     assert "💯" not in line and "😄" not in line
 
 
 def test_an_override_value_with_markup_is_quoted_verbatim(tmp_path):
     r = runner.invoke(app, ["run", "engine.max_requests='[b]:100:[/]'", f"out_dir={tmp_path}"])
-    _one_error_line(r, "engine.max_requests", "[b]:100:[/]")
+    one_error_line(r, "engine.max_requests", "[b]:100:[/]")
 
 
 @pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
@@ -89,7 +81,7 @@ def test_grid_from_a_config_folder_whose_path_has_emoji_codes(tmp_path):
     assert "Captured graphs" in r.stdout and "Capture cost" in r.stdout
     missing = tmp_path / "no[b]:smile:[/]"
     r = runner.invoke(app, ["grid", "--config-dir", str(missing)])
-    _one_error_line(r, f"--config-dir: {missing}: no such folder")
+    one_error_line(r, f"--config-dir: {missing}: no such folder")
 
 
 def test_schedule_names_a_state_file_with_markup_in_its_summary_and_errors(tmp_path):
@@ -103,7 +95,7 @@ def test_schedule_names_a_state_file_with_markup_in_its_summary_and_errors(tmp_p
     bad = folder / "bad[b]:100:.json"
     bad.write_text("{")
     r = runner.invoke(app, ["schedule", str(bad)])
-    _one_error_line(r, str(bad), "not valid JSON")
+    one_error_line(r, str(bad), "not valid JSON")
 
 
 def test_run_help_lists_a_users_option_named_like_markup_as_it_is(monkeypatch):

@@ -20,6 +20,7 @@ from cgbench.config.registry import plugins
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.pipeline import run_point
+from tests.helpers import one_error_line
 from tests.plugin_fixtures import ENTRY_POINTS, EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,13 +74,6 @@ def _run(tmp_path: Path, name: str, args: list[str]) -> dict:
     doc = json.loads(out.read_text())
     return {k: v for k, v in doc.items() if k not in PROVENANCE}
 
-
-def _one_error_line(r) -> str:
-    assert r.exit_code == 2, r.output
-    assert "Traceback" not in r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    return lines[0]
 
 
 @pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
@@ -177,7 +171,7 @@ def _same_but_provenance(a: dict, b: dict) -> bool:
 def test_a_name_both_an_entry_point_and_a_declaration_give_is_refused(tmp_path, monkeypatch):
     folder = _folder(tmp_path / "conf")
     _fake_entry_points(monkeypatch, {"grids": ("pow2_decode",)})
-    line = _one_error_line(runner.invoke(app, ["run", "workload.num_requests=8", "--config-dir", str(folder),
+    line = one_error_line(runner.invoke(app, ["run", "workload.num_requests=8", "--config-dir", str(folder),
                                                "--out", str(tmp_path / "x.json")]))
     assert "plug-in 'pow2_decode' is declared twice" in line and f"plugins.yaml in {folder}" in line
     assert "entry point cgbench.grids: cgbench_defer_then_guard:GRID" in line
@@ -186,12 +180,12 @@ def test_a_name_both_an_entry_point_and_a_declaration_give_is_refused(tmp_path, 
 
 def test_a_bad_declaration_is_one_line_naming_the_file(tmp_path):
     folder = _folder(tmp_path / "conf", "policies:\n  mine: {_target_: cgbench_defer_then_guard.POLICY}\n")
-    line = _one_error_line(runner.invoke(app, ["run", "policy=mine", "--config-dir", str(folder),
+    line = one_error_line(runner.invoke(app, ["run", "policy=mine", "--config-dir", str(folder),
                                                "--out", str(tmp_path / "x.json")]))
     assert line == (f"error: plug-in 'mine' (plugins.yaml in {folder}: _target_ cgbench_defer_then_guard.POLICY): "
                     "the entry's name is 'defer_then_guard', not the name plugins.yaml declares 'mine'")
     (folder / "plugins.yaml").write_text("policies:\n  mine: {_target_: cgbench_defer_then_guard.POLICY_}\n")
-    line = _one_error_line(runner.invoke(app, ["run", "policy=mine", "--config-dir", str(folder),
+    line = one_error_line(runner.invoke(app, ["run", "policy=mine", "--config-dir", str(folder),
                                                "--out", str(tmp_path / "x.json")]))
     assert "_target_ cgbench_defer_then_guard.POLICY_): failed to load:" in line  # the edited file is re-read
 

@@ -23,6 +23,7 @@ from cgbench.engine.replay import parse_state, state_from_engine
 from cgbench.pipeline import build_engine, run_point
 from cgbench.workload.stream import generate_requests
 from tests import plugin_fixtures
+from tests.helpers import one_error_line
 from tests.plugin_fixtures import example_plugin  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +35,6 @@ SMALL = ["workload=chat", "workload.num_requests=120", "engine.chunked_prefill=t
 AS_WAIT_TIMEOUT = ["policy=defer_then_guard", "policy.defer_then_guard.max_defers=50",
                    "policy.defer_then_guard.max_ratio=1e9"]
 
-
-def _one_error_line(r) -> str:
-    assert r.exit_code == 2, r.output
-    assert "Traceback" not in r.output
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    return lines[0]
 
 
 @pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
@@ -184,7 +178,7 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
     (["run", "policy=defer_then_gurd"], ("policy: 'defer_then_gurd' is not one of", "did you mean defer_then_guard")),
 ])
 def test_a_broken_plugin_or_a_bad_option_is_one_line_exit_2(tmp_path, args, needles):
-    line = _one_error_line(runner.invoke(app, [*args, "--out", str(tmp_path / "x.json")] if args[0] == "run"
+    line = one_error_line(runner.invoke(app, [*args, "--out", str(tmp_path / "x.json")] if args[0] == "run"
                                          else args))
     for needle in needles:
         assert needle in line, line
