@@ -210,9 +210,8 @@ class Engine:
                 self.arrive(spec)
             result = self.begin_round()
             if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
-                handoff = self.ctx.handoff
-                if handoff is not None and self.queue and handoff.release_all():
-                    continue  # nothing runs: the engine waits for the handoff pulls (handoff.py)
+                if self.await_pulls():
+                    continue  # a released slot may admit the head now
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -251,6 +250,14 @@ class Engine:
                              or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
             self.last_progress = self.step
         return result
+
+    def await_pulls(self) -> bool:
+        """The round left nothing to run: with requests queued, the engine waits for its handoff pulls
+        (``handoff.py``) rather than stepping, so every pinned slot is released. True if any was (a new
+        round may then admit). Every driver of an idle engine asks this: its own loop, an EP group
+        whose ranks are all idle, a DP unit."""
+        handoff = self.ctx.handoff
+        return handoff is not None and bool(self.queue) and handoff.release_all()
 
     @property
     def idle(self) -> bool:

@@ -96,6 +96,8 @@ class _Single:
 
     def begin_round(self) -> bool:
         self.result = self.core.begin_round()
+        if self.core.idle and self.core.await_pulls():  # as the engine's own loop: a released slot may admit
+            self.result = self.core.begin_round()
         return not self.core.idle
 
     def advance(self) -> tuple[str, str] | None:

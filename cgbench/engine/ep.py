@@ -142,8 +142,6 @@ class EPEngine:
                 ranks[i].arrive(spec)
                 self.rank_stats[i].requests_routed += 1
             if not self.begin_round():
-                if self._release_handoffs():
-                    continue  # nothing runs: the ranks wait for their handoff pulls (handoff.py)
                 nxt = self.stream.next_arrival_s()
                 if nxt is not None:
                     self.wait_until(nxt)
@@ -156,13 +154,6 @@ class EPEngine:
                 break
         return self._merged()
 
-    def _release_handoffs(self) -> bool:
-        """Every rank is idle: each rank with a queue and pinned handoff slots waits for their pulls, as
-        one engine does (``Engine`` run loop). True if any slot was released."""
-        released = [rank.ctx.handoff.release_all() for rank in self.ranks
-                    if rank.ctx.handoff is not None and rank.queue]
-        return any(released)
-
     def wait_until(self, t_s: float) -> None:
         """Nothing runs before ``t_s``: the system's clock (and every rank's) moves there, never back."""
         st = self.state
@@ -171,10 +162,14 @@ class EPEngine:
             rank.wait_until(t_s)
 
     def begin_round(self) -> bool:
-        """Every rank's scheduling round; True if any rank has a step to run (then ``advance``)."""
-        self._results = [rank.begin_round() for rank in self.ranks]
-        self._idle = [rank.idle for rank in self.ranks]
-        return not all(self._idle)
+        """Every rank's scheduling round; True if any rank has a step to run (then ``advance``). When
+        every rank is idle, each waits for its handoff pulls (``Engine.await_pulls``) and, if a slot
+        was released, the rounds run again."""
+        while True:
+            self._results = [rank.begin_round() for rank in self.ranks]
+            self._idle = [rank.idle for rank in self.ranks]
+            if not all(self._idle) or not any([rank.await_pulls() for rank in self.ranks]):  # every rank asked
+                return not all(self._idle)
 
     def advance(self) -> bool:
         """The lockstep step of the rounds ``begin_round`` ran; True if the run must stop."""

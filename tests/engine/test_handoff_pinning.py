@@ -63,13 +63,14 @@ def test_an_idle_engine_waits_for_the_pulls(oracle):
     assert [r.first_admit_step for r in state.requests] == [0, 0, 1]
 
 
-def test_idle_expert_parallel_ranks_wait_for_the_pulls_too():
-    """Under expert parallelism every rank idle with its slots pinned waits for the pulls as one engine
-    does, rather than stalling (found by the invariant property: max_requests 2, ep_size 2, 1-token
-    requests). Each rank admits two requests a round, so the four rounds of eight requests on two
-    ranks complete."""
-    cfg = _cfg(ep_size=2, handoff_release_steps=50)
-    eng, state = run_engine(cfg, specs(*[(1, 1)] * 8))
+@pytest.mark.parametrize("ranks", [dict(ep_size=2), dict(dp_size=2), dict(dp_size=2, ep_size=2)],
+                         ids=["ep2", "dp2", "dp2xep2"])
+def test_idle_parallel_ranks_wait_for_the_pulls_too(ranks):
+    """Under expert or data parallelism every idle rank with its slots pinned waits for the pulls as one
+    engine does, rather than stalling (found by the invariant property: max_requests 2, ep_size 2,
+    1-token requests). Each rank admits two requests a round, so the eight requests on two ranks are
+    admitted in two rounds."""
+    eng, state = run_engine(_cfg(handoff_release_steps=50, **ranks), specs(*[(1, 1)] * 8))
     assert state.outcome == "completed", state.diagnosis
     assert [r.first_admit_step for r in state.requests] == [0, 0, 0, 0, 1, 1, 1, 1]
 
