@@ -40,7 +40,8 @@ def _isolate_cwd(tmp_path, monkeypatch):
 
 
 # Three tiers, by marker (a module's `pytestmark`, or a test's own mark): unmarked tests are the edit-run
-# loop (`make test-fast`); `slow` ones (whole commands, sweeps, processes, property searches) join them
+# loop (`make test-fast`); `slow` ones (whole commands, processes, property searches, or any test over a
+# quarter of a second on a 2-core machine) join them
 # in `make test`; `e2e` ones (documents and figures regenerated, wheels installed, a browser, the CLI
 # fuzzer, fault injection, signals) run only in `make test-all`, which CI runs.
 

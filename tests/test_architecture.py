@@ -117,17 +117,17 @@ def _graph(*, module_level: bool) -> dict[str, set[str]]:
     return edges
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_no_import_cycles_at_module_level():
     assert _cycles(_graph(module_level=True)) == []
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_no_import_cycles_even_through_imports_inside_functions():
     assert _cycles(_graph(module_level=False)) == []
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_torch_is_imported_only_under_the_torch_backend():
     torch_home = "cgbench.backends.torch"
     offenders = []
@@ -140,7 +140,7 @@ def test_torch_is_imported_only_under_the_torch_backend():
     assert offenders == []
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_no_private_names_imported_across_modules_outside_the_engine_core():
     offenders = []
     for name, path in MODULES.items():
@@ -228,7 +228,7 @@ def upward_imports(sources: Mapping[str, str],
 SOURCES = {name: path.read_text() for name, path in MODULES.items()}
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_no_package_imports_from_a_package_below_it_in_the_diagram():
     assert upward_imports(SOURCES) == []
 
@@ -247,7 +247,7 @@ def test_the_allow_list_holds_only_imports_that_still_exist():
             assert packages <= imported, module
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("source", [
     "from cgbench.cli import app\n",
     "import cgbench.cli.app\n",
@@ -263,7 +263,7 @@ def test_the_checker_fails_on_a_deliberately_added_upward_import(source):
     assert len(found) == 1 and found[0].startswith("cgbench.engine.planted:"), found
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_checker_accepts_downward_and_same_package_imports():
     planted = dict(SOURCES)
     planted["cgbench.analysis.planted"] = ("from cgbench.engine.core import Engine\n"

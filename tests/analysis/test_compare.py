@@ -81,7 +81,7 @@ def _hybrid_megatron(d: Path) -> Path:
 # ---------------------------------------------------------------------------------------------- exit codes
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_identical_sweeps_pass(base, new, tmp_path):
     r = compare(base, new, "--markdown", tmp_path / "summary.md")
     assert r.exit_code == 0, r.output
@@ -90,7 +90,7 @@ def test_identical_sweeps_pass(base, new, tmp_path):
     assert md.startswith("## cgbench compare") and "**OK**" in md and "No metric changed." in md
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_rerun_of_the_same_sweep_passes(base, tmp_path):
     """Same config on the sim: every exact rule holds on an independent re-run."""
     run_sweep(plan_sweep(AXES, out_dir=tmp_path / "again"))
@@ -98,7 +98,7 @@ def test_a_rerun_of_the_same_sweep_passes(base, tmp_path):
     assert r.exit_code == 0, r.output
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("metric,delta", [("eager_step_fraction", 0.01), ("max_cg_wait_iters", 1)])
 def test_a_worse_metric_is_regressed(base, new, tmp_path, metric, delta):
     target = _hybrid_megatron(new)
@@ -288,7 +288,7 @@ def test_bad_options_exit_2(base, new, args, needle):
     assert needle in r.stderr and "Traceback" not in r.output
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_no_common_points_exits_2(base, tmp_path):
     run_sweep(plan_sweep(["model=hybrid", "policy=defer", "cg=dense", "workload=small"], out_dir=tmp_path / "other"))
     r = compare(base, tmp_path / "other")
@@ -337,7 +337,7 @@ def test_match_key_ignores_order_and_the_seed_unless_a_side_sets_seeds():
     assert match_key(repeat0, with_seed=True) == match_key(a, with_seed=True)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_repeated_base_matches_a_single_run_on_its_seed(tmp_path):
     axes = ["model=hybrid", "policy=megatron", "cg=sparse", "workload=small"]
     run_sweep(plan_sweep(axes, repeat=2, out_dir=tmp_path / "rep"))
@@ -425,7 +425,7 @@ def test_rules_that_contradict_the_registry_are_refused(tmp_path, text, needle):
 BASELINE = Path(__file__).resolve().parents[2] / "results" / "baseline"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_ci_gate_fails_when_a_point_of_the_baseline_is_missing(tmp_path):
     """`make ci-gate` compares results/baseline with a fresh sweep: a copy of the baseline passes,
     the same copy with one point removed (file and index entry) fails, naming the point."""
@@ -455,7 +455,7 @@ def test_the_ci_gate_runs_compare_on_the_baseline():
 # ---------------------------------------------------------------------------------------------- markdown
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_markdown_of_a_48_point_sweep_with_every_metric_changed_stays_bounded(tmp_path):
     """The CI baseline with every compared metric moved: the summary stays under 20 KB, worst first,
     each point's overrides once as a short label."""

@@ -32,7 +32,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_rule_set_change_is_a_changed_config_check_and_a_warning(runs):
     comp = compare_paths(runs["0.19.2"], runs["main"], load_rules(None))
     config = [d for d in comp.deltas if d.metric == "config.engine.megatron_rules"]
@@ -44,7 +44,7 @@ def test_a_rule_set_change_is_a_changed_config_check_and_a_warning(runs):
     assert "config.engine.megatron_rules" in res.output and "warning: config change" in res.output
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_same_rule_set_reports_no_config_change(runs):
     comp = compare_paths(runs["main"], runs["main"], load_rules(None))
     assert not [d for d in comp.deltas if d.metric.startswith("config.")] and not comp.warnings

@@ -33,7 +33,7 @@ def test_every_point_of_a_shipped_sweep_equals_a_fresh_composition(name):
         assert asdict(p.cfg) == asdict(fresh), p.overrides
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_one_hydra_composition_per_distinct_set_of_group_selections():
     composer = Composer()
     points = [["model=hybrid", "cg=dense", f"seed={s}", f"workload.num_requests={n}"]
@@ -45,7 +45,7 @@ def test_one_hydra_composition_per_distinct_set_of_group_selections():
     assert composer.compositions == 3
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [
     ["model=hybrid", "engine.max_requests=64", "engine.chunked_prefill=true", "slo.ttft_ms=250.5"],
     ["cg=explicit", "cg.graphs=[[8,1,0],[16,2,1]]", "cg.all_prefills=false", "cg.non_decode=true"],
@@ -57,7 +57,7 @@ def test_value_overrides_of_every_kind_equal_a_fresh_composition(overrides):
     assert asdict(Composer().load(overrides)) == asdict(load_config_fresh(overrides))
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [
     ["workload.num_requests=abc"],  # a type error from OmegaConf
     ["workload.num_requests=0"],  # a validation error from the schema
@@ -75,7 +75,7 @@ def test_a_bad_point_gives_the_fresh_compositions_error(overrides):
     assert str(fast.value) == str(fresh.value)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_user_option_with_its_own_defaults_list_equals_a_fresh_composition(tmp_path, monkeypatch):
     conf = tmp_path / "userconf"
     (conf / "model").mkdir(parents=True)
@@ -85,7 +85,7 @@ def test_a_user_option_with_its_own_defaults_list_equals_a_fresh_composition(tmp
         assert asdict(Composer().load(p)) == asdict(load_config_fresh(p)), p
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_interpolation_sees_the_overridden_value_as_in_a_fresh_composition(tmp_path, monkeypatch):
     """With an interpolation in the tree, a value override must reach what refers to it: such a
     tree takes Hydra's own path on a copy (the quick path would set one field only)."""
@@ -99,7 +99,7 @@ def test_an_interpolation_sees_the_overridden_value_as_in_a_fresh_composition(tm
     assert asdict(fast) == asdict(load_config_fresh(p))
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_quick_path_leaves_the_cached_composition_unchanged():
     composer = Composer()
     first = composer.load(["model=hybrid", "seed=7", "engine.chunked_prefill=true"])
@@ -109,7 +109,7 @@ def test_the_quick_path_leaves_the_cached_composition_unchanged():
     assert composer.compositions == 1
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_partial_model_file_is_refused_as_a_fresh_composition_refuses_it(tmp_path, monkeypatch):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "partial.yaml").write_text(

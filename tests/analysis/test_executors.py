@@ -43,7 +43,7 @@ def _point_tasks(folder: Path) -> list[Task]:
     return [*tasks, Task(99, (plan.points[0].cfg, plan.points[0].overrides, folder / "blocked"))]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_in_process_and_pool_report_the_same_outcomes_and_write_the_same_points(tmp_path):
     serial = _collect(InProcess(), execute_point, _point_tasks(tmp_path / "one"))
     pooled = _collect(LocalPool(2), execute_point, _point_tasks(tmp_path / "two"))
@@ -58,14 +58,14 @@ def test_in_process_and_pool_report_the_same_outcomes_and_write_the_same_points(
         assert one["metrics"] == two["metrics"] and one["config"] == two["config"], f.name
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_exception_of_any_type_is_the_tasks_error_in_one_line():
     got = _collect(LocalPool(2), operator.truediv, [Task(0, (6, 3)), Task(1, (1, 0))])
     assert got[0] == Outcome(0, 2.0, wall_s=got[0].wall_s)
     assert got[1].error == "ZeroDivisionError: division by zero" and not got[1].missing
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_worker_that_dies_fails_its_tasks_and_the_rest_without_stopping_the_caller():
     pool = LocalPool(2)
     got: dict[int, Outcome] = {}

@@ -4,27 +4,19 @@ from the sweep they are handed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "baseline"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("cgbench_plot_figures", ROOT / "scripts" / "plot_figures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_the_readme_ci_caption_is_what_the_baseline_gives():
-    script = _script()
+    script = load_script("plot_figures")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert script.caption_in(readme, "ci_longest_wait") == script.ci_caption(BASELINE), (
         "README's ci_longest_wait caption is stale: run python scripts/plot_figures.py --captions-only")
@@ -38,7 +30,7 @@ def test_the_readme_ci_caption_is_what_the_baseline_gives():
 
 def test_a_changed_wait_changes_the_caption(tmp_path):
     """The check above can fail: one point's longest wait changed gives another caption."""
-    script = _script()
+    script = load_script("plot_figures")
     changed = tmp_path / "baseline"
     changed.mkdir()
     index = json.loads((BASELINE / "sweep.json").read_text())
@@ -51,7 +43,7 @@ def test_a_changed_wait_changes_the_caption(tmp_path):
 
 
 def test_the_rate_caption_names_each_grids_maximum_sustainable_rates(tmp_path):
-    script = _script()
+    script = load_script("plot_figures")
     ttft = {("megatron", "budget"): [50, 60, 900, 3000], ("megatron", "defer"): [50, 60, 900, 3000],
             ("sparse", "budget"): [200, 1200, 5000, 9000], ("sparse", "pad_guard"): [40, 50, 60, 2000]}
     points = []

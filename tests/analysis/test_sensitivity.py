@@ -61,7 +61,7 @@ def test_timed_arrivals_are_rerun_and_say_why():
     assert rerun.evaluate(moved) == decision(simulate(moved))
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 @settings(max_examples=examples(25, stretch=False), deadline=None)
 @given(point=st.floats(0.01, 50.0), key=st.sampled_from([p.key for p in UNCERTAIN if not p.choices]))
 def test_every_range_contains_its_point(point, key):
@@ -152,7 +152,7 @@ def test_cli_sensitivity_refusal_is_one_line(tmp_path):
     assert "nothing to compare" in res.output and not out.exists()
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_sweep_sensitivity_adds_the_block_and_leaves_the_metrics(tmp_path):
     args = ["sweep", "model=hybrid", "policy=defer,megatron", "workload.num_requests=24"]
     plain = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "plain")])
@@ -168,7 +168,7 @@ def test_sweep_sensitivity_adds_the_block_and_leaves_the_metrics(tmp_path):
         assert a["metrics"] == b["metrics"]
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
     res = CliRunner().invoke(app, ["sweep", "cg=none,dense", "policy=budget", "workload.num_requests=8",
                                    "--sensitivity", "--out", str(tmp_path / "s")])
@@ -176,7 +176,7 @@ def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_advise_sensitivity_prices_the_recommendation_against_the_default_grid(tmp_path):
     out = tmp_path / "advise"
     res = CliRunner().invoke(app, ["advise", "model=hybrid", "policy=budget", "workload.num_requests=48",

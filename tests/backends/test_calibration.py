@@ -8,7 +8,6 @@ the padded step computed eagerly); the GPU check's helper runs its sweep and sum
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import statistics
@@ -41,6 +40,7 @@ from cgbench.backends.torch.calibration import (
 from cgbench.cli.calibrate import calibrate_cmd
 from cgbench.config.compose import load_config
 from cgbench.grids.build import build_grid
+from tests.helpers import load_script
 
 pytestmark = pytest.mark.e2e  # measures on the torch engine
 
@@ -52,14 +52,8 @@ app.command()(calibrate_cmd)
 cli = CliRunner()
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
-
-gpu_check = _load_script()
+gpu_check = load_script("gpu_check")
 
 
 @pytest.fixture

@@ -209,7 +209,7 @@ def work(shape: tuple[int, int, int, int], graph: tuple[int, int, int] | None) -
     return StepWork(t, p, d, t + cached * (p + d), graph)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @settings(max_examples=examples(150, stretch=False))
 @given(shapes, st.sampled_from(["transformer", "hybrid"]))
 def test_eager_costs_more_than_the_same_shape_graphed(shape, model_name) -> None:

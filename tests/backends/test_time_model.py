@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,7 @@ from cgbench.cli.app import app
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 from cgbench.grids.lookup import Grid
-from tests.helpers import examples
+from tests.helpers import examples, load_script
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -301,7 +300,7 @@ def test_cost_table_renders() -> None:
     assert r.exit_code == 0 and "mamba_scan" in r.stdout and "dispatch" in r.stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["--shape", "1,2"], ["--shape", "a,b,c"], ["--shape", "0,0,1"], ["--shape", "5,0,4"], ["--shape", "2,2,1"],
     ["--shape", "1,0,1", "--context", "-5"], ["--shape", "1,0,1", "--format", "xml"],
@@ -315,7 +314,7 @@ def test_cost_bad_input_exits_2_with_one_line(args) -> None:
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_grid_shows_capture_cost() -> None:
     r = runner.invoke(app, ["grid", "model=hybrid", "cg=megatron", "--format", "json"])
     doc = json.loads(r.stdout)
@@ -344,15 +343,10 @@ def test_bad_hardware_key_on_the_command_line_exits_2() -> None:
     assert r.exit_code == 2 and "hardware.kernel_gap_us" in r.output
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_docs_validation_table_is_the_scripts_output() -> None:
-    import importlib.util
-
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("validation_table", root / "scripts" / "validation_table.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script  # its dataclasses look their module up
-    spec.loader.exec_module(script)
+    script = load_script("validation_table")
     doc = (root / "docs" / "cost-model.md").read_text()
     block = doc.split(script.BEGIN, 1)[1].split(script.END, 1)[0].strip()
     assert block == script.table(), "regenerate it: python scripts/validation_table.py --write"

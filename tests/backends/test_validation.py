@@ -4,9 +4,7 @@ issue 29), and hand-computed cases of its collectives, host profiles and padded-
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,20 +17,13 @@ from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.host_profiles import HOST_PROFILES, MEGATRON, host_profile
 from cgbench.config.schema import BenchConfig, ConfigError, HardwareConfig, ModelConfig, validate
 from cgbench.engine.contract import StepWork
-from tests.helpers import examples
+from tests.helpers import examples, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("validation_table", ROOT / "scripts" / "validation_table.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
-
-VALIDATION = _script()
+VALIDATION = load_script("validation_table")
 ROWS = list(VALIDATION.rows())
 
 

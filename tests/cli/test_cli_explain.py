@@ -61,7 +61,7 @@ def test_explain_json_and_the_saved_state_replay_the_same_round(run_file, tmp_pa
     assert again == got["decision"]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_explain_a_step_names_the_request_it_deferred(run_file):
     r = runner.invoke(app, ["explain", str(run_file), "--step", "11", "--format", "json"])
     assert r.exit_code == 0, r.output
@@ -73,7 +73,7 @@ def test_explain_a_step_names_the_request_it_deferred(run_file):
     assert r.exit_code == 0 and "no request was deferred in this round" in r.stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_refusals(run_file, tmp_path):
     assert "request 3 was never deferred" in _refused([str(run_file), "--request", "3"])
     assert "out of range: the run has requests 0 to 299" in _refused([str(run_file), "--request", "300"])

@@ -24,7 +24,7 @@ def test_version_and_help():
         assert r.exit_code == 0 and "Usage" in r.stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_run_writes_result_json(tmp_path):
     out = tmp_path / "r.json"
     r = runner.invoke(app, ["run", "model=hybrid", "cg=dense", *SMALL, "--out", str(out), "--trace", "--requests"])
@@ -51,7 +51,7 @@ def test_run_default_path_and_determinism(tmp_path):
     assert json.dumps(docs[0]["graph_usage"]) == json.dumps(docs[1]["graph_usage"])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("override", ["cg.num_cuda_graphs=abc", "cg.kind=nope", "engine.max_tokens=-1"])
 def test_bad_override_exit_2_one_line(override, tmp_path):
     out = tmp_path / "r.json"
@@ -76,7 +76,7 @@ def test_grid_table():
     assert r.exit_code == 0 and "decode-only" in r.stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_sim_path_never_imports_torch():
     code = ("import sys; from cgbench.config.compose import load_config; from cgbench.pipeline import run_point; "
             "from cgbench import cli; run_point(load_config(['workload.num_requests=20']), []); "
@@ -85,7 +85,7 @@ def test_sim_path_never_imports_torch():
     assert out.stdout.strip() == "False"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["default", "chat", "rag", "decode_heavy", "bimodal", "burst", "small", "trace"])
 def test_every_workload_preset_runs_with_time_metrics(preset, tmp_path):
     out = tmp_path / "r.json"

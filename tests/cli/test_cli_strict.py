@@ -75,7 +75,7 @@ def test_same_config_twice_never_collides(tmp_path):
     assert len(list((tmp_path / "runs").glob("*.json"))) == 2
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_formats_carry_the_same_numbers(tmp_path):
     base = ["run", SMALL, "policy=budget", f"out_dir={tmp_path}"]
     js = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
@@ -100,7 +100,7 @@ def test_table_numbers_integers_and_percentages(dense_run):
     assert frac.rstrip().endswith(f"{100 * m['padded_token_fraction']:.2f}%")
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_cfg_job_and_all_print_the_config_and_write_nothing(tmp_path):
     r = runner.invoke(app, ["run", "cg=dense", f"out_dir={tmp_path}", "--cfg", "job"])
     assert r.exit_code == 0 and "sizes_per_octave: 3" in r.stdout and "hydra:" not in r.stdout
@@ -119,7 +119,7 @@ def test_help_short_flag_groups_and_completion():
     assert "--install-completion" in runner.invoke(app, ["--help"]).stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_own_config_dir_adds_an_option_without_forking(tmp_path, monkeypatch):
     own = tmp_path / "myconf"
     (own / "model").mkdir(parents=True)
@@ -149,7 +149,7 @@ def test_schedule_markdown_and_csv():
     assert r.exit_code == 0 and "| step | megatron (gating) |" in r.stdout
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_grid_csv_and_markdown_list_the_stored_order():
     js = json.loads(runner.invoke(app, ["grid", "cg=sparse", "--format", "json"]).stdout)
     rows = list(csv.reader(io.StringIO(runner.invoke(app, ["grid", "cg=sparse", "--format", "csv"]).stdout)))
@@ -162,7 +162,7 @@ def test_grid_csv_and_markdown_list_the_stored_order():
 # Health flags
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_serialised_gating_is_flagged_with_its_schedule_state(tmp_path):
     """defer + a sparse grid + chunked prefill serialises a chat workload: the run completes, every
     request is served one at a time. The run says so, names the state that shows it, and compares

@@ -44,14 +44,14 @@ def test_a_missing_config_dir_is_one_line_naming_the_option(command, tmp_path):
     assert f"--config-dir: {tmp_path / 'nope'}: no such folder" in one_error_line(r)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_cost_prices_a_model_from_a_config_dir(tree):
     r = runner.invoke(app, ["cost", "--config-dir", str(tree), "model=wide", "--shape", "1,0,1", "--format", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["model"] == "wide"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_advise_reads_the_config_dir_in_its_candidate_runs(tree, tmp_path):
     import os
 
@@ -65,7 +65,7 @@ def test_advise_reads_the_config_dir_in_its_candidate_runs(tree, tmp_path):
     assert os.environ.get("CGBENCH_CONFIG_DIR") == before  # extended for the command only
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_mistyped_group_option_gets_the_nearest(tmp_path):
     # a policy name is the policy registry's to check (built-ins and installed plug-ins)
     line = one_error_line(runner.invoke(app, ["run", "policy=defr", f"out_dir={tmp_path}"]))
@@ -75,7 +75,7 @@ def test_a_mistyped_group_option_gets_the_nearest(tmp_path):
     assert "did you mean model=hybrid?" in line
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_typo_in_a_users_yaml_names_file_line_and_the_key_meant(tree, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for argv in (["run", "--config-dir", str(tree), "model=typo", f"out_dir={tmp_path / 'r'}"],

@@ -38,7 +38,7 @@ def test_a_typo_and_an_unmodelled_flag_exit_2_naming_both(tmp_path):
     assert "Traceback" not in r.output and not out.exists()
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_small_translated_run_runs(tmp_path):
     out = tmp_path / "r.json"
     r = runner.invoke(app, ["run", "--out", str(out), "--format", "json", "--megatron-args",

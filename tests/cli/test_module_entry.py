@@ -20,7 +20,7 @@ def test_the_module_calls_the_console_scripts_entry():
     assert cgbench.__main__.main is app.main
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_python_m_cgbench_prints_its_usage():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "cgbench", "run", "--help"], capture_output=True, text=True, env=env,

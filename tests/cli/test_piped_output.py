@@ -37,7 +37,7 @@ def test_help_is_never_truncated_when_not_a_terminal(command, monkeypatch):
         assert RUN_OUT_DEFAULT in r.stdout
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_help_through_a_pipe_is_whole():
     p = subprocess.run([sys.executable, "-m", "cgbench", "run", "--help"], capture_output=True,
                        text=True, env=_env(), timeout=120)
@@ -61,7 +61,7 @@ def test_a_long_path_line_is_not_wrapped_on_a_narrow_console(capsys):
     assert capsys.readouterr().out == f"use hardware.host_calibration={path}\n"
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_calibrate_host_prints_its_hint_on_one_line_through_a_pipe(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / ("d" * 120) / "host_calibration.json"

@@ -97,7 +97,7 @@ def no_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_run_report_holds_its_headline_flags_and_graph_usage(run_file, tmp_path):
     pytest.importorskip("matplotlib")
     doc = json.loads(run_file.read_text())
@@ -118,7 +118,7 @@ def test_a_run_report_holds_its_headline_flags_and_graph_usage(run_file, tmp_pat
         assert f"<h2>{h}</h2>" in text
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_page_loads_nothing_from_outside(run_file, tmp_path):
     page, text = _report(run_file, tmp_path / "run.html")
     assert page.links and all(link.startswith(("data:image/png;base64,", "#")) for link in page.links)
@@ -126,7 +126,7 @@ def test_the_page_loads_nothing_from_outside(run_file, tmp_path):
     assert page.scripts == 1  # the table sorting, inline
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_user_text_is_escaped_everywhere(run_file, tmp_path):
     doc = json.loads(run_file.read_text())
     evil = "<script>alert(1)</script>&<b>"
@@ -172,7 +172,7 @@ def test_a_sweep_report_has_a_row_per_point_and_every_flag(tmp_path, no_matplotl
         assert f"<h2>{h}</h2>" in text
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_advise_report_ranks_every_candidate(tmp_path):
     out = tmp_path / "adv"
     r = runner.invoke(app, ["advise", "model=hybrid", "policy=budget", "workload.num_requests=64",
@@ -188,7 +188,7 @@ def test_an_advise_report_ranks_every_candidate(tmp_path):
     assert re.search(r"<h2>Robustness</h2>", text)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_report_replaces_an_earlier_report_but_never_its_input(run_file, tmp_path):
     out = tmp_path / "run.html"
     out.write_text("old")

@@ -41,7 +41,7 @@ def _sweep_point(out: Path, policy: str) -> dict:
     return json.loads((out / entry["file"]).read_text())
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_sweep_point_and_a_run_of_its_config_carry_the_same_document(tmp_path):
     out = tmp_path / "sweep"
     r = runner.invoke(app, ["sweep", "policy=defer,budget", *SERIALISED, "--jobs", "1", "--out", str(out)])
@@ -61,7 +61,7 @@ def test_a_sweep_point_and_a_run_of_its_config_carry_the_same_document(tmp_path)
     assert not any(key in w for w in point["warnings"] for key in RUN_ONLY_FLAG_FIELDS)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_no_gating_point_has_no_collapse_to_report(tmp_path):
     out = tmp_path / "sweep"
     r = runner.invoke(app, ["sweep", "policy=defer,budget", *SERIALISED, "--out", str(out)])

@@ -71,7 +71,7 @@ def test_an_override_value_with_markup_is_quoted_verbatim(tmp_path):
     one_error_line(r, "engine.max_requests", "[b]:100:[/]")
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_grid_from_a_config_folder_whose_path_has_emoji_codes(tmp_path):
     folder = tmp_path / "x:100::smile:"  # (brackets in a search path: Hydra's override grammar refuses them)
     (folder / "cg").mkdir(parents=True)

@@ -13,7 +13,7 @@ def test_every_group_has_options(group):
     assert group_options(group), f"conf/{group}/ is empty"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in group_options(g)])
 def test_every_option_composes(group, option):
     cfg = load_config([f"{group}={option}"])
@@ -28,7 +28,7 @@ def test_defaults_are_the_documented_job():
     assert (cfg.engine.max_requests, cfg.engine.max_tokens, cfg.engine.max_sequence_length) == (256, 16384, 2560)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("override,needle", [
     ("cg.num_cuda_graphs=abc", "cg.num_cuda_graphs"),
     ("cg.kind=nope", "cg.kind"),
@@ -93,7 +93,7 @@ def test_every_unread_key_is_a_schema_key():
             assert key in keys, key
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_chosen_options_read_their_own_keys():
     """No preset's own keys are flagged as unread under that preset (a rule would refuse them)."""
     from cgbench.config.schema import unread_keys

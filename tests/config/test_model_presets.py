@@ -23,7 +23,7 @@ ALL_FIELDS = ("name", "kind", "layer_pattern", "pattern_repeat", "hidden_size", 
               "mamba_state_dim", "mamba_num_groups", "mamba_conv_kernel", "dtype_bytes", "gated_mlp")
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("name", group_options("model"))
 def test_every_shipped_preset_states_what_its_layers_use_and_cites_a_source(name):
     path = config_dir() / "model" / f"{name}.yaml"
@@ -67,7 +67,7 @@ PARTIAL = ("name: part\nkind: transformer\nlayer_pattern: '*-'\npattern_repeat: 
            "num_attention_heads: 4\nnum_kv_heads: 2\nhead_dim: 16\nvocab_size: 256\ndtype_bytes: 2\n")
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_partial_model_file_is_refused_with_what_is_missing(tmp_path):
     conf = _user_model(tmp_path, PARTIAL + "gated_mlp: null\n")
     r = runner.invoke(app, ["run", "--config-dir", str(conf), "model=part", "--cfg", "job"])
@@ -85,7 +85,7 @@ def test_a_file_that_inherits_from_a_preset_states_what_the_preset_states(tmp_pa
     assert cfg.model.ffn_hidden_size == 16384 and cfg.model.mamba_state_dim == 128
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_mamba_free_file_needs_no_mamba_fields(tmp_path):
     conf = _user_model(tmp_path, PARTIAL + "ffn_hidden_size: 128\ngated_mlp: true\n")
     assert load_config(["model=part"], config_dirs=[conf]).model.kind == "transformer"

@@ -76,7 +76,7 @@ def _run(tmp_path: Path, name: str, args: list[str]) -> dict:
 
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_run_sees_the_declared_entries_and_gives_the_documents_the_entry_points_give(tmp_path, monkeypatch):
     folder = _folder(tmp_path / "conf")
     declared = _run(tmp_path, "declared", [*ALL_THREE, "--config-dir", str(folder)])
@@ -102,7 +102,7 @@ def _sweep(tmp_path: Path, folder: Path, jobs: int) -> dict[str, dict]:
                                         if k not in PROVENANCE} for p in index["points"]}
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_a_sweep_loads_the_declared_entries_in_process_and_in_worker_processes(tmp_path):
     folder = _folder(tmp_path / "conf")
     in_process, pool = _sweep(tmp_path, folder, 1), _sweep(tmp_path, folder, 2)
@@ -128,7 +128,7 @@ def test_schedule_sees_the_declared_policy_through_its_option_and_the_environmen
     assert any(line.startswith("cg=pow2_from8 (plug-in grid kind") for line in plugin_help())
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_advise_sees_the_declared_policy(tmp_path):
     folder = _folder(tmp_path / "conf")
     r = runner.invoke(app, ["advise", "policy=defer_then_guard", "workload.num_requests=8", "--budget-graphs", "8",
@@ -138,7 +138,7 @@ def test_advise_sees_the_declared_policy(tmp_path):
     assert "policy=defer_then_guard" in json.dumps(doc)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_what_a_name_means_follows_the_folders_in_effect(tmp_path):
     eight = _folder(tmp_path / "a", "grids:\n  pow2_x: {_target_: cgbench_defer_then_guard.pow2_decode_kind, "
                                     "name: pow2_x, smallest: 8}\n")

@@ -37,7 +37,7 @@ AS_WAIT_TIMEOUT = ["policy=defer_then_guard", "policy.defer_then_guard.max_defer
 
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_plugin_policy_runs_through_its_protocol_and_agrees_with_the_built_in_it_mirrors():
     cfg = load_config(AS_WAIT_TIMEOUT + SMALL)
     engine = build_engine(cfg)
@@ -51,7 +51,7 @@ def test_the_plugin_policy_runs_through_its_protocol_and_agrees_with_the_built_i
     assert eager["metrics"]["deferral_events"] == 0
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_run_and_sweep_see_the_plugin(tmp_path):
     r = runner.invoke(app, ["run", *AS_WAIT_TIMEOUT, "workload.num_requests=8", "--format", "json",
                             "--out", str(tmp_path / "run.json")])
@@ -86,7 +86,7 @@ def test_composing_a_plugin_config_leaves_no_option_behind():
         assert sorted(p[0].split("=")[1] for p in expand_sweep([f"{group}=glob(*)"])) == group_options(group)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_composed_config_shows_the_plugins_section():
     r = runner.invoke(app, ["run", "policy=defer_then_guard", "policy.defer_then_guard.max_defers=4", "--cfg", "job"])
     assert r.exit_code == 0, r.output
@@ -113,7 +113,7 @@ def test_a_plugin_arrival_process_draws_and_its_unread_keys_derive():
         load_config(["workload.arrival.process=ramp"])  # it reads rate: an open-loop process
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_schedule_lists_and_uses_the_plugin_with_the_states_options(tmp_path, monkeypatch):
     for broken in ("broken", "not_a_spec", "raising", "not_a_policy"):  # --policy all builds every policy
         monkeypatch.delitem(plugin_fixtures.ENTRY_POINTS["policies"], broken)
@@ -139,7 +139,7 @@ def test_a_saved_state_keeps_the_plugins_options():
     assert options_of(restored, "defer_then_guard") == options_of(cfg.policy, "defer_then_guard")
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_advise_sees_the_plugin(tmp_path):
     r = runner.invoke(app, ["advise", "policy=defer_then_guard", "workload.num_requests=8", "--budget-graphs", "8",
                             "-n", "2", "--out", str(tmp_path / "adv"), "--format", "json"])
@@ -161,7 +161,7 @@ def test_plugins_load_only_when_named_and_built_in_configs_do_not_change():
     assert any(line.startswith("workload.arrival.process=ramp (plug-in arrival source") for line in lines)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "needles"), [
     (["run", "policy=broken"], ("plug-in 'broken'", "cgbench_no_such_module", "failed to load")),
     (["run", "policy=not_a_spec"], ("plug-in 'not_a_spec'",)),

@@ -80,7 +80,7 @@ def test_every_arrival_process_and_length_distribution_draws():
         assert len(lengths) == 50 and all(1 <= x <= 100 for x in lengths), name
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 @pytest.mark.parametrize("preset", SHIPPED_CG)
 def test_each_estimate_bounds_the_built_grid_of_every_shipped_config(preset):
     built = 0

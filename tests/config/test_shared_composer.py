@@ -29,13 +29,13 @@ BAD = [
 ]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_every_config_equals_a_fresh_composition_twice_over():
     for overrides in GOOD * 2:  # the second round comes from the cache
         assert asdict(load_config(overrides)) == asdict(load_config_fresh(overrides)), overrides
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", BAD)
 def test_every_error_is_the_fresh_compositions(overrides):
     load_config(["seed=1"])  # a warm cache
@@ -51,7 +51,7 @@ def _model_file(folder, name: str, hidden: int) -> None:
     (folder / "model" / f"{name}.yaml").write_text(f"defaults: [hybrid]\nname: {name}\nhidden_size: {hidden}\n")
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_edited_added_or_removed_option_file_is_seen(tmp_path, monkeypatch):
     conf = tmp_path / "userconf"
     _model_file(conf, "mine", 4608)
@@ -69,7 +69,7 @@ def test_an_edited_added_or_removed_option_file_is_seen(tmp_path, monkeypatch):
         load_config(["model=mine"])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_another_config_folder_is_seen(tmp_path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
     _model_file(a, "mine", 4608)
@@ -88,7 +88,7 @@ def test_a_returned_config_is_the_callers_own():
     assert load_config(["seed=5"]).engine.max_requests == load_config_fresh(["seed=5"]).engine.max_requests
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_bad_value_is_refused_from_the_cache_with_the_fresh_message(monkeypatch):
     """A validation or unread-key error of a config the quick path built is the fresh composition's
     own check on an equal config: no fresh composition is needed to give it."""

@@ -192,7 +192,7 @@ def test_config_rules():
     assert load_config(["engine.dp_size=2"]).engine.dp_size == 2
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_gating_flag_saves_the_round_of_the_rank_that_shows_it(tmp_path):
     import json
 
@@ -230,7 +230,7 @@ def test_a_rank_far_more_eager_than_the_others_is_flagged():
     assert dp_eager_rank_flag({}) == []  # not a data-parallel run
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_dp_result_validates_against_the_result_schema():
     from tests.helpers import schema_errors
 

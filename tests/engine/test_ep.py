@@ -136,7 +136,7 @@ def test_config_ep_keys():
         load_config(["engine.ep_size=0"])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("dispatcher", ["nccl", "nvls"])
 def test_ep8_runs_with_every_policy(policy, dispatcher):

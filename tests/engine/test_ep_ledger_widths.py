@@ -35,7 +35,7 @@ def ep_cases(draw):
             draw(st.booleans()), reqs)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @settings(max_examples=examples(12, stretch=False), deadline=None)
 @given(ep_cases())
 def test_an_ep_run_across_the_byte_boundary_reads_back_every_request(case):
@@ -77,7 +77,7 @@ def _synthetic_ranks(total: int, k: int, first_id: int, seed: int) -> tuple[list
     return ledgers, reqs
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("total, first_id", [(127, 0), (128, 0), (32_767, 0), (32_768, 0), (32_769, 0),
                                              (40, 2**15 - 20), (40, 2**31 - 20), (40, 2**63 - 41)])
 def test_merged_ledger_columns_widen_for_the_global_ids_they_hold(total, first_id):
@@ -107,7 +107,7 @@ def test_merged_fate_codes_widen_past_a_byte():
     assert [r.fail_reason for r in merged] == [f"reason {i}" for i in range(300)]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_ep_chat_command_of_issue_32_completes(tmp_path):
     """Regression: this command exited 1 with OverflowError in Ledger.merged (200 requests in all,
     at most 127 on a rank: the merged slot column took a rank's one-byte width)."""
@@ -126,7 +126,7 @@ WIDTH_EDGES = st.sampled_from([127, 128, 129, 255, 256, 257, 32_767, 32_768, 32_
 ID_EDGES = st.sampled_from([0, 0, 2**7 - 3, 2**15 - 3, 2**31 - 3, 2**63 - 2**16])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None)
 @given(WIDTH_EDGES, st.integers(1, 8), ID_EDGES, st.integers(0, 2**16))
 def test_any_merge_of_rank_ledgers_reads_back_every_request(total, k, first_id, seed):

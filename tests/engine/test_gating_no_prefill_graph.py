@@ -20,7 +20,7 @@ def _grid(cfg):
     return build_grid(cfg.cg, cfg.engine, cfg.model)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_list_is_decode_only_and_only_megatron_gates_on_it():
     cfg = load_config(CASE)
     grid = _grid(cfg)
@@ -56,7 +56,7 @@ def test_megatron_chunked_counterpart_completes_on_the_unsnapped_chunk():
     assert m["snap_splits"] == 0  # no graph to snap to: every chunk is the largest that fits
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_6675_stalls_non_chunked_and_serializes_chunked_prefills():
     """PR #6675 keeps Megatron's three conditions: non-chunked prefill stalls as under megatron; a chunk
     waits while other work runs and runs eager on an idle engine, so the chunked run completes with
@@ -70,7 +70,7 @@ def test_6675_stalls_non_chunked_and_serializes_chunked_prefills():
     assert prefill_steps and all(s["graph"] is None and s["real"][2] == 0 for s in prefill_steps)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["defer", "wait_timeout", "budget", "cover"])
 def test_cgbench_policies_keep_the_fourth_condition_and_complete(policy):
     m = run_point(load_config(CASE + [f"policy={policy}"]))["metrics"]

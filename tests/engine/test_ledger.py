@@ -172,7 +172,7 @@ def _live_request_objects() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is Request)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_engine_run_lets_go_of_its_finished_requests():
     cfg = make_cfg(policy="megatron", max_requests=4, max_tokens=256, max_sequence_length=128)
     cfg = replace(cfg, engine=replace(cfg.engine, check_invariants=False))  # verify mode keeps them

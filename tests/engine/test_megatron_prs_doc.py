@@ -4,11 +4,12 @@ own ``cgbench run`` overrides, today."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_script
 
 pytestmark = pytest.mark.e2e  # regenerates the doc tables: about 90 simulator runs
 
@@ -16,10 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_table_row_is_current():
-    spec = importlib.util.spec_from_file_location("megatron_prs_figures", ROOT / "scripts" / "megatron_prs_figures.py")
-    assert spec is not None and spec.loader is not None
-    figures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(figures)
+    figures = load_script("megatron_prs_figures")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         figures.gating_tables()

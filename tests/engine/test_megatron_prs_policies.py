@@ -168,7 +168,7 @@ def test_6675_gates_a_decode_only_list_that_defer_does_not():
 
 # -- whole runs ----------------------------------------------------------------------------------------------
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(scenarios(), st.sampled_from(["megatron_6675", "cover"]))
 def test_fast_engine_equals_oracle_under_the_new_policies(scenario, policy):
@@ -179,7 +179,7 @@ def test_fast_engine_equals_oracle_under_the_new_policies(scenario, policy):
     assert fast == slow
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["defer", "cover", "megatron_6675"])
 def test_chat_run_cover_never_defers_more_than_defer(policy):
     """A short chunked hybrid chat run: every deferral cover makes, defer makes too (cover only removes

@@ -69,7 +69,7 @@ def _build_in(env_extra: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_pure_python_can_be_forced_and_the_label_says_so():
     assert _build_in({native.PURE_ENV: "1"}) == "python"
 

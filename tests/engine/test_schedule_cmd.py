@@ -586,7 +586,7 @@ def test_snapshot_round_trips_the_reference_trace():
 
 # -- the command line -------------------------------------------------------------------------------------
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_cli_json_one_policy():
     res = invoke(str(STATES / "11_2_round1.json"), "--policy", "megatron", "--format", "json")
     assert res.exit_code == 0, res.output

@@ -63,7 +63,7 @@ def test_explain_state_onto_the_run_it_explains_is_refused(tmp_path):
     assert run.read_bytes() == before
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("override, error", [
     ("cg.piecewise_sizes=[[64,1,0],[8,0,8]]", "cg.piecewise_sizes[0]: must be an integer, got [64, 1, 0]"),
     ("cg.capture_sizes=[[1]]", "cg.capture_sizes[0]: must be an integer, got [1]"),
@@ -79,7 +79,7 @@ def test_a_list_of_the_wrong_element_type_is_one_line(override, error, tmp_path)
     assert r.stderr.strip() == f"error: {error}"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("host", [False, True])
 @pytest.mark.parametrize("option, value", [("--repeat", str(2**63)), ("--warmup", "10001")])
 def test_calibrate_refuses_a_run_count_that_would_measure_for_ever(host, option, value, tmp_path):
@@ -94,7 +94,7 @@ def test_calibrate_refuses_a_run_count_that_would_measure_for_ever(host, option,
     assert files_under(tmp_path) == set()
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_sweep_over_a_listed_grid_run_refuses_is_refused_before_it_runs(tmp_path):
     """``run cg=explicit cg.graphs=[[5000,1,0]]`` exits 2; the same grid as a sweep did too only after
     every point had failed (exit 1). The plan now checks listed (and plug-in) grids as run does."""

@@ -29,14 +29,14 @@ def _issues(found: list[dict]) -> set[tuple[str, str]]:
     return {(issue["error"]["code"], issue["module"]) for issue in found}
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_every_import_is_declared(tmp_path):
     found = _deptry(tmp_path, ROOT / "pyproject.toml")
     assert found == [], "\n".join(f"{i['location']['file']}:{i['location']['line']}: {i['error']['message']}"
                                   for i in found)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_dropped_declaration_is_reported(tmp_path):
     """The check is not vacuous: without pyyaml in the dependencies and without the slurm extra's
     submitit, deptry names both imports."""

@@ -39,7 +39,7 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["default", "chat"])
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
 def test_the_request_export_replays_as_a_trace_with_identical_requests_and_metrics(tmp_path, workload, suffix):
@@ -61,7 +61,7 @@ def test_the_request_export_replays_as_a_trace_with_identical_requests_and_metri
     assert b["deferrals"] == a["deferrals"]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_run_export_files_and_units(tmp_path):
     exp = tmp_path / "exp"
     _ok(["run", *SETUP, "workload.num_requests=40", "--out", str(tmp_path / "r.json"), "--export", str(exp)])
@@ -103,7 +103,7 @@ def test_keyed_metrics_get_a_column_per_key_any_point_holds():
     assert "eager_steps_by_reason.pad_guard" in cols and "eager_steps_by_reason.shape" in cols
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_export_replaces_nothing_unasked_and_bad_input_is_one_line(tmp_path):
     result, exp = tmp_path / "r.json", tmp_path / "exp"
     _ok(["run", "workload.num_requests=20", "--out", str(result), "--requests"])
@@ -123,7 +123,7 @@ def test_an_export_replaces_nothing_unasked_and_bad_input_is_one_line(tmp_path):
     assert "not a sweep directory" in _refused(["export", str(tmp_path / "folder"), "-o", str(tmp_path / "x")])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_sweep_export_is_a_flat_table_of_every_point(tmp_path):
     sweep_dir, exp = tmp_path / "s", tmp_path / "exp"
     _ok(["sweep", "model=hybrid,transformer", "policy=budget,defer", "engine.chunked_prefill=true",

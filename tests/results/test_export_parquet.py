@@ -34,7 +34,7 @@ def test_formats_are_a_checked_comma_list_in_a_fixed_order():
             parse_formats(bad)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_without_pyarrow_parquet_is_one_line_with_the_install_command(tmp_path, no_pyarrow):
     from cgbench.extras import install_hint
 
@@ -69,7 +69,7 @@ def _same(cell: str, value) -> bool:
     return cell == str(value)
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_parquet_holds_the_csv_typed_with_units(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     export = tmp_path / "exported"

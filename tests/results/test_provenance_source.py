@@ -86,7 +86,7 @@ def test_a_folder_no_distribution_owns_reports_its_own_version(tmp_path):
     assert installed_version(_copy_package(tmp_path)) == __version__
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_copy_inside_an_unrelated_repository_records_no_commit(tmp_path):
     """End to end, in a fresh interpreter that imports the copy: no git field, the version."""
     repo = _unrelated_repo(tmp_path / "theirs")

@@ -23,7 +23,7 @@ from tests.helpers import schema_errors
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_committed_schemas_are_current() -> None:
     for kind in KINDS:
         assert schema_path(kind).read_text(encoding="utf-8") == render(kind), (
@@ -33,7 +33,7 @@ def test_the_committed_schemas_are_current() -> None:
     assert check.returncode == 0, check.stderr
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_every_schema_is_a_valid_draft_2020_12_schema_with_a_versioned_id() -> None:
     for kind in KINDS:
         schema = json.loads(schema_path(kind).read_text(encoding="utf-8"))
@@ -84,7 +84,7 @@ def test_documents_cgbench_writes_validate(run_doc: dict) -> None:
     assert "ep" in ep["metrics"] and schema_errors(ep) == ("result", [])
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_committed_baseline_validates() -> None:
     files = sorted((ROOT / "results" / "baseline").glob("*.json"))
     assert len(files) == 49
@@ -122,7 +122,7 @@ def _delete(path: str):
     return change
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize(("change", "where"), [
     (_delete("metrics.steps"), "'steps' is a required property"),  # a missing metric
     (_delete("metrics.ttft_ms.p99"), "'p99' is a required property"),
@@ -145,7 +145,7 @@ def test_a_result_that_violates_the_schema_is_caught(run_doc: dict, change, wher
     assert any(where in e for e in errors), errors
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_sweep_index_validates_and_violations_are_caught(tmp_path) -> None:
     from typer.testing import CliRunner
 
@@ -195,7 +195,7 @@ def test_recognised_by_content() -> None:
         assert document_kind(other) is None
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_an_advise_report_validates_and_violations_are_caught(tmp_path) -> None:
     from typer.testing import CliRunner
 

@@ -31,7 +31,7 @@ def test_a_missing_or_zero_figure_raises_no_flag():
     assert ttft_collapse({}, _m(1.0)) is None
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_a_serialising_gate_carries_the_flag_with_the_ratio_of_the_two_runs(tmp_path):
     """defer on a chunked chat run: heavy deferral, and p99 TTFT many times the budget run's."""
     ovr = ["cg=sparse", "engine=chunked", "workload=chat", "workload.num_requests=8"]

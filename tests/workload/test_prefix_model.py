@@ -39,7 +39,7 @@ def test_sessions_share_only_the_system_prompt_they_drew():
     assert len({s.prefix_blocks[2] for s in out}) == 30  # the straddling block is the session's
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_the_stream_and_the_list_agree_and_a_seed_fixes_them():
     o = ["workload=chat", "workload.num_requests=40", "workload.prefix.session_turns=4",
          "workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens=128"]

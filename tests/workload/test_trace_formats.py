@@ -198,7 +198,7 @@ def test_a_window_sees_a_late_row_of_an_unsorted_trace(tmp_path):
 # ---------------------------------------------------------------- errors
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("name, message", [
     ("azure_bad_timestamp.csv", "azure_bad_timestamp.csv:3: TIMESTAMP: '2023-11-16 18:15' is not a date-time"),
     ("azure_missing_column.csv", "azure_missing_column.csv:1: missing column 'GeneratedTokens'"),

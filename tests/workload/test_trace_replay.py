@@ -41,7 +41,7 @@ def test_a_window_of_each_preset_replays(preset, fmt):
         assert doc["trace"]["prefix_blocks"]["distinct_blocks"] > 0
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_azure_at_the_default_limits_says_which_key_to_raise():
     doc = run(["workload=azure_conv", "engine=default", "workload.window={end_s: 300}"])
     codes = {w["code"]: w for w in doc["warnings"]}
@@ -64,7 +64,7 @@ def test_millisecond_arrivals_in_seconds_are_flagged(tmp_path):
     assert not closed["warnings"]  # a closed loop ignores the arrival times
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_overload_is_flagged():
     # on one A100 the first 5 minutes of Mooncake's conversation trace take ~18 minutes to serve
     doc = run(["workload=mooncake_conv", "engine.tp_size=1", "engine.kv_blocks=1920", "workload.window={end_s: 300}",
@@ -72,7 +72,7 @@ def test_overload_is_flagged():
     assert any(w["code"] == "trace_overload" for w in doc["warnings"])
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 def test_cli_prints_the_note_and_refuses_a_bad_trace_in_one_line(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "cgbench", "run", "workload=azure_conv",
                          "workload.window={first: 0, last: 9}", "--out", str(tmp_path / "r.json")],
@@ -93,7 +93,7 @@ def _columns_trace(tmp_path: Path) -> str:
     return str(tmp_path / "mapped.csv")
 
 
-@pytest.mark.e2e  # end to end: make test-all
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["cgbench", "azure", "mooncake", "columns", "mooncake_tight", "mooncake_defer"])
 def test_fast_engine_matches_the_step_by_step_engine_on_each_format(tmp_path, case):
     overrides = {

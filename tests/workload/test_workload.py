@@ -616,7 +616,7 @@ def test_all_expected_presets_exist():
     assert {"default", "chat", "rag", "decode_heavy", "bimodal", "burst", "small", "trace"} <= names
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
 def test_preset_loads_and_streams(path, monkeypatch):
     assert path.read_text().startswith("#"), "each preset starts with a comment saying what it models"
@@ -657,7 +657,7 @@ def test_preset_roles():
     assert p["trace"].trace == "examples/traces/small.jsonl"
 
 
-@pytest.mark.slow  # over a quarter of a second: make test, not make test-fast
+@pytest.mark.slow
 def test_chat_scales_to_20k_requests():
     w = dataclasses.replace(load_preset(ROOT / "conf" / "workload" / "chat.yaml"), num_requests=20_000)
     got = drain(make_stream(w, 0))
