@@ -222,7 +222,7 @@ class Engine:
                 st.diagnosis = self.stall_diagnosis(result)
                 break
             self.advance(result)
-            if self.halted or self._out_of_bounds():
+            if self.must_stop():
                 break
         return self.finish()
 
@@ -342,6 +342,11 @@ class Engine:
     def gating_active(self) -> bool:
         """Whether admission is gated on the grid in this run (``scheduler.gating_active``)."""
         return self.scheduler.gating_active
+
+    def must_stop(self) -> bool:
+        """After ``advance``: the run ends here (halted, no progress for ``stall_steps``, or past the step
+        bound); the state's outcome and diagnosis say which."""
+        return self.halted or self._out_of_bounds()
 
     def _out_of_bounds(self) -> bool:
         st = self.state

@@ -104,7 +104,7 @@ class _Single:
         core = self.core
         assert self.result is not None
         core.advance(self.result)
-        if core.halted or core._out_of_bounds():
+        if core.must_stop():
             return core.state.outcome, core.state.diagnosis
         return None
 
@@ -137,9 +137,7 @@ class _Group:
         return None
 
     def stall_diagnosis(self) -> str:
-        g = self.group
-        g._stall_idle(g._results)
-        return g.state.diagnosis
+        return self.group.stall_idle()
 
 
 @dataclass

@@ -148,7 +148,7 @@ class EPEngine:
                     continue
                 if all(rank.drained for rank in ranks) and self.stream.exhausted():
                     break
-                self._stall_idle(self._results)
+                self.stall_idle()
                 break
             if self.advance():
                 break
@@ -234,11 +234,14 @@ class EPEngine:
             return True
         return False
 
-    def _stall_idle(self, results: list[RoundResult]) -> None:
+    def stall_idle(self) -> str:
+        """Every rank idle after ``begin_round`` with work left: the system stalls; its diagnosis is the
+        first undrained rank's, from that rank's last round."""
         st = self.state
         st.outcome = "stalled"
         i = next((i for i, r in enumerate(self.ranks) if not r.drained), 0)
-        st.diagnosis = f"rank {i}: " + self.ranks[i].stall_diagnosis(results[i])
+        st.diagnosis = f"rank {i}: " + self.ranks[i].stall_diagnosis(self._results[i])
+        return st.diagnosis
 
     # -- the whole system ---------------------------------------------------------------------------
 
