@@ -282,8 +282,8 @@ class Engine:
     def await_pulls(self) -> bool:
         """The round left nothing to run: with requests queued, the engine waits for its handoff pulls
         (``handoff.py``) rather than stepping, so every pinned slot is released. True if any was (a new
-        round may then admit). Every driver of an idle engine asks this: its own loop, an EP group
-        whose ranks are all idle, a DP unit."""
+        round may then admit). The event loop (``drive.Drive``) asks it of every idle unit, once, and
+        an EP group asks every rank when all of them are idle."""
         handoff = self.ctx.handoff
         return handoff is not None and bool(self.queue) and handoff.release_all()
 

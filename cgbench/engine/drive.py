@@ -206,8 +206,11 @@ class Drive:
         self.retired = [False] * len(self.units)
 
     def run(self) -> RunState:
-        if len(self.units) == 1:
-            return self._run_one()
+        """Run the system to its end: ``run_one`` for a system of one unit, else ``run_many``."""
+        return self.run_one() if len(self.units) == 1 else self.run_many()
+
+    def run_many(self) -> RunState:
+        """The loop of the module docstring, for any number of units."""
         system, units, busy, retired = self.system, self.units, self.busy, self.retired
         stream = system.stream
         n = len(units)
@@ -247,10 +250,11 @@ class Drive:
                     break
         return system.finish()
 
-    def _run_one(self) -> RunState:
-        """``run`` for a system of one unit (one engine, one EP group, or data-parallel ranks that make
-        one EP group), the same steps in the same order: every arrival is this unit's, so it wakes
-        before they are delivered, and there is no earliest clock to find."""
+    def run_one(self) -> RunState:
+        """``run_many`` for a system of one unit (one engine, one EP group, or data-parallel ranks that
+        make one EP group), the same steps in the same order (tests/engine/test_drive.py): every
+        arrival is this unit's, so it wakes before they are delivered, and there is no earliest clock
+        to find. It saves 2.2% of a one-engine run's instructions (docs/architecture.md)."""
         system, unit = self.system, self.units[0]
         stream = system.stream
         state = unit.state
