@@ -93,8 +93,10 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
-        rows.append(("note", f"no CUDA graphs on {br['device']}: every step ran eager; 'graphed' counts the steps "
-                             "a captured graph would have served"))
+        served = m["eager_steps_by_reason"].get("not_captured", 0)
+        rows.append(("note", f"no CUDA graphs on {br['device']}: none of the grid's {_num(m['num_graphs'])} graphs "
+                             f"was captured and every step ran eager ({_num(served)} not_captured: the steps a "
+                             "graph would have served on a GPU); admission still follows the grid"))
     elif br:
         cg = br["cuda_graphs"]
         rows.append(("CUDA graphs captured / replayed steps",
