@@ -115,4 +115,5 @@ def test_the_cli_reports_every_cpu_step_as_eager(tmp_path):
     assert sum(m["eager_steps_by_reason"].values()) == steps and m["eager_steps_by_reason"]["not_captured"] > 0
     assert re.search(rf"steps \(graphed / eager\)\s+{steps} \(0 / {steps}\)", r.stdout)
     assert re.search(r"eager-step fraction\s+100\.00%", r.stdout)
+    assert re.search(rf"graphs captured / gating active\s+0 of {m['num_graphs']} / ", r.stdout)
     assert "none of the grid's" in r.stdout and "every step ran eager" in r.stdout
