@@ -44,11 +44,11 @@ deps-check: $(VENV)/.dev ## Every module cgbench imports is declared in pyprojec
 # worksteal: an idle worker takes queued tests from a busy one, so one long test does not leave a core idle.
 # Three tiers (tests/conftest.py): test-fast < test < test-all. The cluster tests (marked slurm) run in
 # `make test-slurm`, which CI runs after test-all.
-test: $(VENV)/.dev ## Lint, then every test but the end-to-end ones (marked e2e), each property at the quick depth (~90 s)
+test: $(VENV)/.dev ## Lint, then every test but the end-to-end ones (marked e2e), each property at the quick depth (times: README)
 	$(BIN)/ruff check cgbench tests scripts
 	$(PYTEST) -q -n 2 --dist worksteal -m "not e2e and not slurm" --hypothesis-profile=quick
 
-test-fast: $(VENV)/.dev ## The edit-run loop: the tests not marked slow or e2e, at the quick depth (~30 s)
+test-fast: $(VENV)/.dev ## The edit-run loop: the tests not marked slow or e2e, at the quick depth (times: README)
 	$(PYTEST) -q -x -n 2 --dist worksteal -m "not slow and not e2e and not slurm" --hypothesis-profile=quick
 
 test-all: $(VENV)/.dev ## Lint, then the whole suite (all but the cluster tests of make test-slurm): what CI runs

@@ -188,16 +188,46 @@ def comparison_sides(cfg: BenchConfig) -> list[tuple[str, BenchConfig]]:
     return out
 
 
+class Count:
+    """Evaluations (a run, or a re-pricing of recorded steps) done and planned, told to
+    ``progress(done, planned)`` after each. The plan is exact: it grows when a break-even search
+    starts and shrinks by what a search finds already evaluated."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None = None) -> None:
+        self.progress = progress
+        self.done = 0
+        self.planned = 0
+
+    def plan(self, n: int) -> None:
+        self.planned += n
+
+    def tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.planned)
+
+
+def planned_evaluations(cfg: BenchConfig, params: tuple[UncertainParameter, ...]) -> int:
+    """Evaluations of one comparison before any break-even bisection: both sides at every value of
+    every parameter but the configured one, and at both ends of the break-even span."""
+    return 2 * sum(sum(v != p.value(cfg) for v in p.values(cfg)) for p in params) + 4
+
+
 def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainParameter, ...],
                     point_a: dict[str, float], point_b: dict[str, float],
-                    search_steps: int, ratio_log: StepLog | None) -> dict[str, Any]:
+                    search_steps: int, ratio_log: StepLog | None, count: Count | None = None) -> dict[str, Any]:
+    count = count or Count()
     parameters = []
     flips: list[str] = []
+
+    def both(c: BenchConfig) -> tuple[dict[str, float], dict[str, float]]:
+        out = (a.evaluate(c), b.evaluate(c))
+        count.tick(2)
+        return out
+
     for p in params:
         values = p.values(cfg)
-        at = {v: (point_a, point_b) if v == p.value(cfg) else (a.evaluate(p.applied(cfg, v)),
-                                                                   b.evaluate(p.applied(cfg, v)))
-              for v in values}
+        at = {v: (point_a, point_b) if v == p.value(cfg) else both(p.applied(cfg, v)) for v in values}
         if all(at[v] == at[p.value(cfg)] for v in values):
             parameters.append({"key": p.key, "values": values, "point": p.value(cfg),
                                "effect": "none: the cost model does not read it"})
@@ -214,14 +244,15 @@ def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainP
     return {"b": b.label, "same_steps": same, "point": {"a": point_a, "b": point_b},
             "point_winner": {m: winner(point_a[m], point_b[m], h) for m, h in DECISION_METRICS.items()},
             "parameters": parameters, "flips": flips,
-            "break_even": break_even(a, b, cfg, search_steps, ratio_log)}
+            "break_even": break_even(a, b, cfg, search_steps, ratio_log, count)}
 
 
 def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
-               ratio_log: StepLog | None = None) -> list[dict[str, Any]]:
+               ratio_log: StepLog | None = None, count: Count | None = None) -> list[dict[str, Any]]:
     """Per decision metric, the host time per op at which the winner changes (bisection over
     ``BREAK_EVEN_SPAN``), and the eager / graphed ratio of A's steps (``ratio_log``) there; None when
-    it does not change inside the span."""
+    it does not change inside the span. ``count``: planned for the span's two ends already."""
+    count = count or Count()
     p = by_key()[BREAK_EVEN_KEY]
     lo_v, hi_v = BREAK_EVEN_SPAN
     cache: dict[float, tuple[dict[str, float], dict[str, float]]] = {}
@@ -230,6 +261,9 @@ def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
         if v not in cache:
             c = p.applied(cfg, v)
             cache[v] = (a.evaluate(c), b.evaluate(c))
+            count.tick(2)
+        elif v not in (lo_v, hi_v):
+            count.plan(-2)  # a bisection step another metric's search had evaluated
         return cache[v]
 
     out = []
@@ -243,6 +277,7 @@ def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
         if w_lo == w_hi or "tie" in (w_lo, w_hi):
             out.append({"metric": metric, "host_op_us": None, "below": w_lo, "above": w_hi})
             continue
+        count.plan(2 * search_steps)
         for _ in range(search_steps):
             mid = (lo * hi) ** 0.5  # geometric: the span covers three orders of magnitude
             if side_of(mid) == w_lo:
@@ -270,33 +305,49 @@ def check_sensitivity(cfg: BenchConfig, *, own_comparisons: bool = True) -> None
 
 def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
                 params: tuple[UncertainParameter, ...] = UNCERTAIN,
-                progress: Callable[[str], None] | None = None,
+                progress: Callable[[int, int], None] | None = None,
                 versus: list[tuple[str, BenchConfig]] | None = None) -> dict[str, Any]:
     """The ``sensitivity`` block of ``cfg``'s result (see the module docstring). ``versus``: what it
-    is compared with, ``(label, config)`` (default: no gating and no graphs; advise: the default grid)."""
+    is compared with, ``(label, config)`` (default: no gating and no graphs; advise: the default grid).
+    ``progress(done, planned)``: after each evaluation (a recording run, a re-run or a re-pricing)."""
     check_sensitivity(cfg, own_comparisons=versus is None)
     sides = comparison_sides(cfg) if versus is None else versus
     refusal = repricing_refusal(cfg)
-    say = progress or (lambda _msg: None)
+    count = Count(progress)
+    # the recording runs (or, re-running, the one run whose steps give the ratio), each side at the
+    # configured prices (the run itself only when re-pricing: re-running, its metrics are the point's)
+    count.plan((1 + len(sides) if refusal is None else 1) + (refusal is None) + len(sides)
+               + len(sides) * planned_evaluations(cfg, params))
     if refusal is None:
-        say("recording the run's steps (step-by-step engine)")
         a = record("this run", cfg)
-        others = [record(label, c) for label, c in sides]
+        count.tick()
+        others = []
+        for label, c in sides:
+            others.append(record(label, c))
+            count.tick()
         search_steps = 24
     else:
         a = Side("this run", cfg)
         others = [Side(label, c) for label, c in sides]
         search_steps = 10
     # the steps' eager / graphed ratio; with timed arrivals, of the steps this run took at its prices
-    ratio_log = a.log if a.log is not None else record("this run", cfg, retimable=False).log
+    if a.log is not None:
+        ratio_log = a.log
+    else:
+        ratio_log = record("this run", cfg, retimable=False).log
+        count.tick()
     expected = {k: number_at(point_metrics, k) or 0.0 for k in DECISION_METRICS}
-    point_a = a.evaluate(cfg) if refusal is None else expected
+    point_a = expected
+    if refusal is None:
+        point_a = a.evaluate(cfg)
+        count.tick()
     if point_a != expected:  # the recording run must be the run itself
         raise AssertionError(f"sensitivity: re-priced point {point_a} differs from the run's {expected}")
     comparisons = []
     for b in others:
-        say(f"pricing against {b.label}")
-        comparisons.append(_one_comparison(a, b, cfg, params, point_a, b.evaluate(cfg), search_steps, ratio_log))
+        point_b = b.evaluate(cfg)
+        count.tick()
+        comparisons.append(_one_comparison(a, b, cfg, params, point_a, point_b, search_steps, ratio_log, count))
     ratio = eager_graphed_ratio(ratio_log, cfg)
     return {
         "method": "repriced" if refusal is None else "rerun",

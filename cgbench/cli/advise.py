@@ -343,26 +343,28 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
 def _recommendation_sensitivity(doc: dict[str, Any], base: list[str], config_dirs: list[str]) -> dict[str, Any]:
     """The recommendation re-priced against the default grid (the user's own overrides)."""
     from cgbench.analysis.sensitivity import sensitivity
+    from cgbench.cli.progress import ProgressReport
     from cgbench.config.compose import load_config
 
     rec = doc["recommended"]
     cfg = load_config(list(rec["overrides"]), config_dirs=config_dirs)
     default = load_config(base, config_dirs=config_dirs)
-    return sensitivity(cfg, rec["metrics"], versus=[(f"the default grid ({doc['default']['name']})", default)])
+    with ProgressReport("advise --sensitivity", console=ui.err) as report:
+        report.stage("pricing", None)
+        return sensitivity(cfg, rec["metrics"], versus=[(f"the default grid ({doc['default']['name']})", default)],
+                           progress=report.update)
 
 
 def _run_with_progress(req, run_advise) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """The search, its stage, done / total and time left on stderr (a bar on a terminal, a line every
+    few seconds in a log: ``cli/progress.py``)."""
+    from cgbench.cli.progress import ProgressReport
 
-    err = ui.err
-    with Progress(TextColumn("advise {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("", total=None)
-
+    with ProgressReport("advise", console=ui.err) as report:
         def on_progress(text: str, total: int | None) -> None:
             if total is not None:
-                progress.reset(task, total=total, description=text)
+                report.stage(text, total)
             else:
-                progress.update(task, advance=1)
+                report.advance()
 
         return run_advise(req, progress=on_progress)

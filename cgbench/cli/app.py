@@ -187,10 +187,13 @@ def run(
         with progress(f"running {labels['name']}"):
             doc = run_point(cfg, ovr, trace=trace, requests=requests)
             state = explain_gating_flag(cfg, doc, state_path)
-            if with_sensitivity:
-                from cgbench.analysis.sensitivity import sensitivity
+        if with_sensitivity:
+            from cgbench.analysis.sensitivity import sensitivity
+            from cgbench.cli.progress import ProgressReport
 
-                doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
+            with ProgressReport("run --sensitivity", console=err) as report:
+                report.stage("pricing", None)
+                doc["sensitivity"] = sensitivity(cfg, doc["metrics"], progress=report.update)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)

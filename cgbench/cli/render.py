@@ -54,6 +54,16 @@ def rules_part(config: dict[str, Any]) -> str:
     return f" rules: {rules.label if rules is not None else name}"
 
 
+def _captured(doc: dict[str, Any]) -> str:
+    """The grid's graphs, or on a real engine how many of them it captured (``0 of 33`` on a CPU)."""
+    n = doc["metrics"]["num_graphs"]
+    br = doc.get("backend_report")
+    if not br:
+        return _num(n)
+    covered = (br.get("cuda_graphs") or {}).get("grid_shapes_covered", 0)
+    return _num(n) if covered == n else f"{_num(covered)} of {_num(n)}"
+
+
 def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """The run table's rows, every value formatted for a human."""
     m = doc["metrics"]
@@ -61,7 +71,7 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     req = m["requests"]
     rows: list[tuple[str, str]] = [
         ("outcome", m["outcome"] + (f" ({m['diagnosis']})" if m["diagnosis"] else "")),
-        ("graphs captured / gating active", f"{_num(m['num_graphs'])} / {'yes' if m['gating_active'] else 'no'}"),
+        ("graphs captured / gating active", f"{_captured(doc)} / {'yes' if m['gating_active'] else 'no'}"),
         ("steps (graphed / eager)", f"{_num(m['steps'])} ({_num(m['graphed_steps'])} / {_num(m['eager_steps'])})"),
         ("eager-step fraction", _pct(m["eager_step_fraction"])),
         ("eager steps by reason", _counts(m["eager_steps_by_reason"])),
@@ -93,8 +103,10 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
-        rows.append(("note", f"no CUDA graphs on {br['device']}: every step ran eager; 'graphed' counts the steps "
-                             "a captured graph would have served"))
+        served = m["eager_steps_by_reason"].get("not_captured", 0)
+        rows.append(("note", f"no CUDA graphs on {br['device']}: none of the grid's {_num(m['num_graphs'])} graphs "
+                             f"was captured and every step ran eager ({_num(served)} not_captured: the steps a "
+                             "graph would have served on a GPU); admission still follows the grid"))
     elif br:
         cg = br["cuda_graphs"]
         rows.append(("CUDA graphs captured / replayed steps",

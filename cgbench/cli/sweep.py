@@ -183,41 +183,27 @@ def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None
 
 def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None, *,
                        outputs: PointOutputs) -> SweepOutcome:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
+    """The sweep with its progress on stderr (``cli/progress.py``): a bar with the time left on a
+    terminal; in a log a line per point, with the time left, and a line whenever a point (one with
+    ``--sensitivity``, say) keeps the log quiet for a while."""
     from cgbench.analysis.sweep import run_sweep
+    from cgbench.cli.progress import ProgressReport
 
-    err = ui.err
-    interactive = err.is_terminal
-    state = {"done": 0, "total": 0}
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True,
-                  disable=not interactive) as progress:
-        task = progress.add_task(f"sweep {plan.name}", total=None)
-
+    interactive = ui.err.is_terminal
+    with ProgressReport(f"sweep {plan.name}", console=ui.err) as report:
         def on_start(total: int) -> None:
-            state["total"] = total
-            progress.update(task, total=total)
+            report.stage("points", total)
 
         def on_done(r: PointResult) -> None:
-            state["done"] += 1
-            progress.update(task, advance=1, description=f"sweep {plan.name}: {_point_label(r.point)}")
-            if not interactive or r.status != "done":
-                progress.console.print(_point_line(r, state["done"], state["total"]), highlight=False,
-                                       soft_wrap=True)
-
-        def on_note(line: str) -> None:
-            progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            report.advance()
+            line = _point_line(r, report.done, report.total or 0)
+            if not interactive:
+                report.note(Text.assemble(line, report.eta_text()))
+            elif r.status != "done":
+                report.note(line)
 
         return run_sweep(plan, jobs=jobs, resume=resume, executor=executor, on_start=on_start, on_done=on_done,
-                         on_note=on_note, outputs=outputs)
+                         on_note=report.note, outputs=outputs)
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:

@@ -130,7 +130,7 @@ class Engine:
                                    ssm_alignment=ssm_alignment(engine, grid.strict),
                                    gate_on_computed=engine.prefix_gate == "computed",
                                    async_overlap=engine.async_overlap)
-        self.graphs = GraphChoice(grid, policy)
+        self.graphs = GraphChoice(grid, policy, backend.captured)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = engine.check_invariants
         self.stall_steps = engine.stall_steps or 8 * engine.max_sequence_length + 1000

@@ -19,6 +19,9 @@ from cgbench.engine.request import Request
 from cgbench.grids.lookup import Grid
 
 _CACHE_LIMIT = 1 << 18
+# The eager reason of a step whose grid graph the backend holds no capture of: every step of
+# backend=torch on a CPU (no CUDA graphs), a graph past the capture budget on a GPU.
+NOT_CAPTURED = "not_captured"
 
 
 def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
@@ -53,13 +56,17 @@ def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, c
 
 class GraphChoice:
     """The graph a step of real shape ``(T, P, D)`` replays: the grid's match, unless the policy's
-    forward guard refuses it; ``(None, reason)`` when the step runs eager. Memoized per shape."""
+    forward guard refuses it or the backend captured no graph of that shape (``captured``: the grid
+    shapes it can replay; ``None``: all of them, as the simulator prices them); ``(None, reason)``
+    when the step runs eager. Memoized per shape."""
 
-    __slots__ = ("grid", "policy", "_cache")
+    __slots__ = ("grid", "policy", "captured", "_cache")
 
-    def __init__(self, grid: Grid, policy: Policy) -> None:
+    def __init__(self, grid: Grid, policy: Policy,
+                 captured: frozenset[tuple[int, int, int]] | None = None) -> None:
         self.grid = grid
         self.policy = policy
+        self.captured = captured
         self._cache: dict[tuple[int, int, int], tuple[tuple[int, int, int] | None, str | None]] = {}
 
     def resolve(self, T: int, P: int, D: int) -> tuple[tuple[int, int, int] | None, str | None]:
@@ -72,7 +79,8 @@ class GraphChoice:
         if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
             choice = (None, "pad_guard")
         elif graph is not None:
-            choice = ((graph.token_count, graph.prefill_req_count, graph.decode_req_count), reason)
+            shape = (graph.token_count, graph.prefill_req_count, graph.decode_req_count)
+            choice = (shape, reason) if self.captured is None or shape in self.captured else (None, NOT_CAPTURED)
         else:
             choice = (None, reason)
         if len(self._cache) >= _CACHE_LIMIT:

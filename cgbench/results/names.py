@@ -59,7 +59,8 @@ METRICS: tuple[Metric, ...] = (
     _M("eager_step_fraction", FRACTION, LOWER, "eager steps", "eager steps / steps", deterministic=True),
     _M("eager_steps_by_reason", ITERATIONS, LOWER, "eager steps by reason",
        "why no graph applied: no_graphs, tokens_over_max, shape, decode_only_over_max, no_mixed_graphs, "
-       "pad_guard", keyed=True, deterministic=True),
+       "pad_guard, not_captured (the grid has a graph for the shape, the backend no capture of it: "
+       "backend=torch on a CPU, or past the capture budget on a GPU)", keyed=True, deterministic=True),
     _M("eager_token_fraction", FRACTION, LOWER, "eager tokens", "tokens computed in eager steps / all tokens",
        deterministic=True),
     _M("padded_token_fraction", FRACTION, LOWER, "padding",

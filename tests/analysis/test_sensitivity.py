@@ -189,3 +189,26 @@ def test_advise_sensitivity_prices_the_recommendation_against_the_default_grid(t
     assert point["a"]["output_throughput_tok_s"] == doc["recommended"]["metrics"]["output_throughput_tok_s"]
     assert point["b"]["output_throughput_tok_s"] == doc["default"]["metrics"]["output_throughput_tok_s"]
     assert "the recommendation versus" in res.output
+
+
+@pytest.mark.parametrize("overrides,params", [
+    (SMALL, UNCERTAIN),
+    (["model=hybrid", "workload=chat", "workload.num_requests=24", "policy=defer"], (by_key()["hardware.host_op_us"],)),
+], ids=["repriced", "rerun"])
+def test_progress_counts_every_evaluation_and_ends_at_its_plan(overrides, params, monkeypatch):
+    """``progress(done, planned)``: one call per run or re-pricing (counted independently here, by
+    wrapping them), done rising by them, and the plan, exact, met at the end."""
+    import cgbench.analysis.sensitivity as sens
+
+    cfg = load_config(overrides)
+    metrics = run_point(cfg)["metrics"]
+    evaluations = []
+    real_evaluate, real_record = Side.evaluate, sens.record
+    monkeypatch.setattr(Side, "evaluate", lambda self, c: evaluations.append(1) or real_evaluate(self, c))
+    monkeypatch.setattr(sens, "record", lambda *a, **k: evaluations.append(1) or real_record(*a, **k))
+    calls: list[tuple[int, int]] = []
+    block = sensitivity(cfg, metrics, params=params, progress=lambda d, t: calls.append((d, t)))
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls}) and all(d <= t for d, t in calls)
+    assert calls[-1][0] == calls[-1][1] == len(evaluations)
+    if any(b["host_op_us"] is not None for c in block["comparisons"] for b in c["break_even"]):
+        assert max(t for _, t in calls) > calls[0][1]  # the plan grew for a bisection
