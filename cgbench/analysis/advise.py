@@ -47,7 +47,6 @@ from cgbench.analysis.advise_space import (
     MegatronKnobs,
     Shape,
     ShapePrices,
-    command_line,
     cover_matrix,
     megatron_space,
     prefix_sizes,
@@ -282,7 +281,7 @@ def _megatron_candidates(s: Search, demand: Demand, n: int) -> list[Candidate]:
     for i in order:
         k, gs, _ = space[i]
         label = knobs_label(k)
-        out.append(s.candidate(label, "megatron", "Megatron's arguments: " + command_line(k.megatron_args()),
+        out.append(s.candidate(label, "megatron", "Megatron's arguments: " + k.command,
                                k.overrides(), gs, knobs=k))
     return out
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from cgbench.analysis.advise_runs import Evaluated, Evaluator, explicit_overrides
 from cgbench.analysis.advise_search import Search
-from cgbench.analysis.advise_space import Demand, command_line
+from cgbench.analysis.advise_space import Demand
+from cgbench.config.megatron_lines import launch_advice
 from cgbench.results.names import number_at
 
 REPORT_KIND = "cgbench-advise"
@@ -61,7 +62,7 @@ def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
         "violations": e.violations, "num_graphs": len(c.graphs),
         "objective": number_at(e.metrics, s.objective.metric), "estimate": c.estimate.to_dict(),
         "megatron_args": c.knobs.megatron_args() if c.knobs else None,
-        "megatron_command": command_line(c.knobs.megatron_args()) if c.knobs else None,
+        "megatron_command": c.knobs.command if c.knobs else None,
         "overrides": list(c.overrides), "graphs": [list(g) for g in c.graphs], "reused": e.reused,
         "metrics": e.metrics,
     }
@@ -145,7 +146,8 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
             "all_prefills": rec.cand.knobs.all_prefills if rec.cand.knobs else s.all_prefills,
             "overrides": list(rec.cand.overrides), "explicit_overrides": _explicit_line(s, rec),
             "megatron_args": meg_src.cand.knobs.megatron_args() if meg_src and meg_src.cand.knobs else None,
-            "megatron_command": command_line(meg_src.cand.knobs.megatron_args())
+            "megatron_command": meg_src.cand.knobs.command if meg_src and meg_src.cand.knobs else None,
+            "megatron_line": launch_advice(meg_src.cand.knobs.launch_args(), s.req.launch_line).to_json()
             if meg_src and meg_src.cand.knobs else None,
             "megatron_args_from": meg_src.cand.name if meg_src else None,
             "estimate": rec.cand.estimate.to_dict(), "metrics": rec.metrics,

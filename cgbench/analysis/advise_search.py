@@ -39,6 +39,9 @@ class AdviseRequest:
     check_workload: list[str] = field(default_factory=list)
     out_dir: Path | None = None
     resume: bool = False
+    # the user's own launch line (--megatron-args, read): its translation is in ``overrides``; the
+    # recommendation says what to add to it and remove from it, and it is a baseline
+    launch_line: str | None = None
 
 
 def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:

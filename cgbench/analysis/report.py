@@ -316,6 +316,10 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
         rows = [("candidate", rec.get("name")), ("space", rec.get("space")), ("graphs", rec.get("num_graphs")),
                 ("overrides", " ".join(rec.get("overrides") or [])),
                 ("Megatron command", rec.get("megatron_command") or "-")]
+        if rec.get("megatron_line"):
+            from cgbench.config.megatron_lines import change_text
+
+            rows.append(("change to the launch line", change_text(rec["megatron_line"])))
         recommendation.tables.append(Table("the recommended CUDA-graph list", ("", "value"),
                                            tuple((Cell(k), Cell(str(v))) for k, v in rows), sortable=False))
         imp = doc.get("improvement") or {}

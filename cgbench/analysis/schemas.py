@@ -92,6 +92,10 @@ def advise_schema() -> dict[str, Any]:
         "megatron_args": args, "megatron_command": nullable(STRING), "overrides": STRINGS, "graphs": graphs,
         "reused": BOOLEAN, "metrics": metrics,
     }, ("rank", "name", "feasible", "num_graphs", "overrides", "graphs", "metrics"))
+    launch_change = nullable(record({
+        "command": STRING, "args": args, "add": STRINGS, "remove": STRINGS, "against": STRING},
+        ("command", "args", "add", "remove", "against"),
+        description="the recommended Megatron graph arguments and what to add to and remove from a launch line"))
     headline = _headline(ADVISE_HEADLINE, every=True)
     side = record({"objective": nullable(NUMBER), "metrics": headline}, ("objective", "metrics"))
     check = record({"check": STRING, "overrides": STRINGS, "same_as_search": BOOLEAN, "recommended": side,
@@ -108,7 +112,8 @@ def advise_schema() -> dict[str, Any]:
         "recommended": nullable(record({
             "name": STRING, "space": STRING, "num_graphs": INTEGER, "graphs": graphs, "all_prefills": BOOLEAN,
             "overrides": STRINGS, "explicit_overrides": STRINGS, "megatron_args": args,
-            "megatron_command": nullable(STRING), "megatron_args_from": nullable(STRING), "estimate": estimate,
+            "megatron_command": nullable(STRING), "megatron_line": launch_change,
+            "megatron_args_from": nullable(STRING), "estimate": estimate,
             "metrics": metrics}, ("name", "num_graphs", "graphs", "metrics"))),
         "improvement": nullable({"type": "object"}),
         "default": record({"name": STRING, "num_graphs": INTEGER, "rank": INTEGER, "feasible": BOOLEAN,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children, with_launch_line
 from cgbench.config.schema import ConfigError
 from cgbench.results.formatting import compact, percent
 
@@ -129,6 +129,10 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
         own = src == rec["name"]
         lines.append(f"Megatron arguments{'' if own else f' (best Megatron setting, {src})'}: "
                      f"{rec['megatron_command']}")
+        if rec.get("megatron_line"):
+            from cgbench.config.megatron_lines import change_text
+
+            lines.append("  " + change_text(rec["megatron_line"]))
     if "cg_file" in files:
         out = files["cg_file"].parent.parent.resolve()
         lines.append(f"explicit list ({rec['num_graphs']} graphs): {files['cg_file']}  ->  cgbench run "
@@ -197,14 +201,15 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _check_outputs(req: Any, plot: bool) -> None:
-    """Before the search: the config's input files are this command's inputs, and every output
-    (the report, the grid files, the plot) can be written and replaces none of them."""
+def _check_outputs(req: Any, plot: bool, megatron_args: str | None = None) -> None:
+    """Before the search: the config's input files (and a ``--megatron-args @FILE``) are this
+    command's inputs, and every output (the report, the grid files, the plot) can be written and
+    replaces none of them."""
     from cgbench.cli.guards import declare_config_inputs
     from cgbench.config.compose import load_config
     from cgbench.results.document import ensure_writable
 
-    declare_config_inputs(load_config(list(req.overrides)))
+    declare_config_inputs(load_config(list(req.overrides)), megatron_args)
     if req.out_dir.exists() and not req.out_dir.is_dir():
         raise ConfigError(f"--out {req.out_dir}: exists and is not a folder")
     for path in output_files(req.out_dir, plot):
@@ -262,6 +267,7 @@ def advise_cmd(
         "--sensitivity", help="Re-price the recommendation against the default grid over the cost model's "
         "uncertain parameters (as cgbench run --sensitivity): does the recommendation still win, and the "
         "break-even host cost. The report gets the block.")] = False,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
@@ -277,20 +283,22 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
     with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
         from cgbench.analysis.advise import AdviseRequest, run_advise
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
+        from cgbench.config.megatron_args import read_launch_text
 
         if budget_graphs is None:
             raise ConfigError("--budget-graphs: required (the most graphs a candidate may capture)")
         check_format(fmt, TABLE_OR_JSON)
         if plot:
             _pyplot()
-        ovr = list(overrides or [])
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
         req = AdviseRequest(
             overrides=ovr, budget_graphs=_parse_number(budget_graphs, "--budget-graphs", int),
             budget_memory_gb=_parse_number(budget_memory, "--budget-memory", float),
             budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
             slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
             jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
-            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
+            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume,
+            launch_line=None if megatron_args is None else read_launch_text(megatron_args))
         from cgbench.analysis.advise import check_request
 
         check_request(req)
@@ -301,7 +309,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])), own_comparisons=False)
         if req.out_dir is None:
             req.out_dir = _default_out(ovr)
-        _check_outputs(req, plot)
+        _check_outputs(req, plot, megatron_args)
         try:
             doc = _run_with_progress(req, run_advise)
         except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
@@ -121,9 +121,7 @@ def run(
     allow_oversize: Annotated[bool, typer.Option(
         "--allow-oversize", help="Run even if weights + KV cache exceed hardware.memory_gb x tp_size "
         "(what-if studies).")] = False,
-    megatron_args: Annotated[Optional[str], typer.Option(
-        "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
-        "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
+    megatron_args: MegatronArgs = None,
     export_dir: ExportDir = None,
     export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
@@ -147,11 +145,7 @@ def run(
         fmt = "json" if as_json else fmt
         check_format(fmt)
         _refuse_sweep_keys("run", ovr)
-        if megatron_args is not None:
-            from cgbench.config.megatron_args import with_megatron_args
-
-            ovr, translation = with_megatron_args(megatron_args, ovr, config_dirs=dirs)
-            err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
+        ovr = with_launch_line(megatron_args, ovr, dirs)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
@@ -249,6 +243,7 @@ def grid(
     overrides: Overrides = None,
     fmt: Fmt = "table",
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
     cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
@@ -261,7 +256,8 @@ def grid(
 
         check_format(fmt)
         _refuse_sweep_keys("grid", list(overrides or []))
-        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         warn_before_running(cfg, g)
         from cgbench.backends.sim.capture import grid_capture_estimate
