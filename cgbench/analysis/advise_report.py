@@ -55,6 +55,18 @@ def _headline(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def gating_of_candidate(overrides: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
+    """Whether a candidate's run gates admission, and why (None when its config is refused: a failed run)."""
+    from cgbench.config.compose import load_config
+    from cgbench.config.schema import ConfigError
+    from cgbench.pipeline import gating_of
+
+    try:
+        return gating_of(load_config(list(overrides))).to_json()
+    except ConfigError:
+        return None
+
+
 def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
     c = e.cand
     return {
@@ -64,7 +76,7 @@ def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
         "megatron_args": c.knobs.megatron_args() if c.knobs else None,
         "megatron_command": c.knobs.command if c.knobs else None,
         "overrides": list(c.overrides), "graphs": [list(g) for g in c.graphs], "reused": e.reused,
-        "metrics": e.metrics,
+        "gating": gating_of_candidate(c.overrides), "metrics": e.metrics,
     }
 
 
@@ -150,7 +162,8 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
             "megatron_line": launch_advice(meg_src.cand.knobs.launch_args(), s.req.launch_line).to_json()
             if meg_src and meg_src.cand.knobs else None,
             "megatron_args_from": meg_src.cand.name if meg_src else None,
-            "estimate": rec.cand.estimate.to_dict(), "metrics": rec.metrics,
+            "estimate": rec.cand.estimate.to_dict(), "gating": gating_of_candidate(rec.cand.overrides),
+            "metrics": rec.metrics,
         }
         doc["improvement"] = _improvement(s, rec, default)
     else:
@@ -158,7 +171,8 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
         doc["improvement"] = None
     doc["default"] = {"name": "default", "num_graphs": len(default.cand.graphs), "rank": default.rank,
                       "feasible": default.feasible, "violations": default.violations,
-                      "estimate": default.cand.estimate.to_dict(), "metrics": default.metrics}
+                      "estimate": default.cand.estimate.to_dict(),
+                      "gating": gating_of_candidate(default.cand.overrides), "metrics": default.metrics}
     free = next((e for e in ranked if e.feasible and _no_eager(e)), None)
     doc["eager_free"] = _eager_free_entry(s, free, rec)
     doc["megatron"] = _entry(s, best_meg) if best_meg else None

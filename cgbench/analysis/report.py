@@ -162,9 +162,13 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
 
     m = doc["metrics"]
     figures = Figures()
-    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(
-        (Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None),
-        sortable=False)])
+    rows = [(Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None]
+    if "gating_active" in m:  # with its reason, as the run table shows it
+        why = (doc.get("gating") or {}).get("reason")
+        rows.insert(1, (Cell(label("gating_active")), Cell(("yes" if m["gating_active"] else "no")
+                                                           + (f" — {why}" if why else ""))))
+    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(rows),
+                                          sortable=False)])
     health = Section("Health flags")
     warnings = doc.get("warnings") or []
     if warnings:
@@ -316,6 +320,10 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
         rows = [("candidate", rec.get("name")), ("space", rec.get("space")), ("graphs", rec.get("num_graphs")),
                 ("overrides", " ".join(rec.get("overrides") or [])),
                 ("Megatron command", rec.get("megatron_command") or "-")]
+        for who, g in (("gating active (recommended)", rec.get("gating")),
+                       ("gating active (default)", (doc.get("default") or {}).get("gating"))):
+            if g:
+                rows.append((who, f"{'yes' if g['active'] else 'no'} — {g['reason']}"))
         if rec.get("megatron_line"):
             from cgbench.config.megatron_lines import change_text
 

@@ -73,6 +73,8 @@ def sweep_schema() -> dict[str, Any]:
         "counts": record({s: INTEGER for s in (DONE, FAILED, PENDING)}, (DONE, FAILED, PENDING)),
         "points": {"type": "array", "items": point},
         "stale": {"type": "string", "description": "set on reading an index a killed sweep left"},
+        "warnings": {**STRINGS, "description": "known before the sweep ran: points whose gating is off and why, "
+                     "points that differ only in a policy and run the same steps"},
     })
     doc = {"$schema": DRAFT, "$id": schema_id("sweep"), "title": "cgbench sweep index (sweep.json)"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "name", "status", "counts", "points")))
@@ -86,11 +88,12 @@ def advise_schema() -> dict[str, Any]:
     args = nullable({"type": "object", "additionalProperties": {"type": ["integer", "string", "boolean"]}})
     metrics = {"anyOf": [{"$ref": "#/$defs/metrics"}, record(
         {"outcome": {"const": "failed"}, "diagnosis": STRING}, ("outcome", "diagnosis"))]}
+    gating = nullable(base.gating_schema())
     candidate = record({
         "rank": INTEGER, "name": STRING, "space": STRING, "origin": STRING, "feasible": BOOLEAN,
         "violations": STRINGS, "num_graphs": INTEGER, "objective": nullable(NUMBER), "estimate": estimate,
         "megatron_args": args, "megatron_command": nullable(STRING), "overrides": STRINGS, "graphs": graphs,
-        "reused": BOOLEAN, "metrics": metrics,
+        "reused": BOOLEAN, "gating": gating, "metrics": metrics,
     }, ("rank", "name", "feasible", "num_graphs", "overrides", "graphs", "metrics"))
     launch_change = nullable(record({
         "command": STRING, "args": args, "add": STRINGS, "remove": STRINGS, "against": STRING},
@@ -113,11 +116,11 @@ def advise_schema() -> dict[str, Any]:
             "name": STRING, "space": STRING, "num_graphs": INTEGER, "graphs": graphs, "all_prefills": BOOLEAN,
             "overrides": STRINGS, "explicit_overrides": STRINGS, "megatron_args": args,
             "megatron_command": nullable(STRING), "megatron_line": launch_change,
-            "megatron_args_from": nullable(STRING), "estimate": estimate,
+            "megatron_args_from": nullable(STRING), "estimate": estimate, "gating": gating,
             "metrics": metrics}, ("name", "num_graphs", "graphs", "metrics"))),
         "improvement": nullable({"type": "object"}),
         "default": record({"name": STRING, "num_graphs": INTEGER, "rank": INTEGER, "feasible": BOOLEAN,
-                           "violations": STRINGS, "estimate": estimate, "metrics": metrics},
+                           "violations": STRINGS, "estimate": estimate, "gating": gating, "metrics": metrics},
                           ("name", "num_graphs", "metrics")),
         "eager_free": nullable({"type": "object"}),
         "megatron": nullable(candidate),

@@ -53,6 +53,9 @@ class SweepPlan:
     claimed: bool = False  # claim_out_dir() has checked and created out_dir
     lock: SweepLock | None = field(default=None, repr=False)  # held from claim_out_dir() to release_out_dir()
     notes: list[str] = field(default_factory=list)  # one line each, for the user (stale index, reruns)
+    # known before anything runs, one line each: gating off and why, points that run the same steps
+    # (``sweep_gating``); printed and written into sweep.json
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def varying(self) -> list[str]:
@@ -228,6 +231,12 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         if on_progress is not None:
             on_progress(i + 1, len(expanded))
 
+    from cgbench.analysis.sweep_gating import gating_warnings, identical_policy_refusal, point_gating
+
+    status = point_gating(points)
+    refusal = identical_policy_refusal(points, varying, status)
+    if refusal is not None:
+        raise ConfigError(refusal)
     if int(settings.jobs) < 1:  # the sweep file's default for --jobs: name the key that set it
         raise ConfigError(f"sweep.jobs: must be >= 1, got {settings.jobs}")
     if out_dir is not None:
@@ -237,7 +246,8 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         where = Path(points[0].cfg.out_dir) / "sweeps" / f"{stamp}_{name}"
     return SweepPlan(name=name, out_dir=where, points=points, axes=axes, repeat=reps,
                      jobs=int(settings.jobs), sweep_args=sweep_args,
-                     axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None)
+                     axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None,
+                     warnings=gating_warnings(points, varying, status))
 
 
 def _launched(launch: Callable[[list[str]], list[str]] | None, overrides: list[str], i: int, n: int) -> list[str]:

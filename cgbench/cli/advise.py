@@ -121,6 +121,10 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
                  f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
                  f"{change}; eager steps {percent(imp['eager_step_fraction']['recommended'], 1)} vs "
                  f"{percent(imp['eager_step_fraction']['default'], 1)}")
+    gates = [f"{who} {'yes' if g['active'] else 'no'} — {g['reason']}" for who, g in
+             (("recommended", rec.get("gating")), ("default", doc["default"].get("gating"))) if g]
+    if gates:
+        lines.append("gating active: " + "; ".join(gates))
     trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
     if trade_off is not None:
         lines.append(trade_off)

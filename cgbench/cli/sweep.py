@@ -428,6 +428,8 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             raise
         if launch is not None:
             ui.err.print(launch.text(plan), end="", highlight=False, markup=False, soft_wrap=True)
+        for line in plan.warnings:  # gating off, and points that run the same steps: before anything runs
+            print_warning(line)
         try:
             _check_outputs(plan, megatron_args)
             if with_sensitivity:
@@ -487,6 +489,8 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
     print_summary(outcome, fmt)
+    for line in outcome.plan.warnings:  # again under the summary they qualify (also in sweep.json)
+        print_warning(line)
     if with_sensitivity and fmt == "table":
         from cgbench.cli.render_sensitivity import sweep_sensitivity_table
 

@@ -267,6 +267,13 @@ def sensitivity_schema() -> dict[str, Any]:
             "description": "the run re-priced over the cost model's uncertain parameters (cgbench run --sensitivity)"}
 
 
+def gating_schema() -> dict[str, Any]:
+    """Whether the run gated admission and why (``cgbench.engine.gating``); results written before it
+    lack it (they hold ``metrics.gating_active`` only)."""
+    return record({"active": BOOLEAN, "reason": STRING}, ("active", "reason"),
+                  description="metrics.gating_active and its reason: every failing condition, or what gates")
+
+
 def result_schema() -> dict[str, Any]:
     """The result document of ``cgbench run`` (and of every sweep point)."""
     props = provenance_properties()
@@ -289,6 +296,7 @@ def result_schema() -> dict[str, Any]:
         "deferrals": _deferrals(),
         "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
         "sensitivity": sensitivity_schema(),
+        "gating": gating_schema(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))
