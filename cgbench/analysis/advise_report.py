@@ -132,8 +132,24 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
     return notes
 
 
+def baseline_entries(s: Search, rec: Evaluated | None, runs: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each baseline (analysis/baselines.py) run on the workload, and how much better the
+    recommendation is than it for the objective (relative to the baseline; < 0: worse)."""
+    obj = s.objective
+    b_rec = None if rec is None else number_at(rec.metrics, obj.metric)
+    out = []
+    for base, metrics in runs:
+        a = number_at(metrics, obj.metric)
+        better = None if a is None or b_rec is None or a == 0 else round(
+            ((b_rec - a) if obj.maximize else (a - b_rec)) / abs(a), 6)
+        out.append({**base.to_json(), "objective": a, "recommended_better_by_fraction": better,
+                    "gating": gating_of_candidate(base.overrides), "metrics": _headline(metrics)})
+    return out
+
+
 def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, default: Evaluated,
-                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator) -> dict[str, Any]:
+                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator,
+                 baseline_runs: list[tuple[Any, dict[str, Any]]] = ()) -> dict[str, Any]:
     from cgbench.results.document import provenance
 
     best_meg = next((e for e in ranked if e.feasible and e.cand.knobs is not None), None)
@@ -174,6 +190,8 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
                       "estimate": default.cand.estimate.to_dict(),
                       "gating": gating_of_candidate(default.cand.overrides), "metrics": default.metrics}
     free = next((e for e in ranked if e.feasible and _no_eager(e)), None)
+    doc["baselines"] = baseline_entries(s, rec, list(baseline_runs))
+    doc["baseline_notes"] = list(s.baseline_notes)
     doc["eager_free"] = _eager_free_entry(s, free, rec)
     doc["megatron"] = _entry(s, best_meg) if best_meg else None
     doc["explicit"] = _entry(s, best_exp) if best_exp else None

@@ -86,6 +86,9 @@ class Search:
     gating: bool = False
     default_kind: str = "megatron"
     backstop: list[Shape] = field(default_factory=list)
+    # the lines users run, each simulated on the workload too (analysis/baselines.py), and why others are not
+    baselines: list[Any] = field(default_factory=list)
+    baseline_notes: list[str] = field(default_factory=list)
 
     def set_backstop(self, demand: Demand) -> None:
         """Graphs every explicit list keeps, used or not, so another run of the workload does not

@@ -341,6 +341,13 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
                 cmp_rows.append((Cell(ESTIMATES[k]), cell(est["default"][k]), cell(est["recommended"][k])))
         recommendation.tables.append(Table(f"default against recommended, objective {objective}",
                                            ("", "default", "recommended"), tuple(cmp_rows), sortable=False))
+    base_rows = tuple((Cell(str(b.get("name"))), Cell(str(b.get("label"))), cell(b.get("objective")),
+                       cell(b.get("recommended_better_by_fraction"), "goodput_fraction"),
+                       Cell(" ".join(b.get("overrides") or []))) for b in doc.get("baselines") or [])
+    if base_rows:
+        recommendation.tables.append(Table(f"the recommendation against the lines users run, objective {objective}", (
+            "baseline", "what it is", "objective", "recommendation better by", "overrides"), base_rows))
+    recommendation.notes += [f"not compared: {n}" for n in doc.get("baseline_notes") or []]
     recommendation.notes += [str(n) for n in doc.get("notes") or []]
     robust = Section("Robustness")
     checks = doc.get("robustness") or []

@@ -16,6 +16,7 @@ from typing import Any
 
 from cgbench.analysis.advise_report import HEADLINE as ADVISE_HEADLINE
 from cgbench.analysis.advise_report import REPORT_KIND
+from cgbench.analysis.baselines import KINDS as BASELINE_KINDS
 from cgbench.analysis.sweep_folder import DONE, FAILED, HEADLINE, INDEX_KIND, PENDING
 from cgbench.results import schema as base
 from cgbench.results.names import metric
@@ -122,6 +123,13 @@ def advise_schema() -> dict[str, Any]:
         "default": record({"name": STRING, "num_graphs": INTEGER, "rank": INTEGER, "feasible": BOOLEAN,
                            "violations": STRINGS, "estimate": estimate, "gating": gating, "metrics": metrics},
                           ("name", "num_graphs", "metrics")),
+        "baselines": {"type": "array", "items": record({
+            "baseline": {"enum": list(BASELINE_KINDS)}, "name": STRING, "label": STRING, "overrides": STRINGS,
+            "objective": nullable(NUMBER), "recommended_better_by_fraction": nullable(NUMBER), "gating": gating,
+            "metrics": headline}, ("baseline", "name", "label", "overrides", "objective",
+                                   "recommended_better_by_fraction", "metrics"),
+            description="the lines users run, simulated on the workload (docs/advise.md)")},
+        "baseline_notes": STRINGS,
         "eager_free": nullable({"type": "object"}),
         "megatron": nullable(candidate),
         "explicit": nullable(candidate),

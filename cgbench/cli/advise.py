@@ -125,6 +125,7 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
              (("recommended", rec.get("gating")), ("default", doc["default"].get("gating"))) if g]
     if gates:
         lines.append("gating active: " + "; ".join(gates))
+    lines += baseline_lines(doc)
     trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
     if trade_off is not None:
         lines.append(trade_off)
@@ -144,6 +145,18 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
         lines.append(f"  or: cgbench run cg=explicit cg.all_prefills={str(rec['all_prefills']).lower()} "
                      f"\"cg.graphs=$(cat {files['graphs_file']})\" ...")
     return lines
+
+
+def baseline_lines(doc: dict[str, Any]) -> list[str]:
+    """The recommendation against each line users run (``baselines``), then the ones not compared."""
+    name = doc["objective"]["name"]
+    lines = []
+    for b in doc.get("baselines") or []:
+        frac = b["recommended_better_by_fraction"]
+        change = "" if frac is None else f", the recommendation {'+' if frac >= 0 else ''}{100 * frac:.2f}%"
+        lines.append(f"versus {b['name']}: {name} {_objective_text(doc, b['objective'])}{change}  [{b['label']}: "
+                     f"{' '.join(b['overrides']) or '(defaults)'}]")
+    return lines + [f"not compared: {n}" for n in doc.get("baseline_notes") or []]
 
 
 def write_outputs(doc: dict[str, Any], out_dir: Path, plot: bool) -> dict[str, Path]:
@@ -268,7 +281,8 @@ def advise_cmd(
                                        "to <out>/pareto.png (needs matplotlib).")] = False,
     config_dirs: ConfigDirs = None,
     with_sensitivity: Annotated[bool, typer.Option(
-        "--sensitivity", help="Re-price the recommendation against the default grid over the cost model's "
+        "--sensitivity", help="Re-price the recommendation against the default grid and the baselines (the "
+        "config with gating off, your --megatron-args line, Megatron's default line) over the cost model's "
         "uncertain parameters (as cgbench run --sensitivity): does the recommendation still win, and the "
         "break-even host cost. The report gets the block.")] = False,
     megatron_args: MegatronArgs = None,
@@ -310,7 +324,7 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             from cgbench.analysis.sensitivity import check_sensitivity
             from cgbench.config.compose import load_config
 
-            check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])), own_comparisons=False)
+            check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])))
         if req.out_dir is None:
             req.out_dir = _default_out(ovr)
         _check_outputs(req, plot, megatron_args)
@@ -336,10 +350,10 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
         if rob is not None:
             ui.out.print(rob)
         if "sensitivity" in doc:
-            from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+            from cgbench.cli.render_sensitivity import sensitivity_baselines, sensitivity_ranges, sensitivity_table
 
             ui.out.print(sensitivity_table(doc["sensitivity"], "the recommendation"))
-            for line in sensitivity_ranges(doc["sensitivity"]):
+            for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                 ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
         for note in doc["notes"]:
             if note.startswith(EAGER_FREE_NOTES):
@@ -353,14 +367,17 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
 
 
 def _recommendation_sensitivity(doc: dict[str, Any], base: list[str], config_dirs: list[str]) -> dict[str, Any]:
-    """The recommendation re-priced against the default grid (the user's own overrides)."""
+    """The recommendation re-priced against the default grid (the user's own overrides) and the
+    baselines the search simulated (the lines users run)."""
+    from cgbench.analysis.baselines import default_grid, from_json
     from cgbench.analysis.sensitivity import sensitivity
     from cgbench.config.compose import load_config
 
     rec = doc["recommended"]
     cfg = load_config(list(rec["overrides"]), config_dirs=config_dirs)
-    default = load_config(base, config_dirs=config_dirs)
-    return sensitivity(cfg, rec["metrics"], versus=[(f"the default grid ({doc['default']['name']})", default)])
+    versus = [default_grid(base, load_config(base, config_dirs=config_dirs), doc["default"]["name"])]
+    versus += [from_json(b, config_dirs) for b in doc.get("baselines") or []]
+    return sensitivity(cfg, rec["metrics"], versus=versus)
 
 
 def _run_with_progress(req, run_advise) -> dict[str, Any]:

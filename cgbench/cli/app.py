@@ -126,8 +126,9 @@ def run(
     export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
-        "kernel launch, efficiencies) against no gating and no graphs: does the winner change, and the "
-        "break-even host cost. Simulator only; see docs/cost-model.md.")] = False,
+        "kernel launch, efficiencies) against the lines users run: the config with gating off, your "
+        "--megatron-args line, Megatron's default line, no graphs. Does the winner change, and the break-even "
+        "host cost. Simulator only; see docs/sensitivity.md.")] = False,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors(), config_folders(config_dirs):
@@ -146,6 +147,11 @@ def run(
         check_format(fmt)
         _refuse_sweep_keys("run", ovr)
         ovr = with_launch_line(megatron_args, ovr, dirs)
+        launch_line = None
+        if megatron_args is not None:
+            from cgbench.config.megatron_args import read_launch_text
+
+            launch_line = read_launch_text(megatron_args)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
@@ -184,7 +190,8 @@ def run(
             if with_sensitivity:
                 from cgbench.analysis.sensitivity import sensitivity
 
-                doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
+                doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
+                                                 config_dirs=dirs)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
@@ -201,10 +208,10 @@ def run(
             if verbose:
                 out.print(graph_usage_table(doc))
             if "sensitivity" in doc:
-                from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+                from cgbench.cli.render_sensitivity import sensitivity_baselines, sensitivity_ranges, sensitivity_table
 
                 out.print(sensitivity_table(doc["sensitivity"]))
-                for line in sensitivity_ranges(doc["sensitivity"]):
+                for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                     out.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line

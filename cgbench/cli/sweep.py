@@ -230,7 +230,8 @@ class SweepLaunchLine:
         from cgbench.config.megatron_args import read_launch_text, translate
 
         self.value, self.config_dirs = value, config_dirs
-        t = translate(read_launch_text(value))
+        self.line = read_launch_text(value)
+        t = translate(self.line)
         t.check()  # a bad line is one --megatron-args error, before any point
         self.translated = t.overrides
         self.first: str | None = None
@@ -482,7 +483,8 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                          highlight=False, soft_wrap=True, markup=False)
             from cgbench.analysis.sweep import PointOutputs
 
-            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity)
+            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
+                                   launch_line=None if launch is None else launch.line)
             outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
