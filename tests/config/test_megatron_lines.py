@@ -86,8 +86,11 @@ def test_the_name_advise_used_to_print_is_not_megatrons_and_is_never_printed():
         assert "--inference-dynamic-batching-cuda-graph-max-tokens" not in knobs.command
 
 
-def test_every_megatron_knob_setting_prints_a_line_that_translates_to_its_settings_and_grid():
-    engine = EngineConfig()
+@pytest.mark.parametrize("engine", [EngineConfig(), EngineConfig(max_requests=64, max_tokens=4096),
+                                    EngineConfig(num_speculative_tokens=2, tp_size=2),
+                                    EngineConfig(max_requests=128, max_tokens=8192, max_sequence_length=8192)],
+                         ids=["default", "small", "spec-tp2", "long"])
+def test_every_megatron_knob_setting_prints_a_line_that_translates_to_its_settings_and_grid(engine):
     space = megatron_space(engine)
     for knobs, _, _ in space:
         t = translate(knobs.command)
@@ -95,8 +98,10 @@ def test_every_megatron_knob_setting_prints_a_line_that_translates_to_its_settin
         assert not t.no_effect and not t.unknown, knobs
         assert cg_settings(knobs.command) == _cg_keys(knobs), knobs
     # the grid it composes to is the grid advise simulated for that setting
+    limits = [f"engine.{k}={getattr(engine, k)}" for k in ("max_requests", "max_tokens", "max_sequence_length",
+                                                            "num_speculative_tokens", "tp_size")]
     for knobs, graphs, _ in random.Random(3).sample(space, 6):
-        cfg = load_config(["model=hybrid", *translate(knobs.command).overrides])
+        cfg = load_config(["model=hybrid", *limits, *translate(knobs.command).overrides])
         assert tuple(tuple(g) for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs) == graphs, knobs
 
 

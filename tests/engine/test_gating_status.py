@@ -82,3 +82,18 @@ def test_without_gating_every_unguarded_policy_runs_the_same_steps(chunked):
         assert metrics == first, name
     gated = simulate(load_config([*base[:1], "cg=megatron", *base[2:], "policy=defer"]))
     assert gated != first  # the same workload with gating on differs: the equality above is not vacuous
+
+
+def test_explain_says_why_a_run_without_gating_deferred_nothing(tmp_path):
+    run = tmp_path / "r.json"
+    r = runner.invoke(app, ["run", "model=hybrid", "cg=megatron_no_all_prefills", "workload.num_requests=16",
+                            "--out", str(run)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["explain", str(run), "--request", "3"])
+    assert r.exit_code == 2
+    assert "never deferred by gating in this run (gating was off: needs --inference-cuda-graph-all-prefills / " \
+           "cg.all_prefills=true)" in r.stderr
+    r = runner.invoke(app, ["explain", str(run), "--step", "2"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1] == "gating active: no — needs --inference-cuda-graph-all-prefills / " \
+                                       "cg.all_prefills=true"
