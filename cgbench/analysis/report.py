@@ -233,6 +233,7 @@ def sweep_report(sweep_dir: Path) -> Report:
                                           (*lead_cols, "status", *(label(n) for n in shown)), tuple(
         (*lead(i, p), Cell(str(p.get("status"))), *(cell((p.get("metrics") or {}).get(n), n) for n in shown))
         for i, p in enumerate(points, 1)))])
+    headline.notes += [f"warning: {w}" for w in index.get("warnings") or []]  # gating off, identical points
     failed = [(i, p) for i, p in enumerate(points, 1) if p.get("status") != DONE]
     if failed:
         headline.tables.append(Table("points not done", (*lead_cols, "status", "error"), tuple(

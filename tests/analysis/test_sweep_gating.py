@@ -54,3 +54,15 @@ def test_the_warnings_are_printed_and_kept_in_the_index(tmp_path):
     assert index["warnings"][0].startswith("gating active: no in 2 of 4 points (1, 3)")
     a, b = (json.loads((out / index["points"][i]["file"]).read_text())["metrics"] for i in (0, 2))
     assert a == b  # what the warning says
+
+
+def test_the_sweep_report_carries_the_warnings(tmp_path):
+    from cgbench.analysis.report import sweep_report
+
+    out = tmp_path / "s"
+    r = runner.invoke(app, ["sweep", "policy=budget,megatron", "cg=megatron_no_all_prefills,megatron", *SMALL,
+                            "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    notes = next(s for s in sweep_report(out).sections if s.heading == "Headline").notes
+    assert "warning: gating active: no in 2 of 4 points (1, 3): needs --inference-cuda-graph-all-prefills / " \
+           "cg.all_prefills=true" in notes
