@@ -17,8 +17,9 @@ from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloCo
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.dp import DPEngine
-from cgbench.engine.ep import EPEngine
+from cgbench.engine.ep import EPEngine, ep_graphs
 from cgbench.engine.fast import FastEngine
+from cgbench.engine.gating import GatingStatus, gating_status
 from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
@@ -103,6 +104,13 @@ def build_prefix_cache(cfg: BenchConfig) -> PrefixCache | None:
                        hybrid=cfg.model.kind == "hybrid", mamba_slots=e.prefix_caching_mamba_slots)
 
 
+def gating_of(cfg: BenchConfig, grid: Grid | None = None) -> GatingStatus:
+    """Whether ``cfg``'s run gates admission, and why (``engine.gating.gating_status``)."""
+    grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
+    cg, grid, why = ep_graphs(cfg, grid)  # expert parallelism may turn prefill graphs off
+    return gating_status(make_policy(cfg.policy), cg, grid, non_decode_off_by=why)
+
+
 def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[str, str]]:
     """Warnings about a config, known before it runs (``{code, message}``, one line each): for
     ``cgbench run``, ``grid`` and ``schedule`` to print on stderr first."""
@@ -163,6 +171,11 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine)
+    gating = gating_of(cfg, grid)
+    if gating.active != doc["metrics"]["gating_active"]:
+        raise AssertionError(f"gating: the engine ran with gating_active={doc['metrics']['gating_active']}, "
+                             f"the condition says {gating.text}")
+    doc["gating"] = gating.to_json()  # the metric's why, for every table that shows it
     if trace_summary is not None:
         doc["trace"] = trace_summary.to_json()
     doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)

@@ -162,9 +162,13 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
 
     m = doc["metrics"]
     figures = Figures()
-    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(
-        (Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None),
-        sortable=False)])
+    rows = [(Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None]
+    if "gating_active" in m:  # with its reason, as the run table shows it
+        why = (doc.get("gating") or {}).get("reason")
+        rows.insert(1, (Cell(label("gating_active")), Cell(("yes" if m["gating_active"] else "no")
+                                                           + (f" — {why}" if why else ""))))
+    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(rows),
+                                          sortable=False)])
     health = Section("Health flags")
     warnings = doc.get("warnings") or []
     if warnings:
@@ -229,6 +233,7 @@ def sweep_report(sweep_dir: Path) -> Report:
                                           (*lead_cols, "status", *(label(n) for n in shown)), tuple(
         (*lead(i, p), Cell(str(p.get("status"))), *(cell((p.get("metrics") or {}).get(n), n) for n in shown))
         for i, p in enumerate(points, 1)))])
+    headline.notes += [f"warning: {w}" for w in index.get("warnings") or []]  # gating off, identical points
     failed = [(i, p) for i, p in enumerate(points, 1) if p.get("status") != DONE]
     if failed:
         headline.tables.append(Table("points not done", (*lead_cols, "status", "error"), tuple(
@@ -316,6 +321,14 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
         rows = [("candidate", rec.get("name")), ("space", rec.get("space")), ("graphs", rec.get("num_graphs")),
                 ("overrides", " ".join(rec.get("overrides") or [])),
                 ("Megatron command", rec.get("megatron_command") or "-")]
+        for who, g in (("gating active (recommended)", rec.get("gating")),
+                       ("gating active (default)", (doc.get("default") or {}).get("gating"))):
+            if g:
+                rows.append((who, f"{'yes' if g['active'] else 'no'} — {g['reason']}"))
+        if rec.get("megatron_line"):
+            from cgbench.config.megatron_lines import change_text
+
+            rows.append(("change to the launch line", change_text(rec["megatron_line"])))
         recommendation.tables.append(Table("the recommended CUDA-graph list", ("", "value"),
                                            tuple((Cell(k), Cell(str(v))) for k, v in rows), sortable=False))
         imp = doc.get("improvement") or {}
@@ -329,6 +342,13 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
                 cmp_rows.append((Cell(ESTIMATES[k]), cell(est["default"][k]), cell(est["recommended"][k])))
         recommendation.tables.append(Table(f"default against recommended, objective {objective}",
                                            ("", "default", "recommended"), tuple(cmp_rows), sortable=False))
+    base_rows = tuple((Cell(str(b.get("name"))), Cell(str(b.get("label"))), cell(b.get("objective")),
+                       cell(b.get("recommended_better_by_fraction"), "goodput_fraction"),
+                       Cell(" ".join(b.get("overrides") or []))) for b in doc.get("baselines") or [])
+    if base_rows:
+        recommendation.tables.append(Table(f"the recommendation against the lines users run, objective {objective}", (
+            "baseline", "what it is", "objective", "recommendation better by", "overrides"), base_rows))
+    recommendation.notes += [f"not compared: {n}" for n in doc.get("baseline_notes") or []]
     recommendation.notes += [str(n) for n in doc.get("notes") or []]
     robust = Section("Robustness")
     checks = doc.get("robustness") or []

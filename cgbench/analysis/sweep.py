@@ -81,6 +81,7 @@ class PointOutputs:
 
     records: bool = False
     sensitivity: bool = False
+    launch_line: str | None = None  # --megatron-args (read): a sensitivity baseline of every point
 
 
 def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
@@ -96,7 +97,8 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
     if outputs.sensitivity:
         from cgbench.analysis.sensitivity import sensitivity
 
-        doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
+        doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=list(overrides),
+                                         launch_line=outputs.launch_line)
     write_json_atomic(path, doc, durable=False)
     return headline(doc["metrics"])
 

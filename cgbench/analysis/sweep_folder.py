@@ -87,6 +87,8 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [_point_entry(r) for r in results],
     })
+    if plan.warnings:  # known before it ran (cgbench.analysis.sweep_gating)
+        doc["warnings"] = list(plan.warnings)
     return doc
 
 

@@ -19,7 +19,7 @@ from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 from cgbench.config.schema import ConfigError
 
 app = typer.Typer(
@@ -121,15 +121,14 @@ def run(
     allow_oversize: Annotated[bool, typer.Option(
         "--allow-oversize", help="Run even if weights + KV cache exceed hardware.memory_gb x tp_size "
         "(what-if studies).")] = False,
-    megatron_args: Annotated[Optional[str], typer.Option(
-        "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
-        "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
+    megatron_args: MegatronArgs = None,
     export_dir: ExportDir = None,
     export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
-        "kernel launch, efficiencies) against no gating and no graphs: does the winner change, and the "
-        "break-even host cost. Simulator only; see docs/cost-model.md.")] = False,
+        "kernel launch, efficiencies) against the lines users run: the config with gating off, your "
+        "--megatron-args line, Megatron's default line, no graphs. Does the winner change, and the break-even "
+        "host cost. Simulator only; see docs/sensitivity.md.")] = False,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors(), config_folders(config_dirs):
@@ -147,11 +146,12 @@ def run(
         fmt = "json" if as_json else fmt
         check_format(fmt)
         _refuse_sweep_keys("run", ovr)
+        ovr = with_launch_line(megatron_args, ovr, dirs)
+        launch_line = None
         if megatron_args is not None:
-            from cgbench.config.megatron_args import with_megatron_args
+            from cgbench.config.megatron_args import read_launch_text
 
-            ovr, translation = with_megatron_args(megatron_args, ovr, config_dirs=dirs)
-            err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
+            launch_line = read_launch_text(megatron_args)
         if cfg_only is not None:
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
@@ -193,7 +193,8 @@ def run(
 
             with ProgressReport("run --sensitivity", console=err) as report:
                 report.stage("pricing", None)
-                doc["sensitivity"] = sensitivity(cfg, doc["metrics"], progress=report.update)
+                doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
+                                                 config_dirs=dirs, progress=report.update)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
@@ -210,10 +211,10 @@ def run(
             if verbose:
                 out.print(graph_usage_table(doc))
             if "sensitivity" in doc:
-                from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+                from cgbench.cli.render_sensitivity import sensitivity_baselines, sensitivity_ranges, sensitivity_table
 
                 out.print(sensitivity_table(doc["sensitivity"]))
-                for line in sensitivity_ranges(doc["sensitivity"]):
+                for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                     out.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
@@ -252,6 +253,7 @@ def grid(
     overrides: Overrides = None,
     fmt: Fmt = "table",
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
     cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
@@ -264,7 +266,8 @@ def grid(
 
         check_format(fmt)
         _refuse_sweep_keys("grid", list(overrides or []))
-        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         warn_before_running(cfg, g)
         from cgbench.backends.sim.capture import grid_capture_estimate

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli.console import print_line
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 from cgbench.results.formatting import percent
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ def calibrate_cmd(
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
         "names (default: <out_dir>/calibration/host_<hostname>.json).")] = False,
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Measure graphed and eager step times of the real model and write the sim's calibration table.
 
@@ -118,8 +119,9 @@ def calibrate_cmd(
 
     if host:
         with user_errors(), config_folders(config_dirs):
-            _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,
-                            out, err, list(config_dirs or []))
+            ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+            _calibrate_host(ovr, out_path, 30 if repeat is None else repeat, warmup, as_json,
+                            out, err, list(config_dirs or []), megatron_args)
         return
     if repeat is None:
         repeat = 7
@@ -130,14 +132,14 @@ def calibrate_cmd(
         from cgbench.config.compose import load_config
         from cgbench.results.document import ensure_writable
 
-        ovr = list(overrides or [])
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
         cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
         # fail before measuring, not after, when the table could not be written
         from cgbench.backends.torch.calibration import report_path
         from cgbench.cli.guards import declare_config_inputs
 
-        declare_config_inputs(cfg)
+        declare_config_inputs(cfg, megatron_args)
         table = out_path or default_table_path(cfg, "probe")
         ensure_writable(table)
         ensure_writable(report_path(table), "--out (its report)")
@@ -168,7 +170,7 @@ def calibrate_cmd(
 
 
 def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmup: int, as_json: bool,
-                    out: Any, err: Any, config_dirs: list[Path]) -> None:
+                    out: Any, err: Any, config_dirs: list[Path], megatron_args: str | None = None) -> None:
     """``cgbench calibrate --host``: measure, write the host calibration file, print the per-case table."""
     from cgbench.backends.torch.calibration import calibrate_host, check_host_request, default_host_path
     from cgbench.config.compose import load_config
@@ -178,7 +180,7 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
     check_host_request(cfg, repeat=repeat, warmup=warmup)
     from cgbench.cli.guards import declare_config_inputs
 
-    declare_config_inputs(cfg)
+    declare_config_inputs(cfg, megatron_args)
     path = out_path or default_host_path(cfg)
     ensure_writable(path)
     result, report = calibrate_host(cfg, repeat=repeat, warmup=warmup)

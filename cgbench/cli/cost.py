@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 
 CostOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, hardware and engine to price on, e.g. model=transformer hardware=a100.",
@@ -113,6 +113,7 @@ def cost_cmd(
     context: Annotated[int, typer.Option("--context", help="Cached tokens per request before the step.")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
@@ -128,7 +129,8 @@ def cost_cmd(
         if not shape:
             raise ConfigError("--shape: required, as T,P,D (e.g. --shape 1,0,1)")
         parsed = parse_shape(shape)
-        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         doc = price_step(cfg, parsed, context)
         if fmt == "json":
             sys.stdout.write(json.dumps(doc) + "\n")

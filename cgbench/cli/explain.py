@@ -81,6 +81,8 @@ def explanation_lines(e: Explanation) -> list[str]:
     d, b = e.decision, e.state["batch"]
     lines = [f"step {e.step}, policy {e.policy}: the round starts with A={b['active_tokens']} P={b['prefill']} "
              f"D={b['decode']} paused={b['paused']}, {len(e.state['queue'])} request(s) queued"]
+    if e.gating.startswith("no"):  # then no round of the run defers: say why first
+        lines.append(f"gating active: {e.gating}")
     admitted = ", ".join(f"r{i}: {c}" for i, c, _ in d.admitted[:8]) + (" ..." if len(d.admitted) > 8 else "")
     lines.append(f"admitted: {admitted or 'nothing'}; stopped by {STOP_TEXT.get(d.stop_reason, d.stop_reason)}; "
                  + _graph(d.batch_after, d.graph, d.eager_reason))

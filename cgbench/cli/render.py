@@ -64,6 +64,13 @@ def _captured(doc: dict[str, Any]) -> str:
     return _num(n) if covered == n else f"{_num(covered)} of {_num(n)}"
 
 
+def gating_text(doc: dict[str, Any]) -> str:
+    """``yes — why`` / ``no — why`` (a result from before the ``gating`` block: yes or no alone)."""
+    g = doc.get("gating")
+    active = doc["metrics"]["gating_active"]
+    return ("yes" if active else "no") + (f" — {g['reason']}" if g else "")
+
+
 def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """The run table's rows, every value formatted for a human."""
     m = doc["metrics"]
@@ -71,7 +78,7 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     req = m["requests"]
     rows: list[tuple[str, str]] = [
         ("outcome", m["outcome"] + (f" ({m['diagnosis']})" if m["diagnosis"] else "")),
-        ("graphs captured / gating active", f"{_captured(doc)} / {'yes' if m['gating_active'] else 'no'}"),
+        ("graphs captured / gating active", f"{_captured(doc)} / {gating_text(doc)}"),
         ("steps (graphed / eager)", f"{_num(m['steps'])} ({_num(m['graphed_steps'])} / {_num(m['eager_steps'])})"),
         ("eager-step fraction", _pct(m["eager_step_fraction"])),
         ("eager steps by reason", _counts(m["eager_steps_by_reason"])),

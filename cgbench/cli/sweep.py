@@ -17,7 +17,7 @@ from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children
 from cgbench.config.overrides import split_override
 from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import percent as _pct
@@ -206,7 +206,48 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
                          on_note=report.note, outputs=outputs)
 
 
-def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
+class SweepLaunchLine:
+    """``sweep --megatron-args``: every point runs the launch line's translation with its own overrides
+    winning (``megatron_args.with_megatron_args``, one point at a time: the KV sizing reads each
+    point's model); ``text`` is the translation to print, point 1's, with the axes that replace
+    translated keys named."""
+
+    def __init__(self, value: str, config_dirs: list[Path]) -> None:
+        from cgbench.config.megatron_args import read_launch_text, translate
+
+        self.value, self.config_dirs = value, config_dirs
+        self.line = read_launch_text(value)
+        t = translate(self.line)
+        t.check()  # a bad line is one --megatron-args error, before any point
+        self.translated = t.overrides
+        self.first: str | None = None
+
+    def __call__(self, point: list[str]) -> list[str]:
+        from cgbench.config.megatron_args import with_megatron_args
+
+        ovr, text = with_megatron_args(self.value, point, config_dirs=self.config_dirs)
+        if self.first is None:
+            self.first = text
+        return ovr
+
+    def text(self, plan: SweepPlan) -> str:
+        from cgbench.config.overrides import override_key
+
+        shown = [ln for ln in (self.first or "").splitlines()
+                 if not (ln.startswith("  yours wins   ") and override_key(ln.split()[2]) in plan.varying)]
+        lines = [*shown, "  (point 1's translation; every point is translated the same way, its own overrides "
+                 "winning)"]
+        for key in plan.varying:
+            hit = [o for o in self.translated if override_key(o) in (key, f"{key}.") or
+                   override_key(o).partition(".")[0] == key]
+            if hit:
+                lines.append(f"  axis wins    {key}={','.join(plan.axes[key])} (a sweep axis: each point's value "
+                             f"replaces the translated {' '.join(hit)})")
+        return "\n".join(lines) + "\n"
+
+
+def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
+                        launch: SweepLaunchLine | None = None) -> SweepPlan:
     """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
     log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
     limit, take ~15 s: never minutes without a word)."""
@@ -227,7 +268,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
                 err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
                           markup=False, highlight=False, soft_wrap=True)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note, launch=launch)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -237,7 +278,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress, launch=launch)
 
 
 PLAN_NOTE_EVERY_S = 5.0
@@ -256,15 +297,18 @@ def _refuse_launcher(launcher: str) -> None:
                       "(see docs/sweeps.md)")
 
 
-def _check_outputs(plan: SweepPlan) -> None:
-    """Before any point runs: the files the points read (traces, calibration tables) are the
-    command's inputs, and the sweep's own files (index, summary, every point's result) replace
-    none of them (``cgbench.safeio.declare_inputs``)."""
+def _check_outputs(plan: SweepPlan, megatron_args: str | None = None) -> None:
+    """Before any point runs: the files the points read (traces, calibration tables, a
+    ``--megatron-args @FILE``) are the command's inputs, and the sweep's own files (index, summary,
+    every point's result) replace none of them (``cgbench.safeio.declare_inputs``)."""
     from cgbench import safeio
     from cgbench.analysis.fingerprint import input_paths
     from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
 
     seen: set[tuple[str, str]] = set()
+    if megatron_args is not None and megatron_args.startswith("@"):
+        safeio.declare_inputs({"--megatron-args": megatron_args[1:]})
+        seen.add(("--megatron-args", megatron_args[1:]))
     for point in plan.points:
         for key, path in input_paths(point.cfg).items():
             if (key, path) not in seen:
@@ -335,6 +379,7 @@ def sweep_cmd(
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
         "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -360,15 +405,20 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if resume and out_dir is None:
             raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
                               "(without --out every sweep gets a new folder)")
+        launch = None if megatron_args is None else SweepLaunchLine(megatron_args, list(config_dirs or []))
         warm = _warm_pool(jobs, executor, dry_run)
         try:
-            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir, launch=launch)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
             raise
+        if launch is not None:
+            ui.err.print(launch.text(plan), end="", highlight=False, markup=False, soft_wrap=True)
+        for line in plan.warnings:  # gating off, and points that run the same steps: before anything runs
+            print_warning(line)
         try:
-            _check_outputs(plan)
+            _check_outputs(plan, megatron_args)
             if with_sensitivity:
                 from cgbench.analysis.sensitivity import check_sensitivity
 
@@ -419,13 +469,16 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                          highlight=False, soft_wrap=True, markup=False)
             from cgbench.analysis.sweep import PointOutputs
 
-            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity)
+            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
+                                   launch_line=None if launch is None else launch.line)
             outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
     print_summary(outcome, fmt)
+    for line in outcome.plan.warnings:  # again under the summary they qualify (also in sweep.json)
+        print_warning(line)
     if with_sensitivity and fmt == "table":
         from cgbench.cli.render_sensitivity import sweep_sensitivity_table
 

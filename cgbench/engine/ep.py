@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cgbench.config.schema import BenchConfig
+from cgbench.config.schema import BenchConfig, CGConfig
 from cgbench.engine.contract import StepBackend, StepWork
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.ledger import COMPLETED, Ledger
@@ -69,6 +69,17 @@ class _RankStream:
         return True
 
 
+def ep_graphs(cfg: BenchConfig, grid: Grid) -> tuple[CGConfig, Grid, str]:
+    """The cg settings and grid every EP rank gates and matches on, and why non-decode graphs are off
+    when the config's are not: a dispatcher that matches EP token counts (nccl, te) turns them off,
+    as Megatron 0.19.2."""
+    if cfg.engine.ep_size > 1 and cfg.engine.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS:
+        why = (f"engine.moe_dispatcher={cfg.engine.moe_dispatcher} under expert parallelism turns prefill and mixed "
+               "graphs off, as Megatron (engine.moe_dispatcher=nvls keeps them)") if cfg.cg.non_decode else ""
+        return replace(cfg.cg, non_decode=False), decode_only_grid(grid), why
+    return cfg.cg, grid, ""
+
+
 def decode_only_grid(grid: Grid) -> Grid:
     """The grid with non-decode graphs off: its decode-only graphs."""
     return Grid(grid.name, tuple(g for g in grid.graphs if g.prefill_req_count == 0), grid.strict,
@@ -99,8 +110,7 @@ class EPEngine:
         self.routing = e.ep_routing  # (a DP engine driving this group routes its arrivals itself)
         self.router = Router(self.size, self.routing)
         self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
-        cg = replace(cfg.cg, non_decode=False) if self.match_ep else cfg.cg
-        self.grid = decode_only_grid(grid) if self.match_ep else grid
+        cg, self.grid, _ = ep_graphs(cfg, grid)
         self.gating_active = gating_active(policy, cg, self.grid)
         self.stream = stream
         self.keep_trace = trace

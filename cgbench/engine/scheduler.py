@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from cgbench.config.schema import CGConfig
 from cgbench.engine.batch_invariant import aligned_chunk
 from cgbench.engine.context import Context
+from cgbench.engine.gating import gating_status
 from cgbench.engine.policies import DEFER, Policy
 from cgbench.engine.request import Request
 from cgbench.grids.lookup import Grid
@@ -25,7 +26,8 @@ NOT_CAPTURED = "not_captured"
 
 
 def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
-    """Whether admission is gated on the grid.
+    """Whether admission is gated on the grid: ``gating.gating_status`` (the one condition, with its
+    reason).
 
     The policies that reproduce Megatron's code (``megatron``, ``megatron_6675``:
     ``Policy.megatron_conditions``) gate on Megatron's three conditions only: ``cg.all_prefills``,
@@ -35,9 +37,7 @@ def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
     running). The cgbench-only gating policies (``defer``, ``wait_timeout``, ``cover``) add a fourth
     condition, a prefill/mixed graph in the list, so that such a list admits on budgets and runs
     prefills eager instead."""
-    if not (policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0):
-        return False
-    return grid.non_decode or policy.megatron_conditions
+    return gating_status(policy, cg, grid).active
 
 
 def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, chunked_prefill: bool) -> str | None:

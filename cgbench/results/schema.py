@@ -251,7 +251,9 @@ def sensitivity_schema() -> dict[str, Any]:
                         "metrics": {"type": "object", "additionalProperties": metric_row}}, ("key", "values", "point"))
     even = record({"metric": STRING, "host_op_us": nullable(NUMBER), "below": STRING, "above": STRING,
                    "eager_graphed_ratio": nullable(NUMBER)}, ("metric", "host_op_us", "below", "above"))
-    comparison = record({"b": STRING, "same_steps": BOOLEAN,
+    kind = {**STRING, "description": "gating_off, launch_line, megatron_default, no_graphs or default_grid "
+             "(cgbench.analysis.baselines)"}
+    comparison = record({"b": STRING, "baseline": kind, "name": STRING, "overrides": STRINGS, "same_steps": BOOLEAN,
                          "point": record({"a": numbers, "b": numbers}, ("a", "b")),
                          "point_winner": {"type": "object", "additionalProperties": STRING},
                          "parameters": {"type": "array", "items": parameter}, "flips": STRINGS,
@@ -262,9 +264,17 @@ def sensitivity_schema() -> dict[str, Any]:
     return {**record({"method": {"enum": ["repriced", "rerun"]}, "why_rerun": nullable(STRING),
                       "eager_graphed_ratio": nullable(NUMBER),
                       "parameters": {"type": "array", "items": described},
-                      "comparisons": {"type": "array", "items": comparison}},
+                      "comparisons": {"type": "array", "items": comparison},
+                      "notes": {**STRINGS, "description": "the baselines not compared, and why"}},
                      ("method", "why_rerun", "eager_graphed_ratio", "parameters", "comparisons")),
             "description": "the run re-priced over the cost model's uncertain parameters (cgbench run --sensitivity)"}
+
+
+def gating_schema() -> dict[str, Any]:
+    """Whether the run gated admission and why (``cgbench.engine.gating``); results written before it
+    lack it (they hold ``metrics.gating_active`` only)."""
+    return record({"active": BOOLEAN, "reason": STRING}, ("active", "reason"),
+                  description="metrics.gating_active and its reason: every failing condition, or what gates")
 
 
 def result_schema() -> dict[str, Any]:
@@ -289,6 +299,7 @@ def result_schema() -> dict[str, Any]:
         "deferrals": _deferrals(),
         "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
         "sensitivity": sensitivity_schema(),
+        "gating": gating_schema(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))
