@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import metric_value, number, percent
+from cgbench.results.formatting import goodput_text, metric_value, number, percent
 from cgbench.results.names import label, lookup
 
 RUN, SWEEP, ADVISE = "run", "sweep", "advise"
@@ -163,8 +163,8 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
     m = doc["metrics"]
     figures = Figures()
     headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(
-        (Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None),
-        sortable=False)])
+        (Cell(label(name)), _headline_cell(m, name)) for name in RUN_HEADLINE
+        if lookup(m, name) is not None or (name == "goodput_req_s" and "goodput_slo" in m)), sortable=False)])
     health = Section("Health flags")
     warnings = doc.get("warnings") or []
     if warnings:
@@ -194,6 +194,13 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
         facts.append(("environment", ", ".join(f"{k}={v}" for k, v in env.items() if not isinstance(v, dict))))
     title = "cgbench run: " + str((doc.get("labels") or {}).get("name") or stem)
     return Report(RUN, title, facts, [headline, health, usage, timeline], figures.missing, figures.hint)
+
+
+def _headline_cell(m: dict[str, Any], name: str) -> Cell:
+    if name == "goodput_req_s":  # without an SLO there is no goodput: say so, never a number
+        rate = lookup(m, name)
+        return cell(rate, name) if rate is not None else Cell(goodput_text(m))
+    return cell(lookup(m, name), name)
 
 
 def _provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:

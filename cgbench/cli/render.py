@@ -15,7 +15,7 @@ from rich.table import Table
 
 from cgbench.config.labels import header
 from cgbench.engine.kv_rules import DEFAULT_RULES, MEGATRON_RULES
-from cgbench.results.formatting import metric_value
+from cgbench.results.formatting import goodput_text, metric_value
 from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
 from cgbench.results.names import flatten
@@ -89,7 +89,7 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
              f"{_num(m['output_throughput_tok_s'], 0)} / {_num(m['total_throughput_tok_s'], 0)}"),
             ("makespan (s)", _num(m["makespan_s"], 3)),
             ("time in eager steps (s)", f"{_num(m['eager_time_s'], 3)} ({_pct(m['eager_time_fraction'])})"),
-            ("goodput (req/s)", f"{_num(m['goodput_req_s'])} ({_pct(m['goodput_fraction'])} of requests)"),
+            ("goodput (req/s)", goodput_text(m)),
         ]
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:

@@ -135,10 +135,12 @@ METRICS: tuple[Metric, ...] = (
        "requests) / makespan", needs_clock=True),
     _M("request_throughput_req_s", REQ_S, HIGHER, "request throughput", "completed requests / makespan",
        needs_clock=True),
-    _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan",
-       needs_clock=True),
-    _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests",
-       needs_clock=True),
+    _M("goodput_slo", TEXT, NEITHER, "goodput SLO", "the slo.* bounds goodput counts against "
+       "(ttft_ms<=500 tpot_ms<=50), or none: no bound set, and then no goodput", needs_clock=True),
+    _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan "
+       "(vLLM bench's request_goodput); null when no slo.* bound is set", needs_clock=True),
+    _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests; "
+       "null when no slo.* bound is set", needs_clock=True),
     _M("graphed_time_s", S, NEITHER, "graphed time", "time spent in graphed steps", needs_clock=True),
     _M("eager_time_s", S, LOWER, "eager time", "time spent in eager steps", needs_clock=True),
     _M("eager_time_fraction", FRACTION, LOWER, "eager time", "eager time / step time", needs_clock=True),

@@ -89,7 +89,21 @@ def test_every_registered_metric_is_computed(metrics: dict) -> None:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
-            assert lookup(metrics, m.name) is not None or m.name in ("max_cg_wait_request",), m.name
+            assert lookup(metrics, m.name) is not None or m.name in NULL_WITHOUT_CAUSE, m.name
+
+
+# metrics that are null when their cause is absent: no request waited; no slo.* bound set
+NULL_WITHOUT_CAUSE = ("max_cg_wait_request", "goodput_req_s", "goodput_fraction")
+
+
+def test_goodput_is_null_without_an_slo_and_a_number_with_one(metrics: dict) -> None:
+    assert metrics["goodput_slo"] == "none"
+    assert metrics["goodput_req_s"] is None and metrics["goodput_fraction"] is None
+    cfg = load_config(["workload.num_requests=24", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"])
+    m = run_point(cfg, [])["metrics"]
+    assert m["goodput_slo"] == "ttft_ms<=1e+09 tpot_ms<=1e+09"
+    # bounds no request misses: goodput is every completed request, as vLLM bench counts it
+    assert m["goodput_fraction"] == 1.0 and m["goodput_req_s"] == m["request_throughput_req_s"]
 
 
 def test_summary_children_inherit_unit_and_direction() -> None:
