@@ -222,6 +222,12 @@ class WorkloadConfig:
     window: TraceWindowConfig = field(default_factory=TraceWindowConfig)
     prefix: PrefixModelConfig = field(default_factory=PrefixModelConfig)  # generated workloads' prefixes
 
+    @property
+    def open_loop(self) -> bool:
+        """Whether the arrival times are fixed in advance, whatever the engine does (a trace at its
+        times, or any generated process but ``closed_loop``, which releases a request per completion)."""
+        return self.arrival.process != "closed_loop"
+
 
 @dataclass
 class PolicyConfig:

@@ -41,6 +41,7 @@ class Metric:
     per_rank: bool = False  # a list of values, one per expert-parallel (or data-parallel) rank
     needs_prefix: bool = False  # present only with prefix caching (engine.prefix_caching)
     needs_dp: bool = False  # present only with data parallelism (engine.dp_size > 1)
+    needs_open_loop: bool = False  # present only when the arrivals offer a load (cgbench.results.load_metrics)
 
 
 _M = Metric
@@ -144,6 +145,23 @@ METRICS: tuple[Metric, ...] = (
     _M("graphed_time_s", S, NEITHER, "graphed time", "time spent in graphed steps", needs_clock=True),
     _M("eager_time_s", S, LOWER, "eager time", "time spent in eager steps", needs_clock=True),
     _M("eager_time_fraction", FRACTION, LOWER, "eager time", "eager time / step time", needs_clock=True),
+    # the load offered (open-loop arrivals: a rate, or a trace at its times; not closed_loop or
+    # all_at_once, which offer none) and what was served of it (cgbench.results.load_metrics)
+    _M("load.arrival_span_s", S, NEITHER, "arrival span", "time from the first arrival to the last",
+       needs_clock=True, needs_open_loop=True),
+    _M("load.offered_req_s", REQ_S, NEITHER, "offered rate", "(arrivals - 1) / arrival span: the workload's "
+       "request rate", needs_clock=True, needs_open_loop=True),
+    _M("load.offered_output_tok_s", TOK_S, NEITHER, "offered output", "offered rate x the mean output tokens "
+       "the requests ask for (failed ones included)", needs_clock=True, needs_open_loop=True),
+    _M("load.served_output_tok_s", TOK_S, HIGHER, "served output", "output tokens / (makespan - first arrival)",
+       needs_clock=True, needs_open_loop=True),
+    _M("load.served_fraction", FRACTION, HIGHER, "served share", "served / offered output rate: short of 1 by "
+       "the last requests' own lives, or by a backlog", needs_clock=True, needs_open_loop=True),
+    _M("load.drain_s", S, LOWER, "drain", "makespan - last arrival: how long the engine ran after the last "
+       "request arrived", needs_clock=True, needs_open_loop=True),
+    _M("load.backlog_s", S, LOWER, "backlog", "the median wait for admission of the last tenth of the arrivals "
+       "(one never admitted: until the run ended): the queue left when the arrivals stopped",
+       needs_clock=True, needs_open_loop=True),
     # the run's setup
     _M("gating_active", FLAG, NEITHER, "gating active",
        "whether graph-aware admission gating was active for this policy, grid and engine"),

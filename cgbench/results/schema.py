@@ -166,7 +166,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp)
+    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp or m.needs_open_loop)
 
 
 def metrics_schema() -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The column-based metrics equal an independent oracle: the list-based computation over ``Request``
-objects that cgbench used before the ledger (kept here, unchanged), on random ledgers and on real
-runs (both engines, tight KV pools with evictions, failures, unfinished requests, EP), with and
-without SLOs (without one, goodput is null, as vLLM bench leaves it). Equality is of the whole metrics dict, so every float must be the same float."""
+objects that cgbench used before the ledger (kept here, changed only where a definition changed: no
+SLO, no goodput, as vLLM bench leaves it), on random ledgers and on real runs (both engines, tight
+KV pools with evictions, failures, unfinished requests, EP), with and without SLOs. Equality is of
+the whole metrics dict, so every float must be the same float."""
 
 from __future__ import annotations
 
