@@ -49,7 +49,15 @@ def _point_line(r: PointResult, done: int, total: int) -> str | Text:
     m = r.metrics
     ttft = f", p99 TTFT {m['ttft_ms.p99']:.1f} ms" if "ttft_ms.p99" in m else ""
     return (f"[{done}/{total}] {label}: eager {_pct(m.get('eager_step_fraction'))}, "
-            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft} ({r.wall_s:.2f} s)")
+            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft}, health {health_cell(r.health)} "
+            f"({r.wall_s:.2f} s)")
+
+
+def health_cell(codes: list[str] | None) -> str:
+    """A point's health, compactly: ``ok``, its flag codes (``overload, long_graph_wait``), or ``-``."""
+    if codes is None:
+        return "-"
+    return ", ".join(codes) or "ok"
 
 
 def _axes_table(plan: SweepPlan) -> Table:
@@ -92,11 +100,13 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     return t
 
 
-def summary_table(outcome: SweepOutcome) -> Table:
-    """One row per point: its varying axes, status and headline metrics (fits an 80-column CI log)."""
+def summary_table(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> Table:
+    """One row per point: its varying axes, status, health flags and metrics (``columns``, else
+    ``TABLE_METRICS``: fits an 80-column CI log)."""
     from rich import box
     from rich.table import Table
 
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying
     counts = ", ".join(f"{outcome.count(s)} {s}" for s in ("done", "failed", "pending") if outcome.count(s))
@@ -108,17 +118,28 @@ def summary_table(outcome: SweepOutcome) -> Table:
         # the point's identity stays readable; the numeric headers wrap instead
         t.add_column(k.rsplit(".", 1)[-1], no_wrap=True, min_width=max(len(row[i]) for row in labels))
     t.add_column("status", no_wrap=True)
-    for name in TABLE_METRICS:
+    t.add_column("health")
+    for name in names:
         t.add_column(_header(name), justify="right")
     for r, label in zip(outcome.results, labels, strict=True):
         m = r.metrics
         status = "kept" if r.reused else r.status
         if m.get("outcome") not in (None, "completed"):
             status = str(m["outcome"])
-        cells = [metric_value(name, m.get(name), 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
-                 for name in TABLE_METRICS]
-        t.add_row(*label, status, *cells, style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
+        cells = [_cell(name, _value(r, name)) for name in names]
+        t.add_row(*label, status, health_cell(r.health), *cells,
+                  style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
     return t
+
+
+def _value(r: PointResult, name: str):
+    return r.metrics[name] if name in r.metrics else r.columns.get(name)
+
+
+def _cell(name: str, value) -> str:
+    if name in ("goodput_req_s", "goodput_fraction") and value is None:
+        return "n/a"  # no slo.* bound set: no goodput
+    return metric_value(name, value, 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
 
 
 # the summary table's metric columns (sweep.json and summary.csv hold every headline metric)
@@ -135,40 +156,44 @@ def _header(name: str) -> str:
     return f"{head}\n{unit.rstrip(')')}" if unit else head
 
 
-def summary_markdown(outcome: SweepOutcome) -> str:
+def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
     from cgbench.analysis.sweep import summary_records
 
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying or ["overrides"]
-    heads = [*keys, "status", *(_header(n).replace("\n", " ") for n in TABLE_METRICS)]
+    heads = [*keys, "status", "health", *(_header(n).replace("\n", " ") for n in names)]
     lines = [f"### sweep {plan.name}: {len(plan.points)} points", "",
-             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|" + "---:|" * len(TABLE_METRICS)]
-    for rec in summary_records(plan, outcome.results):
-        cells = [str(rec[k]) for k in keys] + [str(rec["status"])]
-        cells += [metric_value(n, rec.get(n), 0 if n.endswith(("_ms.p99", "_tok_s")) else 2) for n in TABLE_METRICS]
+             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|---|" + "---:|" * len(names)]
+    for rec in summary_records(plan, outcome.results, names):
+        cells = [str(rec[k]) for k in keys] + [str(rec["status"]), health_cell(rec["health"])]
+        cells += [_cell(n, rec.get(n)) for n in names]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def summary_json(outcome: SweepOutcome) -> str:
+def summary_json(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     import json
 
     from cgbench.analysis.sweep import summary_records
 
     plan = outcome.plan
     return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
-                       "points": summary_records(plan, outcome.results)}, indent=1) + "\n"
+                       "points": summary_records(plan, outcome.results, columns)}, indent=1) + "\n"
 
 
-def print_summary(outcome: SweepOutcome, fmt: str) -> None:
+def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | None = None) -> None:
+    """The summary on stdout; ``columns`` (``--columns``) replaces the default metric columns (the
+    table's ``TABLE_METRICS``; JSON and CSV: every headline metric)."""
     if fmt == "table":
-        ui.out.print(summary_table(outcome))
+        ui.out.print(summary_table(outcome, columns))
         return
     from cgbench.analysis.sweep import summary_csv
 
-    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results), "markdown": lambda: summary_markdown(outcome),
-            "json": lambda: summary_json(outcome)}[fmt]()
+    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results, columns),
+            "markdown": lambda: summary_markdown(outcome, columns),
+            "json": lambda: summary_json(outcome, columns)}[fmt]()
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -252,6 +277,17 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
             progress.update(task, completed=done, total=total)
 
         return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
+
+
+def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    from cgbench.config.schema import ConfigError
+    from cgbench.results.names import parse_columns
+
+    if dry_run:
+        raise ConfigError("--columns: chooses the summary's columns, and --dry-run prints no summary")
+    return parse_columns(text)
 
 
 PLAN_NOTE_EVERY_S = 5.0
@@ -349,6 +385,11 @@ def sweep_cmd(
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
         "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
+    columns: Annotated[Optional[str], typer.Option(
+        "--columns", metavar="METRIC,...", help="The summary's metric columns, comma-separated registry names "
+        "(docs/metrics.md): tpot_ms.p99,ttft_ms.p50,load.served_fraction. Default: eager step fraction, "
+        "deferrals, longest wait, queue wait, p99 TTFT, output throughput (JSON and CSV: every headline "
+        "metric). The axes, status and health columns are always shown.", show_default=False)] = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -365,6 +406,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         from cgbench.config.schema import ConfigError
 
         check_format(fmt)
+        chosen = _parse_columns(columns, dry_run)
         if launcher is not None:
             _refuse_launcher(launcher)
         if executor not in EXECUTORS:
@@ -433,13 +475,14 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                          highlight=False, soft_wrap=True, markup=False)
             from cgbench.analysis.sweep import PointOutputs
 
-            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity)
+            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
+                                   columns=chosen or ())
             outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
-    print_summary(outcome, fmt)
+    print_summary(outcome, fmt, chosen)
     if with_sensitivity and fmt == "table":
         from cgbench.cli.render_sensitivity import sweep_sensitivity_table
 

@@ -293,6 +293,44 @@ def metric(name: str) -> Metric | None:
     return None
 
 
+def column_names() -> list[str]:
+    """Every name a table column can show: the scalar metrics and each summary's fields, in registry
+    order (a keyed record's keys depend on the run: ``eager_steps_by_reason.shape`` is accepted too)."""
+    out: list[str] = []
+    for m in METRICS:
+        if m.summary:
+            out += [f"{m.name}.{f}" for f in SUMMARY_FIELDS]
+        elif not (m.keyed or m.per_rank):
+            out.append(m.name)
+    return out
+
+
+def parse_columns(text: str, option: str = "--columns") -> tuple[str, ...]:
+    """``ttft_ms.p99,tpot_ms.p50`` -> the metric names, each checked against the registry; a
+    ``ConfigError`` (one line, with the nearest name) for the first that is no column."""
+    from cgbench.config.errors import ConfigError, did_you_mean
+
+    names = [t.strip() for t in text.split(",")]
+    if not any(names):
+        raise ConfigError(f"{option}: name at least one metric (e.g. ttft_ms.p99,tpot_ms.p99)")
+    known = column_names()
+    for name in names:
+        m = REGISTRY.get(name)
+        if not name:
+            raise ConfigError(f"{option}: an empty name in {text!r}")
+        if m is not None and m.summary:
+            raise ConfigError(f"{option}: {name} is a summary; name one of its fields: "
+                              + ", ".join(f"{name}.{f}" for f in ("p50", "p99", "mean", "max")))
+        if m is not None and m.keyed:
+            raise ConfigError(f"{option}: {name} is keyed by name; name a key ({name}.KEY)")
+        if m is not None and m.per_rank:
+            raise ConfigError(f"{option}: {name} is a list, one value per rank: no column")
+        if metric(name) is None:
+            raise ConfigError(f"{option}: {name!r} is not a metric{did_you_mean(name, known)} "
+                              "(docs/metrics.md lists them)")
+    return tuple(dict.fromkeys(names))
+
+
 def label(name: str, *, with_unit: bool = True) -> str:
     """A column header or axis label: ``TTFT p99 (ms)``; an unknown name is returned as given."""
     m = metric(name)
