@@ -22,6 +22,7 @@ from cgbench.analysis.fingerprint import fingerprint_of
 from cgbench.analysis.sweep_lock import SweepLock, is_locked
 from cgbench.analysis.sweep_plan import SweepPlan, SweepPoint
 from cgbench.config.schema import ConfigError
+from cgbench.results.health import flag_codes
 from cgbench.results.names import lookup
 from cgbench.safeio import inside, make_folders, remove_folders
 
@@ -59,15 +60,10 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def health_codes(doc: dict[str, Any]) -> list[str]:
-    """The codes of a result's warnings (its health flags), in order, each once; [] is healthy."""
-    return list(dict.fromkeys(str(w.get("code", "")) for w in doc.get("warnings") or []))
-
-
 def point_summary(doc: dict[str, Any], columns: tuple[str, ...] = ()) -> dict[str, Any]:
     """What a finished point reports to the sweep: its headline metrics, its health flags and the
     values of the metrics ``columns`` names (None where the run has none)."""
-    return {"metrics": headline(doc["metrics"]), "health": health_codes(doc),
+    return {"metrics": headline(doc["metrics"]), "health": flag_codes(doc),
             "columns": {name: lookup(doc["metrics"], name) for name in columns}}
 
 

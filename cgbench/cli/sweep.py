@@ -522,12 +522,19 @@ def compare_cmd(
         show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Table: also every changed metric.")] = False,
     show_all: Annotated[bool, typer.Option("--all", help="Table: every checked metric (implies -v).")] = False,
+    pair_by: Annotated[Optional[str], typer.Option(
+        "--pair-by", metavar="KEY,...", help="Pair the points of two sweeps by the values of these override keys "
+        "only (the swept axes: model,cg,policy), for sweeps that differ on purpose in another key (a 16-graph "
+        "baseline against an 8-graph candidate). Each differing config key is shown; exact checks are "
+        "skipped, as for any unequal configs. Default: points pair only when all their overrides are equal.",
+        show_default=False)] = None,
 ) -> None:
     """Compare two results metric by metric: a CI gate.
 
-    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides. \
-Each metric check is regressed, improved (beyond the tolerance, in the registry's direction), \
-within tolerance, or changed (an exact metric differs); a point is missing (not in NEW) or failed \
+    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides \
+(or by the [bold]--pair-by[/bold] keys). Each metric check is regressed, improved (beyond the \
+tolerance, in the registry's direction), within tolerance, or changed (an exact metric differs); a \
+health flag NEW raises and BASE did not is regressed; a point is missing (not in NEW) or failed \
 (failed in NEW). Rules come from [bold]--rules[/bold].
 
     Exit 0: no point or check in a --fail-on class; 1: one in a --fail-on class (default: regressed, \
@@ -545,7 +552,8 @@ unreadable JSON, schema mismatch, no common points, bad rules).
         safeio.declare_folder_inputs({"BASE": base, "NEW": new})
         if markdown is not None:
             safeio.check_writable(markdown, "--markdown")
-        comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
+        keys = cmp.parse_pair_by(pair_by)
+        comp = cmp.compare_paths(base, new, cmp.load_rules(rules), keys)
         failing = comp.failing(classes)
         for w in comp.warnings:
             print_warning(w)
@@ -575,6 +583,7 @@ def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: b
         ui.out.print(line, markup=False, highlight=False, soft_wrap=True, style=colour or None)
     if details and view.detail_rows(comp, show_all):
         ui.out.print(view.comparison_table(comp, show_all))
+    ui.out.print(cmp.health_summary(comp), markup=False, highlight=False, soft_wrap=True)
     for note in comp.notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     colour = "red" if failing else "green"

@@ -245,6 +245,11 @@ def _p99_ttft(metrics: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def flag_codes(doc: Mapping[str, Any]) -> list[str]:
+    """The codes of a result document's warnings (its health flags), in order, each once; [] is healthy."""
+    return list(dict.fromkeys(str(w.get("code", "")) for w in doc.get("warnings") or []))
+
+
 def gating_flag(warnings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first gating flag among ``warnings``: the one a saved ``cgbench schedule`` state explains."""
     return next((w for w in warnings if w["code"] in GATING_FLAGS), None)
