@@ -139,7 +139,9 @@ def _value(r: PointResult, name: str):
 def _cell(name: str, value) -> str:
     if name in ("goodput_req_s", "goodput_fraction") and value is None:
         return "n/a"  # no slo.* bound set: no goodput
-    return metric_value(name, value, 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
+    # the default columns' p99 TTFT and throughput are whole numbers; a chosen column keeps two decimals
+    whole = name in TABLE_METRICS and name.endswith(("_ms.p99", "_tok_s"))
+    return metric_value(name, value, 0 if whole else 2)
 
 
 # the summary table's metric columns (sweep.json and summary.csv hold every headline metric)
