@@ -91,6 +91,12 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
             ("time in eager steps (s)", f"{_num(m['eager_time_s'], 3)} ({_pct(m['eager_time_fraction'])})"),
             ("goodput (req/s)", goodput_text(m)),
         ]
+    load = m.get("load")
+    if load:  # open-loop arrivals: what the workload offered, and what was served of it
+        rows.append(("offered / served output (tok/s)",
+                     f"{_num(load['offered_output_tok_s'], 0)} / {_num(load['served_output_tok_s'], 0)} "
+                     f"({_pct(load['served_fraction'])}; drain {_num(load['drain_s'])} s, "
+                     f"backlog {_num(load['backlog_s'])} s)"))
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
         rows.append(("note", f"no CUDA graphs on {br['device']}: every step ran eager; 'graphed' counts the steps "

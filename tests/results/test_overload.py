@@ -175,3 +175,18 @@ def test_the_shipped_traces(overrides, overloaded):
     codes, m = _codes(overrides)
     assert ("overload" in codes) == overloaded, m["load"]
     assert m["load"]["offered_req_s"] > 0
+
+
+@pytest.mark.slow
+def test_the_run_table_shows_the_load_and_says_goodput_needs_an_slo():
+    from cgbench.cli.render import run_rows
+
+    overrides = ["workload.num_requests=60", "workload.arrival.process=poisson", "workload.arrival.rate=20"]
+    doc = run_point(load_config(overrides), overrides)
+    rows = dict(run_rows(doc))
+    load = doc["metrics"]["load"]
+    assert rows["offered / served output (tok/s)"].startswith(
+        f"{load['offered_output_tok_s']:,.0f} / {load['served_output_tok_s']:,.0f} (")
+    assert rows["goodput (req/s)"] == "n/a (no SLO set)"
+    closed = run_point(load_config(["workload.num_requests=60"]), [])  # all at once: no offered load
+    assert "offered / served output (tok/s)" not in dict(run_rows(closed))
