@@ -37,6 +37,7 @@ from cgbench.results.health import (
     throughput_collapse,
     ttft_collapse,
 )
+from cgbench.results.load_metrics import load_metrics
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.results.prefix_metrics import prefix_metrics
 from cgbench.results.spec_metrics import spec_metrics
@@ -125,13 +126,18 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
 
 
 def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloConfig,
-               engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
-    """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates."""
+               engine_cfg: EngineConfig | None = None, *, open_loop: bool = False) -> dict[str, Any]:
+    """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates, ``open_loop``
+    (arrivals fixed in advance) the ``load`` block when they span some time."""
     sched = engine.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
     m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
                         diagnosis=state.diagnosis, counters=counters)
+    if open_loop:
+        load = load_metrics(state.requests, state.now_s)
+        if load is not None:
+            m["load"] = load
     m["gating_active"] = engine.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
@@ -170,7 +176,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
-    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine)
+    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
     gating = gating_of(cfg, grid)
     if gating.active != doc["metrics"]["gating_active"]:
         raise AssertionError(f"gating: the engine ran with gating_active={doc['metrics']['gating_active']}, "
@@ -178,10 +184,10 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["gating"] = gating.to_json()  # the metric's why, for every table that shows it
     if trace_summary is not None:
         doc["trace"] = trace_summary.to_json()
-    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
+    doc["deferrals"] = deferral_record(state.requests)  # what ``cgbench explain`` reads
+    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary, doc["deferrals"])
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
-    doc["deferrals"] = deferral_record(state.requests)  # what ``cgbench explain`` reads
     extra = backend.report()
     if extra is not None:
         doc["backend_report"] = extra
@@ -192,12 +198,12 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     return doc
 
 
-def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any],
-                   trace: TraceSummary | None = None) -> list[dict[str, Any]]:
+def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any], trace: TraceSummary | None = None,
+                   deferrals: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every warning a result carries: the config's (known before it ran), the run's health flags
     and, for a gating flag on the simulator, the throughput and p99 TTFT comparisons with the no-gating
     ``budget`` policy (``throughput_collapse``, ``ttft_collapse``: one more simulation, of that policy)."""
-    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace)
+    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace, deferrals)
     if gating_flag(flags) is not None and cfg.backend.name == "sim" and cfg.policy.name != "budget":
         no_gating = simulate(replace(cfg, policy=PolicyConfig(name="budget")))
         flags += [f for f in (throughput_collapse(metrics, no_gating), ttft_collapse(metrics, no_gating))
@@ -210,7 +216,7 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     engine = build_engine(cfg, backend=backend, grid=grid)
-    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine)
+    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
 
 
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:
@@ -230,7 +236,7 @@ def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path)
         return None
     oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
     engine = build_engine(oracle)
-    limit = explain_wait_limit(doc["metrics"], cfg)
+    limit = explain_wait_limit(doc["metrics"], cfg, flag)
     if isinstance(engine, DPEngine) and cfg.engine.ep_size == 1:  # a rank's round (its description says which)
         state = run_dp_to_long_wait(engine, oracle, limit)
     elif not isinstance(engine, Engine):

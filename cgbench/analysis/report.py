@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import metric_value, number, percent
+from cgbench.results.formatting import goodput_text, metric_value, number, percent
 from cgbench.results.names import label, lookup
 
 RUN, SWEEP, ADVISE = "run", "sweep", "advise"
@@ -162,7 +162,8 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
 
     m = doc["metrics"]
     figures = Figures()
-    rows = [(Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None]
+    rows = [(Cell(label(name)), _headline_cell(m, name)) for name in RUN_HEADLINE
+            if lookup(m, name) is not None or (name == "goodput_req_s" and "goodput_slo" in m)]
     if "gating_active" in m:  # with its reason, as the run table shows it
         why = (doc.get("gating") or {}).get("reason")
         rows.insert(1, (Cell(label("gating_active")), Cell(("yes" if m["gating_active"] else "no")
@@ -198,6 +199,13 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
         facts.append(("environment", ", ".join(f"{k}={v}" for k, v in env.items() if not isinstance(v, dict))))
     title = "cgbench run: " + str((doc.get("labels") or {}).get("name") or stem)
     return Report(RUN, title, facts, [headline, health, usage, timeline], figures.missing, figures.hint)
+
+
+def _headline_cell(m: dict[str, Any], name: str) -> Cell:
+    if name == "goodput_req_s":  # without an SLO there is no goodput: say so, never a number
+        rate = lookup(m, name)
+        return cell(rate, name) if rate is not None else Cell(goodput_text(m))
+    return cell(lookup(m, name), name)
 
 
 def _provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -63,6 +63,8 @@ def sweep_schema() -> dict[str, Any]:
         "file": STRING, "status": {"enum": [DONE, FAILED, PENDING]}, "reused": BOOLEAN, "wall_s": NUMBER,
         "error": nullable(STRING), "metrics": _headline(HEADLINE, every=False),
         "fingerprint": nullable(STRING),
+        "health": {**nullable(STRINGS), "description": "the codes of the point's warnings (its health flags); "
+                   "[] healthy, null when it did not finish"},
     }, ("index", "overrides", "file", "status"))
     props = provenance_properties()
     props.update({

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from cgbench.config.labels import header
 from cgbench.engine.kv_rules import DEFAULT_RULES, MEGATRON_RULES
-from cgbench.results.formatting import metric_value
+from cgbench.results.formatting import goodput_text, metric_value
 from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
 from cgbench.results.names import flatten
@@ -106,8 +106,14 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
              f"{_num(m['output_throughput_tok_s'], 0)} / {_num(m['total_throughput_tok_s'], 0)}"),
             ("makespan (s)", _num(m["makespan_s"], 3)),
             ("time in eager steps (s)", f"{_num(m['eager_time_s'], 3)} ({_pct(m['eager_time_fraction'])})"),
-            ("goodput (req/s)", f"{_num(m['goodput_req_s'])} ({_pct(m['goodput_fraction'])} of requests)"),
+            ("goodput (req/s)", goodput_text(m)),
         ]
+    load = m.get("load")
+    if load:  # open-loop arrivals: what the workload offered, and what was served of it
+        rows.append(("offered / served output (tok/s)",
+                     f"{_num(load['offered_output_tok_s'], 0)} / {_num(load['served_output_tok_s'], 0)} "
+                     f"({_pct(load['served_fraction'])}; drain {_num(load['drain_s'])} s, "
+                     f"backlog {_num(load['backlog_s'])} s)"))
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
         served = m["eager_steps_by_reason"].get("not_captured", 0)

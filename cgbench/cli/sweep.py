@@ -49,7 +49,15 @@ def _point_line(r: PointResult, done: int, total: int) -> str | Text:
     m = r.metrics
     ttft = f", p99 TTFT {m['ttft_ms.p99']:.1f} ms" if "ttft_ms.p99" in m else ""
     return (f"[{done}/{total}] {label}: eager {_pct(m.get('eager_step_fraction'))}, "
-            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft} ({r.wall_s:.2f} s)")
+            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft}, health {health_cell(r.health)} "
+            f"({r.wall_s:.2f} s)")
+
+
+def health_cell(codes: list[str] | None) -> str:
+    """A point's health, compactly: ``ok``, its flag codes (``overload, long_graph_wait``), or ``-``."""
+    if codes is None:
+        return "-"
+    return ", ".join(codes) or "ok"
 
 
 def _axes_table(plan: SweepPlan) -> Table:
@@ -92,11 +100,13 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     return t
 
 
-def summary_table(outcome: SweepOutcome) -> Table:
-    """One row per point: its varying axes, status and headline metrics (fits an 80-column CI log)."""
+def summary_table(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> Table:
+    """One row per point: its varying axes, status, health flags and metrics (``columns``, else
+    ``TABLE_METRICS``: fits an 80-column CI log)."""
     from rich import box
     from rich.table import Table
 
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying
     counts = ", ".join(f"{outcome.count(s)} {s}" for s in ("done", "failed", "pending") if outcome.count(s))
@@ -108,17 +118,30 @@ def summary_table(outcome: SweepOutcome) -> Table:
         # the point's identity stays readable; the numeric headers wrap instead
         t.add_column(k.rsplit(".", 1)[-1], no_wrap=True, min_width=max(len(row[i]) for row in labels))
     t.add_column("status", no_wrap=True)
-    for name in TABLE_METRICS:
+    t.add_column("health")
+    for name in names:
         t.add_column(_header(name), justify="right")
     for r, label in zip(outcome.results, labels, strict=True):
         m = r.metrics
         status = "kept" if r.reused else r.status
         if m.get("outcome") not in (None, "completed"):
             status = str(m["outcome"])
-        cells = [metric_value(name, m.get(name), 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
-                 for name in TABLE_METRICS]
-        t.add_row(*label, status, *cells, style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
+        cells = [_cell(name, _value(r, name)) for name in names]
+        t.add_row(*label, status, health_cell(r.health), *cells,
+                  style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
     return t
+
+
+def _value(r: PointResult, name: str):
+    return r.metrics[name] if name in r.metrics else r.columns.get(name)
+
+
+def _cell(name: str, value) -> str:
+    if name in ("goodput_req_s", "goodput_fraction") and value is None:
+        return "n/a"  # no slo.* bound set: no goodput
+    # the default columns' p99 TTFT and throughput are whole numbers; a chosen column keeps two decimals
+    whole = name in TABLE_METRICS and name.endswith(("_ms.p99", "_tok_s"))
+    return metric_value(name, value, 0 if whole else 2)
 
 
 # the summary table's metric columns (sweep.json and summary.csv hold every headline metric)
@@ -135,40 +158,44 @@ def _header(name: str) -> str:
     return f"{head}\n{unit.rstrip(')')}" if unit else head
 
 
-def summary_markdown(outcome: SweepOutcome) -> str:
+def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
     from cgbench.analysis.sweep import summary_records
 
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying or ["overrides"]
-    heads = [*keys, "status", *(_header(n).replace("\n", " ") for n in TABLE_METRICS)]
+    heads = [*keys, "status", "health", *(_header(n).replace("\n", " ") for n in names)]
     lines = [f"### sweep {plan.name}: {len(plan.points)} points", "",
-             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|" + "---:|" * len(TABLE_METRICS)]
-    for rec in summary_records(plan, outcome.results):
-        cells = [str(rec[k]) for k in keys] + [str(rec["status"])]
-        cells += [metric_value(n, rec.get(n), 0 if n.endswith(("_ms.p99", "_tok_s")) else 2) for n in TABLE_METRICS]
+             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|---|" + "---:|" * len(names)]
+    for rec in summary_records(plan, outcome.results, names):
+        cells = [str(rec[k]) for k in keys] + [str(rec["status"]), health_cell(rec["health"])]
+        cells += [_cell(n, rec.get(n)) for n in names]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def summary_json(outcome: SweepOutcome) -> str:
+def summary_json(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     import json
 
     from cgbench.analysis.sweep import summary_records
 
     plan = outcome.plan
     return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
-                       "points": summary_records(plan, outcome.results)}, indent=1) + "\n"
+                       "points": summary_records(plan, outcome.results, columns)}, indent=1) + "\n"
 
 
-def print_summary(outcome: SweepOutcome, fmt: str) -> None:
+def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | None = None) -> None:
+    """The summary on stdout; ``columns`` (``--columns``) replaces the default metric columns (the
+    table's ``TABLE_METRICS``; JSON and CSV: every headline metric)."""
     if fmt == "table":
-        ui.out.print(summary_table(outcome))
+        ui.out.print(summary_table(outcome, columns))
         return
     from cgbench.analysis.sweep import summary_csv
 
-    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results), "markdown": lambda: summary_markdown(outcome),
-            "json": lambda: summary_json(outcome)}[fmt]()
+    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results, columns),
+            "markdown": lambda: summary_markdown(outcome, columns),
+            "json": lambda: summary_json(outcome, columns)}[fmt]()
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -281,6 +308,17 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress, launch=launch)
 
 
+def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    from cgbench.config.schema import ConfigError
+    from cgbench.results.names import parse_columns
+
+    if dry_run:
+        raise ConfigError("--columns: chooses the summary's columns, and --dry-run prints no summary")
+    return parse_columns(text)
+
+
 PLAN_NOTE_EVERY_S = 5.0
 EXECUTORS = ("local", "slurm")
 # the Hydra launchers that --launcher used to name, and what replaces each
@@ -380,6 +418,11 @@ def sweep_cmd(
         "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
         "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
     megatron_args: MegatronArgs = None,
+    columns: Annotated[Optional[str], typer.Option(
+        "--columns", metavar="METRIC,...", help="The summary's metric columns, comma-separated registry names "
+        "(docs/metrics.md): tpot_ms.p99,ttft_ms.p50,load.served_fraction. Default: eager step fraction, "
+        "deferrals, longest wait, queue wait, p99 TTFT, output throughput (JSON and CSV: every headline "
+        "metric). The axes, status and health columns are always shown.", show_default=False)] = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -396,6 +439,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         from cgbench.config.schema import ConfigError
 
         check_format(fmt)
+        chosen = _parse_columns(columns, dry_run)
         if launcher is not None:
             _refuse_launcher(launcher)
         if executor not in EXECUTORS:
@@ -470,13 +514,13 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             from cgbench.analysis.sweep import PointOutputs
 
             outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
-                                   launch_line=None if launch is None else launch.line)
+                                   launch_line=None if launch is None else launch.line, columns=chosen or ())
             outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
-    print_summary(outcome, fmt)
+    print_summary(outcome, fmt, chosen)
     for line in outcome.plan.warnings:  # again under the summary they qualify (also in sweep.json)
         print_warning(line)
     if with_sensitivity and fmt == "table":
@@ -518,12 +562,19 @@ def compare_cmd(
         show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Table: also every changed metric.")] = False,
     show_all: Annotated[bool, typer.Option("--all", help="Table: every checked metric (implies -v).")] = False,
+    pair_by: Annotated[Optional[str], typer.Option(
+        "--pair-by", metavar="KEY,...", help="Pair the points of two sweeps by the values of these override keys "
+        "only (the swept axes: model,cg,policy), for sweeps that differ on purpose in another key (a 16-graph "
+        "baseline against an 8-graph candidate). Each differing config key is shown; exact checks are "
+        "skipped, as for any unequal configs. Default: points pair only when all their overrides are equal.",
+        show_default=False)] = None,
 ) -> None:
     """Compare two results metric by metric: a CI gate.
 
-    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides. \
-Each metric check is regressed, improved (beyond the tolerance, in the registry's direction), \
-within tolerance, or changed (an exact metric differs); a point is missing (not in NEW) or failed \
+    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides \
+(or by the [bold]--pair-by[/bold] keys). Each metric check is regressed, improved (beyond the \
+tolerance, in the registry's direction), within tolerance, or changed (an exact metric differs); a \
+health flag NEW raises and BASE did not is regressed; a point is missing (not in NEW) or failed \
 (failed in NEW). Rules come from [bold]--rules[/bold].
 
     Exit 0: no point or check in a --fail-on class; 1: one in a --fail-on class (default: regressed, \
@@ -541,7 +592,8 @@ unreadable JSON, schema mismatch, no common points, bad rules).
         safeio.declare_folder_inputs({"BASE": base, "NEW": new})
         if markdown is not None:
             safeio.check_writable(markdown, "--markdown")
-        comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
+        keys = cmp.parse_pair_by(pair_by)
+        comp = cmp.compare_paths(base, new, cmp.load_rules(rules), keys)
         failing = comp.failing(classes)
         for w in comp.warnings:
             print_warning(w)
@@ -571,6 +623,7 @@ def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: b
         ui.out.print(line, markup=False, highlight=False, soft_wrap=True, style=colour or None)
     if details and view.detail_rows(comp, show_all):
         ui.out.print(view.comparison_table(comp, show_all))
+    ui.out.print(cmp.health_summary(comp), markup=False, highlight=False, soft_wrap=True)
     for note in comp.notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     colour = "red" if failing else "green"

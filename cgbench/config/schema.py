@@ -7,7 +7,7 @@ see. They import nothing from Hydra, so library users and tests can build them d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -222,6 +222,12 @@ class WorkloadConfig:
     window: TraceWindowConfig = field(default_factory=TraceWindowConfig)
     prefix: PrefixModelConfig = field(default_factory=PrefixModelConfig)  # generated workloads' prefixes
 
+    @property
+    def open_loop(self) -> bool:
+        """Whether the arrival times are fixed in advance, whatever the engine does (a trace at its
+        times, or any generated process but ``closed_loop``, which releases a request per completion)."""
+        return self.arrival.process != "closed_loop"
+
 
 @dataclass
 class PolicyConfig:
@@ -354,9 +360,25 @@ class HardwareConfig:
 
 @dataclass
 class SloConfig:
+    """Goodput's bounds (vLLM bench serve's ``--goodput ttft:MS tpot:MS e2el:MS``): a request is good
+    when it completed and each bound set holds for it; null = not set. No bound set: no goodput."""
+
     ttft_ms: Optional[float] = None
     tpot_ms: Optional[float] = None
     e2e_ms: Optional[float] = None
+
+    @property
+    def bounds(self) -> dict[str, float]:
+        """The bounds set, by key (``{"ttft_ms": 500.0}``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @property
+    def is_set(self) -> bool:
+        return bool(self.bounds)
+
+    def describe(self) -> str:
+        """``ttft_ms<=500 tpot_ms<=50``, or ``none`` when no bound is set."""
+        return " ".join(f"{k}<={v:g}" for k, v in self.bounds.items()) or "none"
 
 
 @dataclass
@@ -681,9 +703,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
                  "the torch backend runs no draft model; use 0")
     h = cfg.hardware
     check_hardware(h)
-    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        v = getattr(cfg.slo, key)
-        _require(v is None or v > 0, f"slo.{key}", f"must be > 0 or null, got {v}")
+    for f in fields(cfg.slo):
+        v = getattr(cfg.slo, f.name)
+        _require(v is None or v > 0, f"slo.{f.name}", f"must be a number > 0 (ms) or null, got {v}")
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
     return cfg

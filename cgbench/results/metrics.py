@@ -249,8 +249,10 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
         "total_throughput_tok_s": round((output_tokens + prompt_tokens) / makespan_s, 3)
         if makespan_s > 0 else 0.0,
         "request_throughput_req_s": round(n_done / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_req_s": round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_fraction": _ratio(n_good, len(requests)),
+        # vLLM bench's rule: no SLO, no goodput (null, never every completed request)
+        "goodput_slo": slo.describe(),
+        "goodput_req_s": (round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0) if slo.is_set else None,
+        "goodput_fraction": _ratio(n_good, len(requests)) if slo.is_set else None,
         "graphed_time_s": round(stats.graphed_time_s, 6),
         "eager_time_s": round(stats.eager_time_s, 6),
         "eager_time_fraction": _ratio(stats.eager_time_s, stats.eager_time_s + stats.graphed_time_s),

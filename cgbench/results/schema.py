@@ -43,7 +43,9 @@ ADDED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
                "dp_size", "dp_routing", "dp_routing_alpha"),
 }
 # metrics whose JSON type the unit does not say
-_METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
+_METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]},
+                                           "goodput_req_s": {"type": ["number", "null"]},
+                                           "goodput_fraction": {"type": ["number", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
 
 STRING: dict[str, Any] = {"type": "string"}
@@ -164,7 +166,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp)
+    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp or m.needs_open_loop)
 
 
 def metrics_schema() -> dict[str, Any]:
