@@ -20,6 +20,7 @@ line at all is one ``ConfigError``, naming what the file did hold.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import NamedTuple
 
 from cgbench.config.errors import ConfigError
 from cgbench.workload import megatron_log_format as fmt
-from cgbench.workload.trace_file import file_size, trace_lines
+from cgbench.workload.trace_file import file_size, is_gzip, trace_lines
 
 KEY = "--megatron-log"
 EMITTED_MARK = "cgbench: emitted log: "
@@ -184,6 +185,9 @@ def _int(m, name: str) -> int:
 
 
 _make = StepLine._make
+# one line of Megatron's argument dump: two spaces, the name, dots up to column 48 (none for a long
+# name), a space, the value
+_ARGUMENT = re.compile(r"  ([A-Za-z_]\w*) \.* ?(.*?)\r?\n?$")
 _TEXT_FIELDS = ("clock", "ms", "config")
 _INT_FIELDS = ("rank", "step", "active", "max_requests", "paused", "waiting", "finished", "evicted")
 # per version: (the pool, the paused budget, blocks held by active requests, by paused ones)
@@ -228,6 +232,7 @@ class MegatronLogReader:
         consumed = [0]
         total = file_size(self.path, self.label, KEY) if self.progress is not None else 0
         stats = self.stats
+        stats.gzip = is_gzip(self.path, self.label, KEY)
         mark = fmt.STEP_MARK
         in_arguments = False
         last: tuple[int, str] | None = None
@@ -324,10 +329,9 @@ class MegatronLogReader:
         return text == "arguments" or inside
 
     def _argument(self, line: str) -> None:
-        name, dots, value = line.strip().partition(" ")
-        value = value.lstrip(".").strip() if value.startswith(".") else None  # type: ignore[assignment]
-        if value is not None and name.isidentifier() and len(self.arguments) < MAX_ARGUMENTS:
-            self.arguments[name] = value
+        m = _ARGUMENT.match(line)
+        if m is not None and len(self.arguments) < MAX_ARGUMENTS:
+            self.arguments[m.group(1)] = m.group(2)
 
     def _capture(self, line: str) -> None:
         m = fmt.CAPTURE_RE.search(line)

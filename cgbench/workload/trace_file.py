@@ -73,8 +73,8 @@ def _open_binary(path: Path, label: str, key: str = "workload.trace") -> io.Buff
     return os.fdopen(fd, "rb")
 
 
-def is_gzip(path: Path, label: str) -> bool:
-    with _open_binary(path, label) as f:
+def is_gzip(path: Path, label: str, key: str = "workload.trace") -> bool:
+    with _open_binary(path, label, key) as f:
         return f.read(2) == GZIP_MAGIC
 
 
