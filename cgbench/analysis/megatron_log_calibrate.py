@@ -101,15 +101,21 @@ def fitted_ranges(cfg: BenchConfig, params: Parameters) -> tuple[BenchConfig, Pa
 
     resolved = replace(resolve_hardware(cfg.hardware), host_calibration=None)
     ranges = found.ranges()
+
+    def source(key: str) -> str:
+        return (f"fitted to megatron log {found.log_name()}: ±2 standard errors "
+                f"(±{200 * found.uncertainty[key].get('sigma_rel', 0.0):.1f}%)")
+
     out = []
     for p in params:
         if p.key in ranges:
             lo, hi = ranges[p.key]
-            sigma = found.uncertainty[p.key].get("sigma_rel", 0.0)
-            p = replace(p, low=lo, high=hi, scale=None, effective=None,
-                        source=f"fitted to megatron log {found.log_name()}: ±2 standard errors "
-                               f"(±{200 * sigma:.1f}%)")
+            p = replace(p, low=lo, high=hi, scale=None, effective=None, source=source(p.key))
         out.append(p)
+    known = {p.key for p in params}
+    for key, (lo, hi) in ranges.items():  # fitted, and uncertain too, though not in the default list
+        if key not in known:
+            out.append(UncertainParameter(key, source(key), low=lo, high=hi))
     return replace(cfg, hardware=resolved), tuple(out)
 
 

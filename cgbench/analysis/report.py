@@ -364,7 +364,8 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
 
 
 def build_report(target: Path) -> Report:
-    """The report of ``target``: a sweep folder, a result JSON or an advise report (by its ``kind``)."""
+    """The report of ``target``: a sweep folder, a result JSON, an advise report or a Megatron log's
+    explanation (by its ``kind``)."""
     from cgbench.analysis.advise_report import REPORT_KIND
     from cgbench.safeio import describe_missing, read_json
 
@@ -376,6 +377,12 @@ def build_report(target: Path) -> Report:
     doc = read_json(target)
     if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
         return advise_report(_checked_advise(doc, target), str(target))
+    from cgbench.analysis.megatron_log_explain import KIND as MEGATRON_LOG_KIND
+
+    if isinstance(doc, dict) and doc.get("kind") == MEGATRON_LOG_KIND:  # cgbench explain --megatron-log
+        from cgbench.analysis.megatron_log_report import checked_document, megatron_log_report
+
+        return megatron_log_report(checked_document(doc, target), str(target))
     from cgbench.results.document import load_result
 
     return run_report(load_result(target), str(target))

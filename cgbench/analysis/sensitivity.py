@@ -275,6 +275,9 @@ def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
     """The ``sensitivity`` block of ``cfg``'s result (see the module docstring). ``versus``: what it
     is compared with, ``(label, config)`` (default: no gating and no graphs; advise: the default grid)."""
     check_sensitivity(cfg, own_comparisons=versus is None)
+    from cgbench.analysis.megatron_log_calibrate import fitted_ranges
+
+    cfg, params = fitted_ranges(cfg, params)  # a log calibration's values in the config, its fitted ranges
     sides = comparison_sides(cfg) if versus is None else versus
     refusal = repricing_refusal(cfg)
     say = progress or (lambda _msg: None)

@@ -12,11 +12,12 @@ import typer
 
 def report_cmd(
     target: Annotated[Path, typer.Argument(metavar="RESULT|SWEEP_DIR|ADVISE", show_default=False,
-                                           help="A result JSON of cgbench run, a sweep folder, or an advise.json.")],
+                                           help="A result JSON of cgbench run, a sweep folder, an advise.json, or the "
+                                                "JSON of cgbench explain --megatron-log.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", show_default=False,
                                            help="The HTML file to write (replaced if it exists; never an input).")],
 ) -> None:
-    """Write one self-contained HTML report of a run, a sweep or an advise report.
+    """Write one self-contained HTML report of a run, a sweep, an advise report or a Megatron log's explanation.
 
     A run: headline metrics, health flags, graph usage, timelines. A sweep: every point's headline
     metrics (sortable), health flags, graph usage, comparisons and load curves. An advise report: the

@@ -66,7 +66,7 @@ class LogCalibration:
     def describe(self) -> str:
         """One line for a run's header and provenance: the log it came from."""
         sha = str(self.source.get("sha256", ""))[:12]
-        return (f"fitted to megatron log {self.log_name()}" + (f" (sha256 {sha}…" if sha else " (")
+        return (f"fitted to megatron log {self.log_name()} (" + (f"sha256 {sha}…; " if sha else "")
                 + f"{self.source.get('steps', '?')} steps; {len(self.fitted)} parameter(s) fitted)")
 
     def applied(self, hardware: HardwareConfig, source: str = "hardware.host_calibration") -> HardwareConfig:
