@@ -250,7 +250,7 @@ def fitted_pricing(digest: LogDigest, cfg: BenchConfig, *, rank: int | None = No
     fitted = [p.key.split(".", 1)[1] for p in found.parameters if p.identified]
     text = (f"the roofline model of model={cfg.model.name} on hardware={cfg.hardware.name}, fitted to this log "
             f"({', '.join(fitted) or 'nothing identified: the preset'}; RMS error "
-            f"{100 * found.residuals['all']['rms_rel_error']:.1f}%)")
+            f"{100 * found.residuals['all']['rms_rel_error']:.2f}%)")
     return Pricing(make_roofline(cfg.model, found.hardware, cfg.engine), cfg.engine.block_size, text), ""
 
 

@@ -426,17 +426,22 @@ def _residuals(obs: list[Observation], pred: Any, resid: Any) -> dict[str, Any]:
 
 def _host_evidence(cfg: BenchConfig, hw: HardwareConfig, eager: list[Observation],
                    final: RooflineCostModel) -> list[dict[str, Any]]:
-    """The eager − graphed difference at matched shapes: each eager shape's measured time, the fitted
-    model's price of the same shape replayed as a graph of itself (its GPU work, no host issue), the
-    difference, and that difference per framework op the eager step issues (the most-logged first)."""
+    """The eager − graphed difference at matched shapes (the most-logged eager shapes first): each eager
+    shape's logged time against the fitted model's price of the same shape replayed as a graph, and
+    the host µs per op its time implies: ``(eager − sync − kernel launches) / ops`` when the step is
+    host-bound in the fitted model (its host's issue longer than its GPU work), else that figure as
+    an upper bound (``bound``)."""
+    gpu_model = make_roofline(cfg.model, replace(hw, host_op_us=0.0), cfg.engine)
     out = []
     for o in sorted(eager, key=lambda o: -o.steps)[:12]:
         T, P, D = o.real
         graphed = final.step_time(StepWork(T, P, D, o.context, (T, P, D))) * 1e3
+        gpu = gpu_model.step_time(_fresh(o.work())) * 1e3 - hw.sync_us * 1e-3
         ops = final.host_ops_prefill if P else final.host_ops_decode
-        diff = o.mean_ms - graphed
+        host = final.host_seconds(P) * 1e3
+        launches = final.kernel_count(P) * hw.kernel_launch_us * 1e-3
+        per_op = (o.mean_ms - hw.sync_us * 1e-3 - launches) * 1e3 / ops
         out.append({"real": list(o.real), "steps": o.steps, "eager_ms": round(o.mean_ms, 3),
-                    "graphed_ms": round(graphed, 3), "difference_ms": round(diff, 3), "ops": ops,
-                    "us_per_op": round(diff * 1e3 / ops, 3)})
-    del cfg, hw
+                    "graphed_ms": round(graphed, 3), "difference_ms": round(o.mean_ms - graphed, 3), "ops": ops,
+                    "host_us_per_op": round(per_op, 3), "bound": not host > gpu})
     return out

@@ -96,12 +96,12 @@ def infer_strict(digest: LogDigest, graphs: list[Shape]) -> tuple[bool, str]:
         agree, graphed, covered, eager = _agreement(digest, Grid("log", shapes, strict))
         scores[strict] = (agree, -covered, graphed, eager)
     if scores[True][:2] == scores[False][:2]:
-        return True, ("assumed strict (hybrid): strict and non-strict matching explain the log's steps alike; "
-                      "give the model to be sure")
+        return True, ("assumed, as for a hybrid model: strict and non-strict matching explain the log's steps "
+                      "alike; give the model to be sure")
     strict = scores[True][:2] > scores[False][:2]
     agree, neg_covered, graphed, eager = scores[strict]
-    rule = "strict (a hybrid model)" if strict else "non-strict (a transformer: decodes may fill prefill slots)"
-    return strict, (f"inferred {rule}: {agree:,} of {graphed:,} graphed steps replay its match, "
+    model = "a hybrid model" if strict else "a transformer: decodes may fill prefill slots"
+    return strict, (f"inferred ({model}): {agree:,} of {graphed:,} graphed steps replay its match, "
                     f"{-neg_covered:,} of {eager:,} eager steps have a graph that covers them")
 
 

@@ -123,8 +123,8 @@ def explain_lines(doc: dict[str, Any], rank: int | None = None) -> list[Any]:
         f"ranks: {', '.join(map(str, log['ranks']))}" + (
             f"; emitted by cgbench run --emit-megatron-log (model={log['emitted'].get('model')}, "
             f"cg={log['emitted'].get('grid')})" if log.get("emitted") else ""),
-        f"grid: {grid['description']}; matching {'strict' if grid['strict'] else 'non-strict'} "
-        f"({grid['strict_source']})",
+        f"grid: {grid['description']}",
+        f"matching: {'strict' if grid['strict'] else 'non-strict'} ({grid['strict_source']})",
         f"prices: {doc['pricing'] or 'none'}",
     ]
     ranks = doc["ranks"]
@@ -189,11 +189,13 @@ def host_evidence_table(lf: Any) -> Table | None:
     rows = lf.fit.host_evidence
     if not rows:
         return None
-    table = Table(title="host cost: eager steps against the same shape replayed as a graph (fitted GPU work)",
+    table = Table(title="host cost: eager steps against the same shape replayed as a graph (the fitted model)",
                   box=box.SIMPLE_HEAD)
-    for col in ("real (T, P, D)", "steps", "eager", "graphed", "difference", "ops", "µs per op"):
+    for col in ("real (T, P, D)", "steps", "eager", "as a graph", "eager − graphed", "framework ops",
+                "host µs per op"):
         table.add_column(col, justify="left" if col.startswith("real") else "right")
     for e in rows:
         table.add_row(_shape(e["real"]), number(e["steps"]), _ms(e["eager_ms"]), _ms(e["graphed_ms"]),
-                      f"{e['difference_ms']:+,.3f} ms", number(e["ops"]), f"{e['us_per_op']:.2f}")
+                      f"{e['difference_ms']:+,.3f} ms", number(e["ops"]),
+                      ("at most " if e["bound"] else "") + f"{e['host_us_per_op']:.2f}")
     return table

@@ -70,7 +70,7 @@ def test_a_transformer_log_is_inferred_non_strict(tmp_path):
     in a prefill slot: only non-strict matching explains that."""
     path, _ = emitted(tmp_path, ["model=transformer", "cg=megatron", "policy=budget"], drop="[graph ")
     doc, _ = explain_megatron_log(str(path))
-    assert not doc["grid"]["strict"] and "inferred non-strict" in doc["grid"]["strict_source"]
+    assert not doc["grid"]["strict"] and "inferred (a transformer" in doc["grid"]["strict_source"]
     assert doc["ranks"][0]["eager_steps"] == 0
 
 

@@ -53,6 +53,15 @@ def test_the_fit_recovers_the_simulators_parameters(tmp_path, host_op_us):
             assert p.value == pytest.approx(true, rel=EFFICIENCY_TOLERANCE), p.key
         assert p.low <= true <= p.high, p.key
     assert found.residuals["all"]["rms_rel_error"] < 0.005
+    # the eager − graphed evidence: a host-bound eager step implies the host's µs per op, a GPU-bound one
+    # bounds it from above
+    true_host = host_op_us or 4.05
+    assert any(not e["bound"] for e in found.host_evidence)
+    for e in found.host_evidence:
+        if e["bound"]:
+            assert e["host_us_per_op"] >= true_host * 0.99
+        else:
+            assert e["host_us_per_op"] == pytest.approx(true_host, rel=0.01)
 
 
 def test_a_log_with_no_eager_step_cannot_price_one(tmp_path):
@@ -69,7 +78,7 @@ def test_gpu_bound_eager_steps_only_bound_the_host(tmp_path):
     host = found.parameter("hardware.host_op_us")
     assert not host.identified and "at most" in host.note and "GPU work" in host.note
     assert found.parameter("hardware.scan_efficiency").identified  # a hybrid: its scan is fitted
-    assert found.host_evidence and all(e["difference_ms"] < 1.0 for e in found.host_evidence)
+    assert found.host_evidence and all(e["bound"] and e["difference_ms"] < 1.0 for e in found.host_evidence)
 
 
 def test_a_transformer_has_no_scan_to_fit(tmp_path):
