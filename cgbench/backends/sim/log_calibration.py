@@ -66,8 +66,10 @@ class LogCalibration:
     def describe(self) -> str:
         """One line for a run's header and provenance: the log it came from."""
         sha = str(self.source.get("sha256", ""))[:12]
+        steps = self.source.get("steps")
         return (f"fitted to megatron log {self.log_name()} (" + (f"sha256 {sha}…; " if sha else "")
-                + f"{self.source.get('steps', '?')} steps; {len(self.fitted)} parameter(s) fitted)")
+                + (f"{steps:,}" if isinstance(steps, int) else "?") + f" steps; {len(self.fitted)} parameter(s) "
+                "fitted)")
 
     def applied(self, hardware: HardwareConfig, source: str = "hardware.host_calibration") -> HardwareConfig:
         """``hardware`` with the fitted values in place (its preset must be the one fitted)."""
