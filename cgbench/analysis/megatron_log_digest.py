@@ -11,9 +11,10 @@ A deferral-like wait is a logged step that ran decode only (``P = 0``) while req
 queue was not admitted although a slot was free. Gating deferrals (#4870) look like that; so do a
 prompt larger than the token budget left or KV blocks short, which the log cannot tell apart.
 
-Memory is bounded by the number of distinct shapes: past ``MAX_SHAPES`` pairs on a rank, a new
-pair's real token count is rounded up to a multiple of ``COARSE_TOKENS`` (matching a rounded-up
-count is conservative: a miss stays a miss) and the digest says how many steps were folded.
+Memory is bounded whatever the log holds: past ``MAX_SHAPES`` distinct pairs (over every rank), a
+new pair's real token count is rounded up to a multiple of ``COARSE_TOKENS`` (matching a rounded-up
+count is conservative: a miss stays a miss), and past as many rounded pairs again a step is counted
+but not kept by shape (``unkept_steps``); the digest says how many steps were folded or not kept.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from cgbench.workload.megatron_log import MegatronLogReader, RankSteps, ReadStats, StepLine
 
-MAX_SHAPES = 1 << 18  # distinct (real, graph) pairs kept exactly per rank
+MAX_SHAPES = 1 << 18  # distinct (real, graph) pairs kept exactly, over every rank (then as many rounded)
 COARSE_TOKENS = 64
 
 Shape = tuple[int, int, int]
@@ -80,6 +81,8 @@ class RankDigest:
     kinds: Counter[str] = field(default_factory=Counter)
     shapes: dict[ShapeKey, ShapeSteps] = field(default_factory=dict)
     folded_steps: int = 0  # steps whose real T was rounded up (MAX_SHAPES reached)
+    unkept_steps: int = 0  # steps kept by no shape (twice MAX_SHAPES reached)
+    budget: list[int] = field(default_factory=lambda: [0, 0])  # pairs kept (exact, rounded), shared by the ranks
     longest_eager: Run = field(default_factory=Run)
     longest_wait: Run = field(default_factory=Run)
     wait_steps: int = 0
@@ -130,16 +133,28 @@ class RankDigest:
         key: ShapeKey = (s.real, s.graph)
         group = self.shapes.get(key)
         if group is None:
-            if len(self.shapes) >= MAX_SHAPES:
+            budget = self.budget
+            if budget[0] < MAX_SHAPES:
+                budget[0] += 1
+            else:
                 key = ((-(-T // COARSE_TOKENS) * COARSE_TOKENS, P, D), s.graph)
                 self.folded_steps += 1
                 group = self.shapes.get(key)
+                if group is None:
+                    if budget[1] >= MAX_SHAPES:
+                        self.unkept_steps += 1
+                        self._last_values(s)
+                        return
+                    budget[1] += 1
             if group is None:
                 group = self.shapes[key] = ShapeSteps(first_step=s.step)
         group.steps += 1
         group.ms += s.ms
         group.ms2 += s.ms * s.ms
         group.blocks += s.active_used
+        self._last_values(s)
+
+    def _last_values(self, s: StepLine) -> None:
         if s.max_requests > self.max_requests:
             self.max_requests = s.max_requests
         if s.waiting > self.max_waiting:
@@ -215,10 +230,11 @@ def digest_log(path: str | Path, *, label: str | None = None,
 
     reader = MegatronLogReader(path, label=label, progress=progress)
     ranks: dict[int, RankDigest] = {}
+    budget = [0, 0]
     for s in reader.steps():
         r = ranks.get(s.rank)
         if r is None:
-            r = ranks[s.rank] = RankDigest(s.rank)
+            r = ranks[s.rank] = RankDigest(s.rank, budget=budget)
         r.add(s)
     reader.finish()
     return LogDigest(Path(path), reader.label, reader.stats, ranks, reader.ranks, list(reader.capture.graphs),

@@ -286,7 +286,13 @@ def explain_megatron_log(path: str, *, overrides: list[str] = (), megatron_args:
                 lg.choice, True, chunked))
     for r in digest.ranks.values():
         if r.folded_steps:
-            notes.append(f"rank {r.rank}: more than {len(r.shapes):,} distinct shapes: {r.folded_steps:,} steps' "
-                         "token counts were rounded up to a multiple of 64 (a miss stays a miss)")
+            notes.append(f"rank {r.rank}: the log holds more distinct shapes than are kept exactly: "
+                         f"{r.folded_steps:,} steps' token counts were rounded up to a multiple of 64 (a miss stays "
+                         "a miss)" + (f", and {r.unkept_steps:,} steps are counted but in no shape's row"
+                                      if r.unkept_steps else ""))
+    for r in digest.ranks.values():
+        if r.steps and digest.numbering[r.rank].interval != 1:
+            notes.append(f"rank {r.rank}: {digest.numbering[r.rank].sampling()}; its fractions are of the logged "
+                         "steps, an estimate of the run's, and its streaks and waits run over logged steps")
     return explain_document(digest, lg, alternatives=alternatives, pricing=pricing, config_text=lc.text,
                             notes=notes), lc.translation

@@ -20,6 +20,7 @@ line at all is one ``ConfigError``, naming what the file did hold.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ MAX_EXAMPLES = 3  # malformed lines kept for the message
 MAX_GAPS = 64  # distinct gaps between logged steps kept per rank (more: the numbering is irregular anyway)
 MAX_ARGUMENTS = 10_000  # entries of an argument dump kept
 MAX_CAPTURE = 100_000  # graphs of a capture listing kept (limits.MAX_GRAPHS is far below)
+MAX_RANKS = 1 << 14  # distinct ranks in one log (a larger job's log is split per node anyway)
 PROGRESS_EVERY = 1 << 16  # lines between progress calls
 MAX_CACHED_CONFIGS = 1 << 16  # distinct bracketed configs (kind, real shape, graph) kept parsed
 
@@ -286,6 +288,8 @@ class MegatronLogReader:
         stats.versions[step.version] += 1
         ranks = self.ranks.get(step.rank)
         if ranks is None:
+            if len(self.ranks) >= MAX_RANKS:
+                raise ConfigError(f"{KEY}: {self.label}:{lineno}: more than {MAX_RANKS:,} ranks: not one run's log")
             ranks = self.ranks[step.rank] = RankSteps()
         ranks.add(step.step)
         return step
@@ -317,7 +321,10 @@ class MegatronLogReader:
             sm = fmt.SPEC_RE.match(text, m.end())
             if sm is not None:
                 spec = (int(sm.group("accepted")), int(sm.group("proposed")), int(sm.group("steps")))
-        return _make((lineno, version, rank, step, clock, float(ms), kind, previous, real, graph, active,
+        seconds = float(ms)
+        if not math.isfinite(seconds) or seconds < 0:
+            return None
+        return _make((lineno, version, rank, step, clock, seconds, kind, previous, real, graph, active,
                       max_requests, paused, waiting, finished, evicted, used, paused_used, pool, budget, spec))
 
     # ------------------------------------------------------------------ the other lines it reads

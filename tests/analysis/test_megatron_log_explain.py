@@ -147,3 +147,24 @@ def test_miss_details_say_what_the_grid_lacks():
         grid, (300, 0, 300), "decode_only_over_max", True)
     assert "has P + D < 257" in miss_detail(grid, (1566, 3, 254), "shape", False)
     assert COVERED == "covered"
+
+
+def test_memory_stays_bounded_past_the_shape_budget(tmp_path, monkeypatch):
+    from cgbench.analysis import megatron_log_digest
+
+    monkeypatch.setattr(megatron_log_digest, "MAX_SHAPES", 4)
+    lines = []
+    for step, T in enumerate((10, 11, 12, 13, 100, 101, 130, 200, 300, 400, 500), 1):
+        v = fmt.LineValues(rank=step % 2, step=step, clock="00:00:00", ms=1.0, kind="non-decode", real=(T, 1, 0),
+                           graph=None, active=1, max_requests=16, paused=0, waiting=0, finished=0, evicted=0,
+                           active_used=1, active_total=100, paused_used=0, paused_total=0)
+        lines.append(fmt.format_line(v, fmt.V019))
+    path = tmp_path / "many.log"
+    path.write_text("\n".join(lines) + "\n")
+    d = digest_log(path)
+    assert sum(len(r.shapes) for r in d.ranks.values()) == 8  # 4 exact, 4 rounded up to a multiple of 64
+    assert sum(r.folded_steps for r in d.ranks.values()) == 7
+    # 100 and 101 round to 128 on two ranks, 130 to 192, 200 to 256: then no room for 320, 448 or 512
+    assert sum(r.unkept_steps for r in d.ranks.values()) == 3
+    assert sum(r.eager_steps for r in d.ranks.values()) == 11  # every step still counted
+    assert ((128, 1, 0), None) in d.ranks[0].shapes or ((128, 1, 0), None) in d.ranks[1].shapes

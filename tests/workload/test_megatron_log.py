@@ -215,3 +215,17 @@ def test_progress_is_called_with_bytes_and_size(tmp_path):
     reader = MegatronLogReader(path, progress=lambda done, total: calls.append((done, total)))
     list(reader.steps())
     assert calls[-1] == (path.stat().st_size, path.stat().st_size)
+
+
+def test_a_time_that_is_not_finite_is_malformed(tmp_path):
+    bad = megatron_line(fmt.V019).replace("time: 23.456 ms", "time: nan ms")
+    reader, steps = read_all(write(tmp_path, [bad, megatron_line(fmt.V019, step=2)]))
+    assert [s.step for s in steps] == [2] and reader.stats.malformed == 1
+
+
+def test_too_many_ranks_is_not_one_runs_log(tmp_path, monkeypatch):
+    from cgbench.workload import megatron_log
+
+    monkeypatch.setattr(megatron_log, "MAX_RANKS", 2)
+    with pytest.raises(ConfigError, match="more than 2 ranks"):
+        read_all(write(tmp_path, [megatron_line(fmt.V019, rank=r) for r in range(3)]))
