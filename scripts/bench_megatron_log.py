@@ -1,6 +1,6 @@
 """How fast the Megatron step-log reader reads, and in how much memory: a synthetic log of N lines
 (the step lines of a simulated run, repeated with their step numbers moving on, one other line in
-every ``--other-every``), read once by ``MegatronLogReader`` and once digested (``digest_log``, what
+every ``--other-every`` step lines), read once by ``MegatronLogReader`` and once digested (``digest_log``, what
 explain and calibrate start from), each in a fresh child process on one core.
 
     python scripts/bench_megatron_log.py                     # 1,000,000 lines, in /tmp
@@ -45,7 +45,7 @@ print(json.dumps({"lines": lines, "steps": steps, "cpu_s": cpu, "peak_rss_mib": 
 
 def write_log(path: Path, lines: int, other_every: int, compress: bool) -> None:
     """``lines`` lines: a simulated run's step lines (hybrid model, the default grid, no gating) over
-    and over, step numbers counting on, and an unrelated line after every ``other_every``."""
+    and over, step numbers counting on, and an unrelated line after every ``other_every`` step lines."""
     from cgbench.analysis.megatron_log_emit import log_text
     from cgbench.config.compose import load_config
     from cgbench.pipeline import run_point
@@ -58,11 +58,10 @@ def write_log(path: Path, lines: int, other_every: int, compress: bool) -> None:
     with opener(path, "wt", encoding="utf-8") as f:
         written = step = 0
         while written < lines:
-            line = number.sub(f"| step {step + 1} |", steps[step % len(steps)], count=1)
-            f.write(line + "\n")
+            f.write(number.sub(f"| step {step + 1} |", steps[step % len(steps)], count=1) + "\n")
             step += 1
             written += 1
-            if other_every and written % other_every == 0 and written < lines:
+            if other_every and step % other_every == 0 and written < lines:
                 f.write("INFO:megatron.core.inference.engines.dynamic_engine:some other line of the log\n")
                 written += 1
 
@@ -76,7 +75,7 @@ def measure(path: Path, mode: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--other-every", type=int, default=5, help="one other line after every N lines (0: none)")
+    ap.add_argument("--other-every", type=int, default=4, help="one other line after every N step lines (0: none)")
     ap.add_argument("--gzip", action="store_true", help="write the log gzip'd")
     ap.add_argument("--keep", action="store_true", help="keep the generated log in /tmp")
     args = ap.parse_args()

@@ -4,6 +4,7 @@ a what-if grid must give what running on that grid gives."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,22 @@ def test_memory_stays_bounded_past_the_shape_budget(tmp_path, monkeypatch):
     assert sum(r.unkept_steps for r in d.ranks.values()) == 3
     assert sum(r.eager_steps for r in d.ranks.values()) == 11  # every step still counted
     assert ((128, 1, 0), None) in d.ranks[0].shapes or ((128, 1, 0), None) in d.ranks[1].shapes
+
+
+def test_ranks_are_explained_apart(tmp_path):
+    """Two ranks' lines interleaved (rank 1 a copy of rank 0 with every graph OFF): each rank its own."""
+    path, m = emitted(tmp_path, HYBRID)
+    lines = []
+    for line in path.read_text().splitlines():
+        lines.append(line)
+        if "* rank 0 | " in line:
+            other = line.replace("* rank 0 | ", "* rank 1 | ")
+            lines.append(re.sub(r"\+ cuda graph \[\d+\]: \d+ P \+ \d+ D\]", "+ cuda graph OFF]", other))
+    both = tmp_path / "two_ranks.log"
+    both.write_text("\n".join(lines) + "\n")
+    doc, _ = explain_megatron_log(str(both), overrides=HYBRID)
+    r0, r1 = doc["ranks"]
+    assert (r0["rank"], r0["eager_steps"]) == (0, m["eager_steps"])
+    assert (r1["rank"], r1["eager_steps"], r1["graphed_steps"]) == (1, m["steps"], 0)
+    assert r1["eager_by_reason"].get(COVERED, {}).get("steps") == m["graphed_steps"]  # a graph covered each
+    assert doc["log"]["ranks"] == [0, 1]

@@ -229,3 +229,16 @@ def test_too_many_ranks_is_not_one_runs_log(tmp_path, monkeypatch):
     monkeypatch.setattr(megatron_log, "MAX_RANKS", 2)
     with pytest.raises(ConfigError, match="more than 2 ranks"):
         read_all(write(tmp_path, [megatron_line(fmt.V019, rank=r) for r in range(3)]))
+
+
+@pytest.mark.slow  # simulates the run whose lines the benchmark repeats
+def test_the_benchmarks_log_is_what_it_says(tmp_path):
+    from tests.helpers import load_script
+
+    bench = load_script("bench_megatron_log")
+    path = tmp_path / "bench.log.gz"
+    bench.write_log(path, 1200, 5, True)
+    reader, steps = read_all(path)
+    assert reader.stats.lines == 1200 and reader.stats.step_lines == 1000 and reader.stats.other_lines == 200
+    assert [s.step for s in steps] == list(range(1, 1001)) and reader.ranks[0].interval == 1
+    assert sum(s.eager for s in steps[:875]) == 15  # the hybrid run's 875 steps (15 eager), then again
