@@ -322,6 +322,7 @@ CASES: list[Case] = [
         ("calibrate --megatron-log {malformed_log}", "name the model"),
         ("calibrate --megatron-log {malformed_log} model=hybrid", "do not parse"),
         ("calibrate --megatron-log {malformed_log} --host model=tiny_transformer", "give one of them"),
+        ("calibrate --megatron-log {malformed_log} model=hybrid -o {malformed_log}", "this command's input"),
         ("calibrate --rank 0", ("--rank", "--megatron-log LOG")),
         ("run model=tiny_transformer engine=small workload=small backend=torch --emit-megatron-log x.log",
          ("--emit-megatron-log", "backend=sim")),
