@@ -99,38 +99,42 @@ class RankDigest:
     _last_step: int = -1
 
     def add(self, s: StepLine) -> None:
-        T, P, D = s.real
-        if T == 0 or s.kind == "idle":
+        real, graph, kind, number, ms = s.real, s.graph, s.kind, s.step, s.ms
+        T, P, D = real
+        if T == 0 or kind == "idle":
             self.idle_lines += 1
             return
         self.steps += 1
-        self.kinds[s.kind] += 1
+        kinds = self.kinds
+        kinds[kind] = kinds.get(kind, 0) + 1
         if P == 0:
             self.decode_steps += 1
         elif D == 0:
             self.prefill_steps += 1
         else:
             self.mixed_steps += 1
-        restart = s.step <= self._last_step
-        self._last_step = s.step
-        if s.graph is None:
+        restart = number <= self._last_step
+        self._last_step = number
+        eager_run = self._eager_run
+        if graph is None:
             self.eager_steps += 1
-            self.eager_ms += s.ms
-            _extend(self._eager_run, s.step, restart)
-            if self._eager_run.steps > self.longest_eager.steps:
-                self.longest_eager = Run(self._eager_run.steps, self._eager_run.first_step, s.step)
+            self.eager_ms += ms
+            _extend(eager_run, number, restart)
+            if eager_run.steps > self.longest_eager.steps:
+                self.longest_eager = Run(eager_run.steps, eager_run.first_step, number)
         else:
             self.graphed_steps += 1
-            self.graphed_ms += s.ms
-            self._eager_run = Run()
+            self.graphed_ms += ms
+            eager_run.steps = 0
+        wait_run = self._wait_run
         if P == 0 and s.waiting > 0 and s.paused == 0 and s.active < s.max_requests:
             self.wait_steps += 1
-            _extend(self._wait_run, s.step, restart)
-            if self._wait_run.steps > self.longest_wait.steps:
-                self.longest_wait = Run(self._wait_run.steps, self._wait_run.first_step, s.step)
+            _extend(wait_run, number, restart)
+            if wait_run.steps > self.longest_wait.steps:
+                self.longest_wait = Run(wait_run.steps, wait_run.first_step, number)
         else:
-            self._wait_run = Run()
-        key: ShapeKey = (s.real, s.graph)
+            wait_run.steps = 0
+        key: ShapeKey = (real, graph)
         group = self.shapes.get(key)
         if group is None:
             budget = self.budget
@@ -147,10 +151,10 @@ class RankDigest:
                         return
                     budget[1] += 1
             if group is None:
-                group = self.shapes[key] = ShapeSteps(first_step=s.step)
+                group = self.shapes[key] = ShapeSteps(first_step=number)
         group.steps += 1
-        group.ms += s.ms
-        group.ms2 += s.ms * s.ms
+        group.ms += ms
+        group.ms2 += ms * ms
         group.blocks += s.active_used
         self._last_values(s)
 

@@ -43,12 +43,13 @@ def explain_cmd(
         "--megatron-args", show_default=False, help="With --megatron-log: the run's Megatron launch arguments "
         "('--hidden-size 4096 ...' or @FILE): the grid and model the log is read against.")] = None,
     override: Annotated[Optional[list[str]], typer.Option(
-        "--override", "-O", metavar="KEY=VALUE", show_default=False, help="With --megatron-log: a Hydra override of that config "
-        "(repeatable), e.g. -O model=hybrid -O hardware=h200.")] = None,
+        "--override", "-O", metavar="KEY=VALUE", show_default=False,
+        help="With --megatron-log: a Hydra override of that config (repeatable), e.g. -O model=hybrid "
+        "-O hardware=h200.")] = None,
     what_if: Annotated[Optional[list[str]], typer.Option(
-        "--what-if", metavar="OVERRIDES", show_default=False, help="With --megatron-log: overrides of another grid or policy to re-match "
-        "the log's shapes against (repeatable), e.g. --what-if cg=dense --what-if 'cg=advised' with --config-dir "
-        "of an advise run.")] = None,
+        "--what-if", metavar="OVERRIDES", show_default=False,
+        help="With --megatron-log: overrides of another grid or policy to re-match the log's shapes against "
+        "(repeatable), e.g. --what-if cg=dense --what-if 'cg=advised' with --config-dir of an advise run.")] = None,
     rank: Annotated[Optional[int], typer.Option(
         "--rank", metavar="R", show_default=False, help="With --megatron-log: the rank whose details the tables show "
         "(default: the lowest; JSON holds every rank).")] = None,

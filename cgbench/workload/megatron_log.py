@@ -220,6 +220,8 @@ class MegatronLogReader:
         self.emitted: dict[str, str] | None = None
         self._bodies = {v: fmt.body_regex(v) for v in fmt.VERSIONS}
         self._order = list(fmt.VERSIONS)
+        self._first = self._bodies[self._order[0]]
+        self._consumed, self._total = [0], 0
         # getters of ``Match.groups()``: the text fields (the same groups in every version), and per
         # version the integer fields
         self._texts = _getter(self._bodies[fmt.V019], _TEXT_FIELDS)
@@ -231,24 +233,22 @@ class MegatronLogReader:
 
     def steps(self) -> Iterator[StepLine]:
         """Every step line of the file, in file order."""
-        consumed = [0]
-        total = file_size(self.path, self.label, KEY) if self.progress is not None else 0
+        consumed = self._consumed = [0]
+        total = self._total = file_size(self.path, self.label, KEY) if self.progress is not None else 0
         stats = self.stats
         stats.gzip = is_gzip(self.path, self.label, KEY)
         mark = fmt.STEP_MARK
         in_arguments = False
-        last: tuple[int, str] | None = None
+        parse = self._line
+        progress = self.progress
         for lineno, line in trace_lines(self.path, self.label, KEY, consumed):
-            if last is not None:
-                step = self._line(*last, final=False)
+            if mark in line:
+                step = parse(lineno, line)
                 if step is not None:
                     yield step
-            last = None
-            if self.progress is not None and not lineno % PROGRESS_EVERY:
-                self.progress(consumed[0], total)
-            if mark in line:
-                last = (lineno, line)
                 continue
+            if progress is not None and not lineno % PROGRESS_EVERY:
+                progress(consumed[0], total)
             stats.other_lines += 1
             if line.startswith("---"):
                 in_arguments = self._arguments_marker(line, in_arguments)
@@ -258,26 +258,24 @@ class MegatronLogReader:
                 self._capture(line)
             elif line.startswith(EMITTED_MARK):
                 self._emitted(line)
-        if last is not None:
-            step = self._line(*last, final=True)
-            if step is not None:
-                yield step
         stats.lines = stats.step_lines + stats.other_lines + stats.malformed + stats.truncated_last
         self._done = True
         if self.progress is not None:
             self.progress(total, total)
 
-    def _line(self, lineno: int, line: str, *, final: bool) -> StepLine | None:
+    def _line(self, lineno: int, line: str) -> StepLine | None:
         stats = self.stats
-        complete = line.endswith("\n")
+        if lineno % PROGRESS_EVERY == 0 and self.progress is not None:
+            self.progress(self._consumed[0], self._total)
         text = line.rstrip("\r\n")
         start = text.find(fmt.STEP_MARK)
-        text = text[start:]
+        if start:
+            text = text[start:]
         if text.endswith(fmt.COLOR_END):
             text = text[:-len(fmt.COLOR_END)]
         step = self._parse(lineno, text)
         if step is None:
-            if final and not complete:
+            if not line.endswith("\n"):  # only the last line can lack its newline: cut off
                 stats.truncated_last = True
             else:
                 stats.malformed += 1
@@ -295,14 +293,17 @@ class MegatronLogReader:
         return step
 
     def _parse(self, lineno: int, text: str) -> StepLine | None:
-        for i, version in enumerate(self._order):
-            m = self._bodies[version].match(text)
-            if m is not None:
-                if i:  # the version that matched is tried first from now on
+        version = self._order[0]
+        m = self._first.match(text)
+        if m is None:
+            for i, version in enumerate(self._order[1:], 1):
+                m = self._bodies[version].match(text)
+                if m is not None:  # the version that matched is tried first from now on
                     self._order.insert(0, self._order.pop(i))
-                break
-        else:
-            return None
+                    self._first = self._bodies[version]
+                    break
+            else:
+                return None
         g = m.groups()
         clock, ms, config_text = self._texts(g)
         config = self._configs.get(config_text)
