@@ -159,6 +159,7 @@ class RankDigest:
         self._last_values(s)
 
     def _last_values(self, s: StepLine) -> None:
+        """The maxima and last values a line carries (every line, kept by shape or not)."""
         if s.max_requests > self.max_requests:
             self.max_requests = s.max_requests
         if s.waiting > self.max_waiting:

@@ -187,6 +187,7 @@ def _int(m, name: str) -> int:
 
 
 _make = StepLine._make
+_MARK, _COLOR_END, _COLOR_END_LEN, _SPEC_RE = fmt.STEP_MARK, fmt.COLOR_END, len(fmt.COLOR_END), fmt.SPEC_RE
 # one line of Megatron's argument dump: two spaces, the name, dots up to column 48 (none for a long
 # name), a space, the value
 _ARGUMENT = re.compile(r"  ([A-Za-z_]\w*) \.* ?(.*?)\r?\n?$")
@@ -221,6 +222,7 @@ class MegatronLogReader:
         self._bodies = {v: fmt.body_regex(v) for v in fmt.VERSIONS}
         self._order = list(fmt.VERSIONS)
         self._first = self._bodies[self._order[0]]
+        self._counts: dict[str, int] = {}  # step lines per version, folded into stats.versions at the end
         self._consumed, self._total = [0], 0
         # getters of ``Match.groups()``: the text fields (the same groups in every version), and per
         # version the integer fields
@@ -258,23 +260,36 @@ class MegatronLogReader:
                 self._capture(line)
             elif line.startswith(EMITTED_MARK):
                 self._emitted(line)
+        stats.versions.update(self._counts)
+        stats.step_lines = sum(self._counts.values())
         stats.lines = stats.step_lines + stats.other_lines + stats.malformed + stats.truncated_last
         self._done = True
         if self.progress is not None:
             self.progress(total, total)
 
     def _line(self, lineno: int, line: str) -> StepLine | None:
-        stats = self.stats
+        """The step line ``line`` parsed, counted and numbered by rank; None (counted) when it is not
+        one. One function, its lookups local: it runs once per step line of a log of millions."""
         if lineno % PROGRESS_EVERY == 0 and self.progress is not None:
             self.progress(self._consumed[0], self._total)
         text = line.rstrip("\r\n")
-        start = text.find(fmt.STEP_MARK)
+        start = text.find(_MARK)
         if start:
             text = text[start:]
-        if text.endswith(fmt.COLOR_END):
-            text = text[:-len(fmt.COLOR_END)]
-        step = self._parse(lineno, text)
+        if text.endswith(_COLOR_END):
+            text = text[:-_COLOR_END_LEN]
+        version = self._order[0]
+        m = self._first.match(text)
+        if m is None:
+            for i, other in enumerate(self._order[1:], 1):
+                m = self._bodies[other].match(text)
+                if m is not None:  # the version that matched is tried first from now on
+                    self._order.insert(0, self._order.pop(i))
+                    self._first, version = self._bodies[other], other
+                    break
+        step = None if m is None else self._fields(m, text, lineno, version)
         if step is None:
+            stats = self.stats
             if not line.endswith("\n"):  # only the last line can lack its newline: cut off
                 stats.truncated_last = True
             else:
@@ -282,28 +297,18 @@ class MegatronLogReader:
                 if len(stats.malformed_examples) < MAX_EXAMPLES:
                     stats.malformed_examples.append((lineno, text[:160]))
             return None
-        stats.step_lines += 1
-        stats.versions[step.version] += 1
-        ranks = self.ranks.get(step.rank)
-        if ranks is None:
+        counts = self._counts
+        counts[version] = counts.get(version, 0) + 1
+        rank, number = step.rank, step.step
+        r = self.ranks.get(rank)
+        if r is None:
             if len(self.ranks) >= MAX_RANKS:
                 raise ConfigError(f"{KEY}: {self.label}:{lineno}: more than {MAX_RANKS:,} ranks: not one run's log")
-            ranks = self.ranks[step.rank] = RankSteps()
-        ranks.add(step.step)
+            r = self.ranks[rank] = RankSteps()
+        r.add(number)
         return step
 
-    def _parse(self, lineno: int, text: str) -> StepLine | None:
-        version = self._order[0]
-        m = self._first.match(text)
-        if m is None:
-            for i, version in enumerate(self._order[1:], 1):
-                m = self._bodies[version].match(text)
-                if m is not None:  # the version that matched is tried first from now on
-                    self._order.insert(0, self._order.pop(i))
-                    self._first = self._bodies[version]
-                    break
-            else:
-                return None
+    def _fields(self, m: re.Match[str], text: str, lineno: int, version: str) -> StepLine | None:
         g = m.groups()
         clock, ms, config_text = self._texts(g)
         config = self._configs.get(config_text)
@@ -319,11 +324,11 @@ class MegatronLogReader:
             map(int, self._ints[version](g))
         spec = None
         if m.end() < len(text):
-            sm = fmt.SPEC_RE.match(text, m.end())
+            sm = _SPEC_RE.match(text, m.end())
             if sm is not None:
                 spec = (int(sm.group("accepted")), int(sm.group("proposed")), int(sm.group("steps")))
         seconds = float(ms)
-        if not math.isfinite(seconds) or seconds < 0:
+        if not seconds >= 0 or seconds == math.inf:  # NaN fails the first test
             return None
         return _make((lineno, version, rank, step, clock, seconds, kind, previous, real, graph, active,
                       max_requests, paused, waiting, finished, evicted, used, paused_used, pool, budget, spec))
