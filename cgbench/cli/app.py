@@ -157,6 +157,8 @@ def run(
             ovr, translation = with_megatron_args(megatron_args, ovr, config_dirs=dirs)
             err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
         if cfg_only is not None:
+            if emit_megatron_log is not None:
+                raise ConfigError("--emit-megatron-log: --cfg prints the config and runs nothing: drop one of them")
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)

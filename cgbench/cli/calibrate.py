@@ -131,10 +131,15 @@ def calibrate_cmd(
 
     if megatron_log is not None:
         with user_errors(), config_folders(config_dirs):
-            if host:
-                from cgbench.config.schema import ConfigError
+            from cgbench.config.schema import ConfigError
 
+            if host:
                 raise ConfigError("--host: measures this host; --megatron-log fits a log: give one of them")
+            for name, unused in (("--repeat", repeat is not None), ("--warmup", warmup != 2),
+                                 ("--holdout", holdout != 0.25)):
+                if unused:
+                    raise ConfigError(f"{name}: times measured steps; --megatron-log fits the steps a log holds: "
+                                      "drop it")
             _calibrate_log(megatron_log, list(overrides or []), megatron_args, out_path, rank, as_json, out, err,
                            list(config_dirs or []))
         return

@@ -324,6 +324,8 @@ CASES: list[Case] = [
         ("calibrate --megatron-log {malformed_log} --host model=tiny_transformer", "give one of them"),
         ("calibrate --megatron-log {malformed_log} model=hybrid -o {malformed_log}", "this command's input"),
         ("calibrate --rank 0", ("--rank", "--megatron-log LOG")),
+        ("calibrate --megatron-log {malformed_log} model=hybrid --repeat 3", ("--repeat", "drop it")),
+        ("run --cfg job --emit-megatron-log x.log", ("--emit-megatron-log", "--cfg")),
         ("run model=tiny_transformer engine=small workload=small backend=torch --emit-megatron-log x.log",
          ("--emit-megatron-log", "backend=sim")),
         ("run " + SMALL + " --emit-megatron-log {empty_dir}", "is a directory"),
