@@ -60,6 +60,12 @@ def check_emittable(cfg: BenchConfig) -> None:
     if cfg.backend.name != "sim":
         raise ConfigError("--emit-megatron-log: writes a simulated run (backend=sim); a real engine run "
                           "is logged by Megatron itself")
+    e = cfg.engine
+    if e.num_speculative_tokens > 0 or e.prefix_caching:
+        raise ConfigError("--emit-megatron-log: with " + ("speculative decoding" if e.num_speculative_tokens > 0
+                                                          else "prefix caching")
+                          + " Megatron's step line carries cumulative suffixes (acceptance, prefix-cache hits) "
+                          "the simulator does not keep per step: such a run is not emitted")
     if cfg.engine.ep_size > 1 or cfg.engine.dp_size > 1:
         raise ConfigError("--emit-megatron-log: writes one rank's log; an expert- or data-parallel run "
                           f"(engine.ep_size={cfg.engine.ep_size}, engine.dp_size={cfg.engine.dp_size}) is "

@@ -172,6 +172,8 @@ def _explain_log(log: Path, run_file: Path | None, request: int | None, step: in
     from cgbench.safeio import declare_inputs
 
     check_format(fmt, EXPLAIN_FORMATS)
+    if fmt == "json" and rank is not None:
+        raise ConfigError("--rank: picks the rank the tables show; --format json holds every rank: drop one of them")
     for name, given in (("RUN.json", run_file), ("--request", request), ("--step", step), ("--state", state_out)):
         if given is not None:
             raise ConfigError(f"{name}: explains a cgbench run, not a Megatron log: drop it or --megatron-log")

@@ -326,6 +326,8 @@ CASES: list[Case] = [
         ("calibrate --rank 0", ("--rank", "--megatron-log LOG")),
         ("calibrate --megatron-log {malformed_log} model=hybrid --repeat 3", ("--repeat", "drop it")),
         ("run --cfg job --emit-megatron-log x.log", ("--emit-megatron-log", "--cfg")),
+        ("run " + SMALL + " engine.num_speculative_tokens=1 --emit-megatron-log x.log", "speculative decoding"),
+        ("explain --megatron-log {malformed_log} --rank 0 --format json", ("--rank", "every rank")),
         ("run model=tiny_transformer engine=small workload=small backend=torch --emit-megatron-log x.log",
          ("--emit-megatron-log", "backend=sim")),
         ("run " + SMALL + " --emit-megatron-log {empty_dir}", "is a directory"),
