@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cgbench.analysis.megatron_log_explain import KIND
 from cgbench.analysis.report import Cell, Report, Section, Table, cell, text_cells
 from cgbench.results.formatting import percent
 
@@ -20,9 +21,14 @@ def _ms(x: Any) -> Cell:
     return Cell("-") if x is None else Cell(f"{x:,.1f}", float(x))
 
 
-def megatron_log_report(doc: dict[str, Any], source: str) -> Report:
-    from cgbench.analysis.report import _provenance
+def _provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    version = str(doc.get("cgbench_version", "?"))
+    if doc.get("git_sha"):
+        version += f" (git {str(doc['git_sha'])[:12]}" + (", dirty)" if doc.get("git_dirty") else ")")
+    return [("cgbench", version), ("created", str(doc.get("created_at", "?")))]
 
+
+def megatron_log_report(doc: dict[str, Any], source: str) -> Report:
     log, grid = doc["log"], doc["grid"]
     ranks = doc["ranks"]
     headline = Section("Headline", [Table("every rank (click a column to sort)", (
@@ -109,3 +115,12 @@ def checked_document(doc: dict[str, Any], path: Any) -> dict[str, Any]:
     for i, r in enumerate(doc["ranks"]):
         need(r, _RANK, f"ranks[{i}].")
     return doc
+
+
+def megatron_log_page(doc: dict[str, Any], source: str) -> Report:
+    """The report of an explanation read from ``source`` (checked first)."""
+    return megatron_log_report(checked_document(doc, source), source)
+
+
+# what cgbench report hands build_report: the document kinds this module reports
+READERS = {KIND: megatron_log_page}

@@ -14,7 +14,7 @@ without it every table is still there and ``Report.missing_figures`` names the f
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -363,9 +363,10 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
 # ---------------------------------------------------------------------------------------------- entry
 
 
-def build_report(target: Path) -> Report:
-    """The report of ``target``: a sweep folder, a result JSON, an advise report or a Megatron log's
-    explanation (by its ``kind``)."""
+def build_report(target: Path, readers: Mapping[str, Callable[[dict[str, Any], str], Report]] | None = None) -> Report:
+    """The report of ``target``: a sweep folder, a result JSON, an advise report (by its ``kind``), or
+    a document whose ``kind`` ``readers`` maps to the function that reports it (``cgbench report``
+    passes ``cgbench.analysis.megatron_log_report.READERS``)."""
     from cgbench.analysis.advise_report import REPORT_KIND
     from cgbench.safeio import describe_missing, read_json
 
@@ -377,12 +378,8 @@ def build_report(target: Path) -> Report:
     doc = read_json(target)
     if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
         return advise_report(_checked_advise(doc, target), str(target))
-    from cgbench.analysis.megatron_log_explain import KIND as MEGATRON_LOG_KIND
-
-    if isinstance(doc, dict) and doc.get("kind") == MEGATRON_LOG_KIND:  # cgbench explain --megatron-log
-        from cgbench.analysis.megatron_log_report import checked_document, megatron_log_report
-
-        return megatron_log_report(checked_document(doc, target), str(target))
+    if isinstance(doc, dict) and doc.get("kind") in (readers or {}):  # another command's document
+        return (readers or {})[doc["kind"]](doc, str(target))
     from cgbench.results.document import load_result
 
     return run_report(load_result(target), str(target))

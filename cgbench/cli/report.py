@@ -28,6 +28,7 @@ def report_cmd(
     from cgbench.cli.errors import err, user_errors
 
     with user_errors():
+        from cgbench.analysis.megatron_log_report import READERS
         from cgbench.analysis.report import build_report
         from cgbench.cli.report_html import render_html
         from cgbench.safeio import check_writable, declare_folder_inputs, declare_inputs, write_text_atomic
@@ -37,7 +38,7 @@ def report_cmd(
         else:
             declare_inputs({"RESULT": target})
         check_writable(out_path, "--out")
-        report = build_report(target)
+        report = build_report(target, READERS)
         write_text_atomic(out_path, render_html(report), "--out")
     if report.missing_figures:
         err.print(f"note: {len(report.missing_figures)} figure(s) not drawn: {report.figure_hint}", markup=False,
