@@ -12,7 +12,6 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from cgbench.analysis.megatron_log_config import LogConfig
 from cgbench.analysis.megatron_log_digest import LogDigest, digest_log
@@ -118,7 +117,3 @@ def fitted_ranges(cfg: BenchConfig, params: Parameters) -> tuple[BenchConfig, Pa
             out.append(UncertainParameter(key, source(key), low=lo, high=hi))
     return replace(cfg, hardware=resolved), tuple(out)
 
-
-def calibration_rows(lf: LogFit) -> list[dict[str, Any]]:
-    """The parameters as rows for a table: key, preset, fitted, ±, range, identified, note."""
-    return [p.to_json() for p in lf.fit.parameters]

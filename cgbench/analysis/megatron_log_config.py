@@ -23,9 +23,6 @@ class LogConfig:
     translation: str = ""  # --megatron-args' translation, to print
     model_named: bool = False  # the model was named (not the default one)
 
-    def described(self) -> str:
-        return self.text or "no config (the grid is read from the log)"
-
 
 def log_config(overrides: list[str], megatron_args: str | None, config_dirs: list[Path]) -> LogConfig:
     """The config of ``--megatron-args`` and ``overrides`` (the user's win), or none when neither is given."""

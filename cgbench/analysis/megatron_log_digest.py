@@ -224,9 +224,6 @@ class LogDigest:
             out |= r.graphs()
         return out
 
-    def versions(self) -> list[str]:
-        return sorted(self.stats.versions)
-
 
 def digest_log(path: str | Path, *, label: str | None = None,
                progress: Callable[[int, int], None] | None = None) -> LogDigest:

@@ -222,12 +222,3 @@ def log_bytes(cfg: BenchConfig, metrics: dict[str, Any], path: str | Path, *, in
         data = gzip.compress(data, mtime=0)
     return Emitted(data, lines, steps, log_version(cfg))
 
-
-def emit_megatron_log(cfg: BenchConfig, metrics: dict[str, Any], path: str | Path, *, interval: int = 1,
-                      rank: int = 0) -> Emitted:
-    """Write ``cfg``'s run as Megatron's log at ``path``, atomically (``log_bytes``)."""
-    from cgbench.safeio import write_bytes_atomic
-
-    emitted = log_bytes(cfg, metrics, path, interval=interval, rank=rank)
-    write_bytes_atomic(path, emitted.data, "--emit-megatron-log")
-    return emitted

@@ -126,7 +126,7 @@ def log_grid(digest: LogDigest, cfg: BenchConfig | None, config_text: str = "") 
                     "a graph never replayed is unknown)")
         strict, why = infer_strict(digest, graphs)
         grid = Grid(source, [BatchShape(*g) for g in graphs], strict)
-        out = LogGrid(grid, source, text, strict, why, GraphChoice(grid, make_policy_none()), check)
+        out = LogGrid(grid, source, text, strict, why, GraphChoice(grid, _no_gating()), check)
     _check_replays(digest, out)
     if digest.capture_conflicts:
         check.add("capture_conflict", f"the log lists {digest.capture_conflicts + 1} different captured grids "
@@ -134,7 +134,7 @@ def log_grid(digest: LogDigest, cfg: BenchConfig | None, config_text: str = "") 
     return out
 
 
-def make_policy_none() -> Any:
+def _no_gating() -> Any:
     """The no-gating policy (its forward guard never refuses a graph)."""
     from cgbench.config.schema import PolicyConfig
 
