@@ -133,7 +133,8 @@ def _gated(alt: Alternative, real: Shape, q: int) -> tuple[Shape, Shape | None, 
     graph or None, prompt tokens moved to later steps, requests deferred). Chunked prefill snaps the
     last chunk down to the largest graph covering the step's requests (a chunk no graph fits runs
     eager); non-chunked defers the request that made the batch miss, estimated as one prefill of the
-    step's mean prefill size at a time, until the rest matches."""
+    step's mean prefill size at a time, until the rest matches (a step whose every prefill would go
+    and no decode stays: the engine would be idle, its request then admitted eager or stalled)."""
     T, P, D = real
     if alt.chunked:
         fits = [g.token_count for g in alt.grid.graphs
@@ -147,8 +148,8 @@ def _gated(alt: Alternative, real: Shape, q: int) -> tuple[Shape, Shape | None, 
     chunk = (T - D * q) / P
     for k in range(1, P + 1):
         shape = (int(round(T - k * chunk)), P - k, D)
-        if shape[1] == 0 and shape[2] == 0:
-            return shape, None, T - shape[0], k
+        if shape[1] == 0 and shape[2] == 0:  # a lone prefill that misses: deferring it leaves no step
+            break
         graph, _ = alt.choice.resolve(*shape)
         if graph is not None:
             return shape, graph, T - shape[0], k
@@ -168,8 +169,6 @@ def what_if(digest: LogDigest, r: RankDigest, lg: LogGrid, alt: Alternative, pri
         tokens = reqs = 0
         if new_graph is None and alt.gating and real[1] > 0:
             new_shape, new_graph, tokens, reqs = _gated(alt, real, q)
-        if new_shape[1] + new_shape[2] == 0:  # every prefill deferred, no decode: no step at all
-            new_graph = None
         if graph is None and new_graph is not None:
             saved += g.steps
             saved_ms += g.ms
@@ -186,7 +185,7 @@ def what_if(digest: LogDigest, r: RankDigest, lg: LogGrid, alt: Alternative, pri
             continue
         blocks = g.mean_blocks
         before = pricing.ms(real, graph, blocks)
-        after = pricing.ms(new_shape, new_graph, blocks) if new_shape[1] + new_shape[2] else 0.0
+        after = pricing.ms(new_shape, new_graph, blocks)
         delta += (after - before) * g.steps
     eager = still + added
     out: dict[str, Any] = {
