@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
+from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
 from cgbench.engine.contract import StepBackend
@@ -176,6 +177,9 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
+    calibration = log_calibration_of(cfg.hardware) if cfg.backend.name == "sim" else None
+    if calibration is not None:  # the production log the cost model was fitted to
+        doc["environment"]["calibration"] = calibration.describe()
     doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
     gating = gating_of(cfg, grid)
     if gating.active != doc["metrics"]["gating_active"]:

@@ -14,7 +14,7 @@ without it every table is still there and ``Report.missing_figures`` names the f
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,8 +391,10 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
 # ---------------------------------------------------------------------------------------------- entry
 
 
-def build_report(target: Path) -> Report:
-    """The report of ``target``: a sweep folder, a result JSON or an advise report (by its ``kind``)."""
+def build_report(target: Path, readers: Mapping[str, Callable[[dict[str, Any], str], Report]] | None = None) -> Report:
+    """The report of ``target``: a sweep folder, a result JSON, an advise report (by its ``kind``), or
+    a document whose ``kind`` ``readers`` maps to the function that reports it (``cgbench report``
+    passes ``cgbench.analysis.megatron_log_report.READERS``)."""
     from cgbench.analysis.advise_report import REPORT_KIND
     from cgbench.safeio import describe_missing, read_json
 
@@ -404,6 +406,8 @@ def build_report(target: Path) -> Report:
     doc = read_json(target)
     if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
         return advise_report(_checked_advise(doc, target), str(target))
+    if isinstance(doc, dict) and doc.get("kind") in (readers or {}):  # another command's document
+        return (readers or {})[doc["kind"]](doc, str(target))
     from cgbench.results.document import load_result
 
     return run_report(load_result(target), str(target))

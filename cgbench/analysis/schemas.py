@@ -149,11 +149,18 @@ def advise_schema() -> dict[str, Any]:
     return doc
 
 
+def _megatron_log_builders() -> dict[str, Callable[[], dict[str, Any]]]:
+    from cgbench.analysis.megatron_log_schema import calibration_schema, explain_schema
+
+    return {"megatron-log": explain_schema, "log-calibration": calibration_schema}
+
+
 BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "result": base.result_schema,
     "sweep": sweep_schema,
     "advise": advise_schema,
     "state": base.state_schema,
+    **_megatron_log_builders(),
 }
 KINDS = tuple(BUILDERS)
 
@@ -172,6 +179,11 @@ def document_kind(doc: Any) -> str | None:
         return "sweep"
     if kind == REPORT_KIND:
         return "advise"
+    from cgbench.analysis.megatron_log_schema import document_kind as megatron_log_kind
+
+    found = megatron_log_kind(doc)
+    if found is not None:
+        return found
     if kind is None and "schema_version" in doc and "metrics" in doc:
         return "result"
     from cgbench.engine.replay import STATE_KEYS

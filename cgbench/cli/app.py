@@ -129,6 +129,10 @@ def run(
         "kernel launch, efficiencies) against the lines users run: the config with gating off, your "
         "--megatron-args line, Megatron's default line, no graphs. Does the winner change, and the break-even "
         "host cost. Simulator only; see docs/sensitivity.md.")] = False,
+    emit_megatron_log: Annotated[Optional[Path], typer.Option(
+        "--emit-megatron-log", metavar="FILE", help="Also write the simulated run as Megatron's console step log "
+        "(one line per step, the run's megatron_rules format; gzip'd if FILE ends in .gz), for explain or "
+        "calibrate --megatron-log. See docs/megatron-logs.md.", show_default=False)] = None,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors(), config_folders(config_dirs):
@@ -153,6 +157,8 @@ def run(
 
             launch_line = read_launch_text(megatron_args)
         if cfg_only is not None:
+            if emit_megatron_log is not None:
+                raise ConfigError("--emit-megatron-log: --cfg prints the config and runs nothing: drop one of them")
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)
@@ -167,12 +173,20 @@ def run(
             from cgbench.analysis.sensitivity import check_sensitivity
 
             check_sensitivity(cfg)
+        if emit_megatron_log is not None:
+            from cgbench.analysis.megatron_log_emit import check_emittable
+
+            check_emittable(cfg)
         from cgbench.pipeline import run_device
 
         labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
         ensure_writable(path.with_name(path.stem + ".state.json"), "--out (its state file)")
+        if emit_megatron_log is not None:
+            ensure_writable(emit_megatron_log, "--emit-megatron-log")
+            if emit_megatron_log.resolve() in (path.resolve(), path.with_name(path.stem + ".state.json").resolve()):
+                raise ConfigError(f"--emit-megatron-log {emit_megatron_log}: is the result's own path")
         from cgbench.cli.export import export_formats
 
         formats = export_formats(export_format, export_dir)
@@ -195,9 +209,17 @@ def run(
                 report.stage("pricing", None)
                 doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
                                                  config_dirs=dirs, progress=report.update)
+        if emit_megatron_log is not None:
+            from cgbench.analysis.megatron_log_emit import log_bytes
+
+            emitted = log_bytes(cfg, doc["metrics"], emit_megatron_log)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
+        if emit_megatron_log is not None:
+            from cgbench.safeio import write_bytes_atomic
+
+            write_bytes_atomic(emit_megatron_log, emitted.data, "--emit-megatron-log")
         if export_dir is not None:
             from cgbench.results.export import export_run
 
@@ -217,6 +239,9 @@ def run(
                 for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                     out.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
+        if emit_megatron_log is not None:
+            err.print(f"megatron log: {emit_megatron_log} ({emitted.lines:,} step lines, megatron-core "
+                      f"{emitted.version} format)", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
             err.print(f"note: {doc['trace']['note']}", highlight=False, markup=False, soft_wrap=True)
         if export_dir is not None:

@@ -40,10 +40,12 @@ def run_title(doc: dict[str, Any]) -> str:
     """The run's header line: its config labels, then the Megatron rule set it ran under."""
     labels = doc.get("labels")
     c = doc["config"]
+    calibration = (doc.get("environment") or {}).get("calibration")
+    fitted = f" cost model: {calibration}" if calibration else ""  # a log calibration names its log
     if labels:
-        return "cgbench run: " + header(labels) + rules_part(c)
+        return "cgbench run: " + header(labels) + rules_part(c) + fitted
     return (f"cgbench run: model={c['model']['name']} policy={c['policy']['name']} "
-            f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c))
+            f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c) + fitted)
 
 
 def rules_part(config: dict[str, Any]) -> str:

@@ -16,11 +16,18 @@ from cgbench.engine.contract import StepPricer
 
 
 def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
-    """The preset with ``hardware.host_calibration``'s measured ``host_op_us`` in place, if it names one."""
+    """The preset with ``hardware.host_calibration``'s values in place, if it names a file: a host
+    calibration's measured ``host_op_us``, or the parameters a log calibration fitted
+    (``cgbench calibrate --megatron-log``, ``cgbench.backends.sim.log_calibration``)."""
     if not hardware.host_calibration:
         return hardware
-    measured = HostCalibration.load(hardware.host_calibration)
-    return dataclasses.replace(hardware, host_op_us=measured.host_op_us)
+    from cgbench.backends.sim.log_calibration import LogCalibration, load_machine_calibration
+
+    found = load_machine_calibration(hardware.host_calibration)
+    if isinstance(found, LogCalibration):
+        return found.applied(hardware)
+    assert isinstance(found, HostCalibration)
+    return dataclasses.replace(hardware, host_op_us=found.host_op_us)
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
