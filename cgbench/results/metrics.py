@@ -254,7 +254,7 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
         good &= e2e_all * ms <= slo.e2e_ms
     e2e = summary(e2e_all[k.done], ms)
     del e2e_all
-    itl = histogram_summary(stats.itl, ms)
+    itl = _weighted_arrays(*stats.itl.arrays(), ms, 6)
     n_good, n_done = int(good.sum()), int(k.done.sum())
     return {
         "makespan_s": round(makespan_s, 6),
