@@ -19,8 +19,6 @@ from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, config_dirs_for_children
 from cgbench.config.overrides import split_override
-from cgbench.results.formatting import metric_value
-from cgbench.results.formatting import percent as _pct
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,6 +41,8 @@ def _point_label(point: SweepPoint) -> str:
 
 
 def _point_line(r: PointResult, done: int, total: int) -> str | Text:
+    from cgbench.results.formatting import percent as _pct
+
     label = _point_label(r.point)
     if r.status != "done":
         return Text.assemble(f"[{done}/{total}] {label}: ", (r.status, "red"), f" {r.error or ''}")
@@ -97,6 +97,8 @@ def summary_table(outcome: SweepOutcome) -> Table:
     from rich import box
     from rich.table import Table
 
+    from cgbench.results.formatting import metric_value
+
     plan = outcome.plan
     keys = plan.varying
     counts = ", ".join(f"{outcome.count(s)} {s}" for s in ("done", "failed", "pending") if outcome.count(s))
@@ -138,6 +140,7 @@ def _header(name: str) -> str:
 def summary_markdown(outcome: SweepOutcome) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
     from cgbench.analysis.sweep import summary_records
+    from cgbench.results.formatting import metric_value
 
     plan = outcome.plan
     keys = plan.varying or ["overrides"]
