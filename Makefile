@@ -79,8 +79,8 @@ browser: ## Install Chromium for the HTML report's headless-browser tests (where
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
 
-bench: $(VENV)/.dev ## Simulator and matcher performance benchmark (prints a table)
-	$(PY) scripts/bench.py $(ARGS)
+bench: $(VENV)/.dev ## Simulator and matcher performance benchmark: prints its table and writes it into docs/performance.md (and docs/performance-bench.json)
+	$(PY) scripts/bench.py --write $(ARGS)
 
 # a sweep writes its point files on one line; the committed reference is indented, for git diff
 baseline: $(VENV)/.core ## Regenerate results/baseline/ (the CI gate's reference)

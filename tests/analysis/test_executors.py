@@ -144,7 +144,8 @@ if sys.argv[1] == "thread":  # another thread running: forking could copy a lock
 pool = LocalPool(2)
 pool.warm(["cgbench.analysis.sweep"])
 got = {}
-pool.run(getattr, [Task(i, (Task, "_mark_of_the_caller", None)) for i in range(4)], lambda o: got.update({o.key: o.value}))
+tasks = [Task(i, (Task, "_mark_of_the_caller", None)) for i in range(4)]
+pool.run(getattr, tasks, lambda o: got.update({o.key: o.value}))
 pool.close()
 stop.set()
 print(pool.start_method, sorted(got.values(), key=str))
