@@ -79,12 +79,14 @@ browser: ## Install Chromium for the HTML report's headless-browser tests (where
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
 
-bench: $(VENV)/.dev ## Simulator and matcher performance benchmark (prints a table)
-	$(PY) scripts/bench.py $(ARGS)
+bench: $(VENV)/.dev ## Simulator and matcher performance benchmark: prints its table and writes it into docs/performance.md (and docs/performance-bench.json)
+	$(PY) scripts/bench.py --write $(ARGS)
 
+# a sweep writes its point files on one line; the committed reference is indented, for git diff
 baseline: $(VENV)/.core ## Regenerate results/baseline/ (the CI gate's reference)
 	rm -rf results/baseline
 	$(BIN)/cgbench sweep sweep=ci --out results/baseline
+	$(PY) scripts/indent_results.py results/baseline
 
 ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/ (exit 1 on a missing, failed, changed or regressed point)
 	rm -rf results/sweeps/ci-check

@@ -55,6 +55,7 @@ from cgbench.analysis.sweep_plan import (
 )
 from cgbench.analysis.workers import SweepTerminated, signals_deferred, sigterm_interrupts
 from cgbench.config.schema import BenchConfig
+from cgbench.safeio import clean_stale_temps_in
 
 __all__ = ["DONE", "FAILED", "FROM_CLI", "FROM_REPEAT", "HEADLINE", "INDEX_KIND", "INDEX_NAME", "PENDING",
            "SUMMARY_CSV", "PointOutputs", "PointResult", "SweepOutcome", "SweepPlan", "SweepPoint", "SweepTerminated",
@@ -94,7 +95,9 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
     sweep (``point_summary``: headline metrics, health flags, the ``outputs.columns``).
 
     Not fsynced (``durable=False``): a file a power loss emptied is unreadable, and ``--resume``
-    runs its point again; the index, written durably, never vouches for a file it has not read."""
+    runs its point again; the index, written durably, never vouches for a file it has not read.
+    Compact (one line, C-encoded: the same document on reading) and without its own scan for stale
+    temporary files: ``run_sweep`` cleans the folder once, before the points run."""
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
@@ -104,7 +107,7 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
 
         doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=list(overrides),
                                          launch_line=outputs.launch_line)
-    write_json_atomic(path, doc, durable=False)
+    write_json_atomic(path, doc, durable=False, clean=False, compact=True)
     return point_summary(doc, outputs.columns)
 
 
@@ -130,6 +133,8 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
     lock is held until sweep.json and summary.csv are written."""
     ex = executor if executor is not None else local_executor(jobs)
     claim_out_dir(plan, resume=resume)
+    # the points write without a scan of their own: a killed earlier run's temporary files go now
+    clean_stale_temps_in(plan.out_dir, (p.file for p in plan.points))
     try:
         with sigterm_interrupts():
             return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note, outputs)

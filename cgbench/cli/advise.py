@@ -15,8 +15,7 @@ import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children, with_launch_line
-from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import compact, percent
+from cgbench.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -44,6 +43,8 @@ def _short(x: float) -> str:
 
 
 def _objective_text(doc: dict[str, Any], v: Any) -> str:
+    from cgbench.results.formatting import compact, percent
+
     if doc["objective"]["name"] == "eager_fraction":
         return percent(v, 1)
     return compact(v, 1)
@@ -54,6 +55,8 @@ def ranked_table(doc: dict[str, Any]) -> Table:
     listed by ``ineligible_lines``)."""
     from rich import box
     from rich.table import Table
+
+    from cgbench.results.formatting import compact, percent
 
     obj = doc["objective"]
     unit = f" ({obj['unit']})" if obj["unit"] else ""
@@ -87,6 +90,8 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
     from rich import box
     from rich.table import Table
 
+    from cgbench.results.formatting import percent
+
     if not doc["robustness"]:
         return None
     name = doc["objective"]["name"]
@@ -108,6 +113,8 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
 
 
 def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
+    from cgbench.results.formatting import percent
+
     rec = doc["recommended"]
     lines = []
     if rec is None:

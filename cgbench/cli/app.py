@@ -20,7 +20,7 @@ from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
-from cgbench.config.schema import ConfigError
+from cgbench.config.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
 app = typer.Typer(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "
@@ -63,13 +63,16 @@ def _groups_epilog() -> str:
     from rich.markup import escape
 
     from cgbench.config.paths import GROUPS, group_options
-    from cgbench.config.plugin_schema import plugin_help
 
     try:  # help is Rich markup: an option file of the user's named "[b].yaml" must print as it is
         lines = [escape(f"{g}: {', '.join(group_options(g))}") for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
-    plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
+    plugins: list[str] = []
+    if {"-h", "--help"} & set(sys.argv[1:]) and "run" in sys.argv[1:]:  # plug-ins load only for run's help
+        from cgbench.config.plugin_schema import plugin_help
+
+        plugins = plugin_help()
     if plugins:
         lines += ["Plug-ins (installed, or in a plugins.yaml of CGBENCH_CONFIG_DIR):", *plugins]
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,

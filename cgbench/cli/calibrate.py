@@ -14,7 +14,6 @@ import typer
 
 from cgbench.cli.console import print_line
 from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
-from cgbench.results.formatting import percent
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -25,6 +24,8 @@ CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
 
 
 def _pct(x: Any) -> str:
+    from cgbench.results.formatting import percent
+
     return percent(x, 1)
 
 

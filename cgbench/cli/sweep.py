@@ -19,8 +19,6 @@ from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children
 from cgbench.config.overrides import split_override
-from cgbench.results.formatting import metric_value
-from cgbench.results.formatting import percent as _pct
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,6 +41,8 @@ def _point_label(point: SweepPoint) -> str:
 
 
 def _point_line(r: PointResult, done: int, total: int) -> str | Text:
+    from cgbench.results.formatting import percent as _pct
+
     label = _point_label(r.point)
     if r.status != "done":
         return Text.assemble(f"[{done}/{total}] {label}: ", (r.status, "red"), f" {r.error or ''}")
@@ -106,6 +106,7 @@ def summary_table(outcome: SweepOutcome, columns: tuple[str, ...] | None = None)
     from rich import box
     from rich.table import Table
 
+
     names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying
@@ -140,6 +141,8 @@ def _cell(name: str, value) -> str:
     if name in ("goodput_req_s", "goodput_fraction") and value is None:
         return "n/a"  # no slo.* bound set: no goodput
     # the default columns' p99 TTFT and throughput are whole numbers; a chosen column keeps two decimals
+    from cgbench.results.formatting import metric_value
+
     whole = name in TABLE_METRICS and name.endswith(("_ms.p99", "_tok_s"))
     return metric_value(name, value, 0 if whole else 2)
 

@@ -369,8 +369,7 @@ class Engine:
             req.first_token_step = self.step
             req.first_token_s = now
         elif req.last_token_s >= 0:
-            itl, gap = self.state.stats.itl, now - req.last_token_s
-            itl[gap] = itl.get(gap, 0) + n
+            self.state.stats.itl.add(now - req.last_token_s, n)
         req.generated += n
         req.last_token_s = now
 

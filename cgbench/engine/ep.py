@@ -317,7 +317,6 @@ def merge_stats(into: StepStats, s: StepStats) -> None:
         u[0] += hits
         u[1] += real
         u[2] += pad
-    for gap, n in s.itl.items():
-        into.itl[gap] = into.itl.get(gap, 0) + n
+    into.itl.merge(s.itl)
     into.max_queue_len = max(into.max_queue_len, s.max_queue_len)
 

@@ -166,7 +166,7 @@ class AnchoredRows:
         regular = d - len(special)
         if regular:
             gap = now_s - start_s
-            self.itl[gap] = self.itl.get(gap, 0) + regular * q
+            self.itl.add(gap, regular * q)
         self.stored_kv += d * q
         self._fired = special
         if not special:
@@ -394,13 +394,13 @@ class FastEngine(Engine):
                 run_tokens += T
             else:
                 if run_tokens:
-                    itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+                    itl.add(run_gap, run_tokens)
                 run_gap, run_tokens = gap, T
             context += context_step
             pairs += pairs_step
             step += 1
         if run_tokens:
-            itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+            itl.add(run_gap, run_tokens)
         waits = step - begin - (1 if begin == first and step > begin else 0)
         if self.scheduler.async_overlap:  # every later round is an overlap step (decode-only, none paused)
             waits = 0
@@ -420,7 +420,6 @@ class FastEngine(Engine):
         stop, first, nxt = stretch.stop, stretch.first, stretch.next_arrival_s
         head = stretch.head
         itl = st.stats.itl
-        itl_get = itl.get
         context_step, pairs_step = decode_growth(work)
         context, T = work.context_tokens, work.tokens
         pairs = work.attention_pairs
@@ -448,8 +447,7 @@ class FastEngine(Engine):
             waits = n - (1 if self.step == first else 0)
             if head is not None and waits > 0 and not self.scheduler.async_overlap:
                 self.scheduler.register_waits(head, waits, stretch.result)
-            for gap in (clock[1:n + 1] - clock[:n]).tolist():
-                itl[gap] = itl_get(gap, 0) + T
+            itl.add_each((clock[1:n + 1] - clock[:n]).tolist(), T)
             durations.extend(dts[:n].tolist())
             now = float(clock[n])
             context += n * context_step

@@ -278,6 +278,31 @@ def test_memory_check_flags_a_kv_pool_too_big_for_the_device() -> None:
     assert grid_capture_estimate(build_grid(CGConfig(), engine, LLAMA3_8B), LLAMA3_8B, big, engine)["fits"]
 
 
+def test_capture_estimate_is_cached_per_grid_and_records_and_each_caller_gets_a_copy() -> None:
+    """The estimate is worked out once per (grid shapes, model, hardware, engine): each of them
+    changed gives the uncached estimate of the new set, never the previous one's; a caller that
+    changes its copy does not change the next caller's."""
+    from cgbench.backends.sim import capture
+    from cgbench.config.schema import CGConfig
+    from cgbench.grids.build import build_grid
+
+    engine = EngineConfig(kv_blocks=100)
+    grid = build_grid(CGConfig(), engine, LLAMA3_8B)
+    variants = [(grid, LLAMA3_8B, H100, engine),
+                (Grid("half", grid.graphs[::2], grid.strict), LLAMA3_8B, H100, engine),
+                (grid, dataclasses.replace(LLAMA3_8B, hidden_size=2 * LLAMA3_8B.hidden_size), H100, engine),
+                (grid, LLAMA3_8B, dataclasses.replace(H100, memory_gb=141.0), engine),
+                (grid, LLAMA3_8B, H100, dataclasses.replace(engine, kv_blocks=5000))]
+    assert len({repr(capture._estimate(*args)) for args in variants}) == len(variants)  # each differs
+    for _ in range(2):  # the second round is answered from the cache
+        for args in variants:
+            assert grid_capture_estimate(*args) == capture._estimate(*args)
+    first = grid_capture_estimate(*variants[0])
+    first["memory_gb"]["total"] = -1.0
+    first["fits"] = None
+    assert grid_capture_estimate(*variants[0]) == capture._estimate(*variants[0])
+
+
 # --------------------------------------------------------------------------- cgbench cost
 
 runner = CliRunner()

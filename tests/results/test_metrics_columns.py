@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cgbench.config.schema import SloConfig
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.request import Outcome, Request
-from cgbench.engine.stats import StepStats
+from cgbench.engine.stats import GapHistogram, StepStats
 from cgbench.pipeline import build_engine
 from cgbench.results.metrics import compute_metrics, summary
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -209,7 +209,8 @@ def test_random_ledgers(data, slo):
         ledger.retire(r)
     stats = StepStats(steps=10, graphed_steps=7, eager_steps=3, tokens=100, graphed_tokens=60, padded_tokens=4,
                       graphed_time_s=0.3, eager_time_s=0.1,
-                      itl=data.draw(st.dictionaries(st.floats(0, 1, allow_nan=False), st.integers(1, 9))))
+                      itl=GapHistogram.of(data.draw(st.dictionaries(st.floats(0, 1, allow_nan=False),
+                                                                    st.integers(1, 9)))))
     new, old = _both(stats, ledger, slo, makespan_s=data.draw(st.sampled_from([0.0, 0.7, 1e3])))
     assert new == old
 
