@@ -11,6 +11,7 @@ from collections.abc import Callable
 from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.backends.sim.draft_head import draft_head
+from cgbench.backends.sim.host_profiles import host_cost_statement
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepPricer
 
@@ -21,6 +22,21 @@ def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
         return hardware
     measured = HostCalibration.load(hardware.host_calibration)
     return dataclasses.replace(hardware, host_op_us=measured.host_op_us)
+
+
+def host_cost_label(backend: BackendConfig, hardware: HardwareConfig) -> str:
+    """The host cost that prices a simulated run's eager steps, and its source (``labels.host_cost``)."""
+    if backend.cost_model != "roofline":
+        return f"none: backend.cost_model={backend.cost_model} (its measured step times hold the host)"
+    return roofline_host_cost(hardware)
+
+
+def roofline_host_cost(hardware: HardwareConfig) -> str:
+    """The roofline model's host cost per op on ``hardware`` and where it comes from."""
+    if hardware.host_calibration:
+        measured = HostCalibration.load(hardware.host_calibration)
+        return host_cost_statement(dataclasses.replace(hardware, host_op_us=measured.host_op_us), measured.host)
+    return host_cost_statement(hardware)
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
