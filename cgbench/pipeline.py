@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
+from cgbench.backends.sim.factory import host_cost_label
 from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
@@ -175,6 +176,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc: dict[str, Any] = provenance()
     doc["overrides"] = list(overrides or [])
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
+    doc["labels"]["host_cost"] = host_cost(cfg)
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     calibration = log_calibration_of(cfg.hardware) if cfg.backend.name == "sim" else None
@@ -200,6 +202,13 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     if requests:
         doc["requests"] = [_request_doc(r, backend) for r in state.requests]
     return doc
+
+
+def host_cost(cfg: BenchConfig) -> str:
+    """What priced the run's host time per op, and from where (the header's ``host`` part)."""
+    if cfg.backend.name != "sim":
+        return f"measured: backend={cfg.backend.name} runs the model (no host model)"
+    return host_cost_label(cfg.backend, cfg.hardware)
 
 
 def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any], trace: TraceSummary | None = None,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cgbench.backends.sim.host_profiles import DEFAULT_HOST_OP_US
 from cgbench.cli.console import print_line
 from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 
@@ -106,7 +107,9 @@ def calibrate_cmd(
     host: Annotated[bool, typer.Option(
         "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
-        "names (default: <out_dir>/calibration/host_<hostname>.json).")] = False,
+        "names (default: <out_dir>/calibration/host_<hostname>.json). Without such a file the simulator prices "
+        f"an eager step's host work at {DEFAULT_HOST_OP_US:g} µs per op, this command's figure on a 2-core "
+        "AMD EPYC VM (docs/cost-model.md, 'Host cost per engine', for its evidence and range).")] = False,
     config_dirs: ConfigDirs = None,
     megatron_args: MegatronArgs = None,
     megatron_log: Annotated[Optional[Path], typer.Option(

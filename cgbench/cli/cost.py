@@ -42,7 +42,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def price_step(cfg: Any, shape: tuple[int, int, int], context: int) -> dict[str, Any]:
     """The step ``shape`` with ``context`` cached tokens per request, priced graphed and eager (JSON)."""
     from cgbench.backends.sim.cost_model import BREAKDOWN_CLASSES
-    from cgbench.backends.sim.factory import make_roofline
+    from cgbench.backends.sim.factory import make_roofline, roofline_host_cost
     from cgbench.config.schema import ConfigError
     from cgbench.engine.contract import StepWork
     from cgbench.grids.build import build_grid
@@ -81,6 +81,7 @@ def price_step(cfg: Any, shape: tuple[int, int, int], context: int) -> dict[str,
         "graphed_ms": ms["graphed"], "eager_ms": ms["eager"], "eager_over_graphed": ms["eager"] / ms["graphed"],
         "host_dispatch_ms": cost.host_seconds(p) * 1e3, "kernels": cost.kernel_count(p),
         "host_ops": cost.host_ops_prefill if p else cost.host_ops_decode,
+        "host_cost": roofline_host_cost(cfg.hardware),
         "breakdown_classes": list(BREAKDOWN_CLASSES), "breakdown": parts,
     }
 
@@ -102,7 +103,8 @@ def cost_table(doc: dict[str, Any]) -> Any:
         table.add_row(cls, f"{doc['breakdown']['graphed'][cls]:.4f}", f"{doc['breakdown']['eager'][cls]:.4f}")
     table.add_row("total", f"{doc['graphed_ms']:.4f}", f"{doc['eager_ms']:.4f}", style="bold")
     table.caption = (f"eager / graphed {doc['eager_over_graphed']:.2f}x; graph from {doc['graph_source']}; eager host "
-                     f"dispatch {doc['host_dispatch_ms']:.3f} ms ({doc['host_ops']} ops, {doc['kernels']} kernels)")
+                     f"dispatch {doc['host_dispatch_ms']:.3f} ms ({doc['host_ops']} ops, {doc['kernels']} kernels) at "
+                     f"{doc['host_cost']}")
     return table
 
 

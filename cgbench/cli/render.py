@@ -37,13 +37,15 @@ def _counts(d: dict[str, int] | None) -> str:
 
 
 def run_title(doc: dict[str, Any]) -> str:
-    """The run's header line: its config labels, then the Megatron rule set it ran under."""
+    """The run's header line: its config labels, the Megatron rule set it ran under and the host cost
+    that priced it (result files from before ``labels.host_cost`` have none)."""
     labels = doc.get("labels")
     c = doc["config"]
     calibration = (doc.get("environment") or {}).get("calibration")
     fitted = f" cost model: {calibration}" if calibration else ""  # a log calibration names its log
     if labels:
-        return "cgbench run: " + header(labels) + rules_part(c) + fitted
+        host = f" host: {labels['host_cost']}" if labels.get("host_cost") else ""
+        return "cgbench run: " + header(labels) + rules_part(c) + host + fitted
     return (f"cgbench run: model={c['model']['name']} policy={c['policy']['name']} "
             f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c) + fitted)
 

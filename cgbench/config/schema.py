@@ -331,7 +331,7 @@ class HardwareConfig:
     # kernel floors: the shortest a kernel of each class runs, in µs
     floor_gemm_us: float = 4.0
     floor_attention_us: float = 16.0
-    floor_scan_us: float = 2.5
+    floor_scan_us: float = 2.1
     floor_elementwise_us: float = 2.0
     # problem-size efficiency (docs/cost-model.md): GEMM tile/wave quantisation, attention and scan rates
     sm_count: int = 132
@@ -341,7 +341,7 @@ class HardwareConfig:
     attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
     attention_half_tokens: float = 600.0  # chunk tokens at which a chunk over a long cache reaches half of that
     attention_bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth decode attention streams KV at
-    scan_efficiency: float = 0.13  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
+    scan_efficiency: float = 0.077  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
     host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
     host_op_us: Optional[float] = None  # host time per framework op; None = the host profile's
@@ -352,10 +352,15 @@ class HardwareConfig:
     graph_launch_us: float = 10.0  # one graph replay
     sync_us: float = 20.0  # end-of-step synchronisation and sampled-token copy
     # tensor-parallel interconnect
-    interconnect_bandwidth: float = 370e9  # bytes/s a ring collective moves per link
-    interconnect_latency_us: float = 32.0  # per collective (alpha)
+    interconnect_bandwidth: float = 365e9  # bytes/s a ring collective moves per link
+    interconnect_latency_us: float = 30.0  # per collective (alpha)
     interconnect_hop_us: float = 0.0  # per ring step or tree level
     allreduce_algorithm: str = "auto"  # auto (the faster) | ring | tree
+    # NCCL's low-latency protocols, which small messages take: fixed cost, cost per ring step, and bytes/s
+    # per link (0 = none; cgbench.backends.sim.collectives)
+    interconnect_ll_latency_us: float = 6.6
+    interconnect_ll_hop_us: float = 1.15
+    interconnect_ll_bandwidth: float = 238e9
 
 
 @dataclass
@@ -488,7 +493,8 @@ HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwid
                      "gemm_overlap_exponent")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
                          "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
-                         "sync_us", "interconnect_latency_us", "interconnect_hop_us")
+                         "sync_us", "interconnect_latency_us", "interconnect_hop_us",
+                         "interconnect_ll_latency_us", "interconnect_ll_hop_us", "interconnect_ll_bandwidth")
 HOST_PROFILE_NAMES = ("megatron", "vllm", "sglang", "measured")
 ALLREDUCE_ALGORITHMS = ("auto", "ring", "tree")
 
@@ -791,6 +797,10 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         if p.name != section:
             unread[f"policy.{section}"] = f"policy={p.name} (read with policy={section})"
 
+    if cfg.hardware.interconnect_ll_bandwidth == 0:
+        for k in ("interconnect_ll_latency_us", "interconnect_ll_hop_us"):
+            unread[f"hardware.{k}"] = ("hardware.interconnect_ll_bandwidth=0 (no low-latency protocol; read "
+                                       "with a bandwidth > 0)")
     if b.name == "sim":
         # backend.device / dtype / capture_* stay allowed: `cgbench calibrate` reads them with any backend
         unread["backend.host_memory_gb"] = "backend=sim (read with backend=torch)"
@@ -804,7 +814,8 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
                   "bandwidth_efficiency", "sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_overlap_exponent",
                   "attention_efficiency", "attention_half_tokens", "attention_bandwidth_efficiency",
-                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm"):
+                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm",
+                  "interconnect_ll_latency_us", "interconnect_ll_hop_us", "interconnect_ll_bandwidth"):
             unread[f"hardware.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
         unread["model.padded_slot_cost"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
     return unread

@@ -117,11 +117,17 @@ def test_70b_at_tp8_pays_its_collectives() -> None:
     weights = (layers * per_layer + hd * v) / t * b
     kv = 1001 * 2 * (m70.num_kv_heads // t) * m70.head_dim * b * layers
     roofline = (weights + kv) / (h.hbm_bandwidth * h.bandwidth_efficiency)
-    # ... and the collectives: an all-reduce per layer output and per embedding, a logits all-gather.
+    # ... and the collectives: an all-reduce per layer output and per embedding, a logits all-gather,
+    # each by the cheaper protocol (bulk: alpha + size / beta; low latency: its alpha and hops + size / its beta)
     lat, link = h.interconnect_latency_us * 1e-6, h.interconnect_bandwidth
+    ll_lat, ll_hop, ll_link = h.interconnect_ll_latency_us * 1e-6, h.interconnect_ll_hop_us * 1e-6, \
+        h.interconnect_ll_bandwidth
     tokens = 8
-    allreduce = (2 * layers + 1) * (lat + 2 * (t - 1) / t * tokens * hd * b / link)
-    gather = lat + (t - 1) / t * 8 * v * b / link
+    n = tokens * hd * b
+    one = min(lat + 2 * (t - 1) / t * n / link, ll_lat + 2 * (t - 1) * ll_hop + 2 * (t - 1) / t * n / ll_link)
+    allreduce = (2 * layers + 1) * one
+    g = 8 * v * b
+    gather = min(lat + (t - 1) / t * g / link, ll_lat + (t - 1) * ll_hop + (t - 1) / t * g / ll_link)
     assert cost.breakdown(w)["collectives"] == pytest.approx(allreduce + gather)
     assert step >= roofline + allreduce + gather
     # and a 70B model on 8 GPUs is slower per token at batch 1 than an 8B model on one
