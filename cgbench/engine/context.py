@@ -18,6 +18,7 @@ from cgbench.config.schema import EngineConfig
 from cgbench.engine.acceptance import AcceptanceModel, acceptance_model
 from cgbench.engine.contract import Admission
 from cgbench.engine.handoff import HandoffPins
+from cgbench.engine.invariants import MegatronAssertion
 from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
 from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
@@ -141,7 +142,11 @@ class Context:
             raise AssertionError(f"request {req.id}: add_request({chunk}) breaks a budget")
         m = pc.match(req.id, req.finished_chunk, chunk)
         if self.active_tokens + m.computed > self.max_tokens:
-            raise AssertionError(f"request {req.id}: add_request({chunk}) computes past max_tokens")
+            # the scheduler sized the chunk with the skip of the whole remaining prompt; add_request's
+            # own (a hybrid's Mamba back-off, the two-token clamp) can compute more
+            raise MegatronAssertion(
+                f"add_request raises TokenOverflowError: request {req.id}'s {chunk}-token chunk computes "
+                f"{m.computed} tokens, {self.active_tokens} already in the step, max_tokens {self.max_tokens}")
         pc.admit(req.id, req.finished_chunk, chunk, req.finished_chunk + req.remaining_prompt, m)
         self.free_blocks = pc.free_count
         req.blocks += len(m.blocks) + m.from_pool

@@ -390,6 +390,25 @@ def test_the_double_registration_counts_the_parent_child_twice():
         assert pc.children[parent] == children
 
 
+def test_a_hybrid_chunk_sized_with_the_whole_prompts_skip_overflows_max_tokens():
+    """Megatron's second prefix-caching error (0.19.2 and main): schedule_chunked_prefill sizes a first
+    chunk with the skip _compute_prefix_match gives the whole remaining prompt, and add_request
+    recomputes it for the chunk. Request 1 (33 tokens) matches request 0's 2 blocks; only block 1's
+    end has a Mamba state (request 0's end state). For 33 tokens the skip is 32, clamped to 16: the
+    chunk spans 16 + 16 tokens, then 31 (the flash-attn guard). For a 31-token chunk the state at 32
+    lies past its end: the skip backs off to block 0, which has none, so nothing is skipped, and
+    add_request computes 31 tokens in a 16-token step (TokenOverflowError)."""
+    for rules in ("0.19.2", "main"):
+        cfg = make_cfg(kind="hybrid", policy="budget", chunked=True, block_size=BS, max_requests=4,
+                       max_tokens=16, max_sequence_length=64, kv_blocks=8, prefix_caching=True,
+                       prefix_caching_mamba_slots=4, ssm_chunk_alignment=16, megatron_rules=rules)
+        reqs = [RequestSpec(0, 0.0, 32, 1, prefix_ids(0, 1000, 32)),
+                RequestSpec(1, 1.0, 33, 1, prefix_ids(0, 1000, 33))]
+        eng, state = run_engine(cfg, reqs)
+        assert state.outcome == "engine_assertion", rules
+        assert "TokenOverflowError" in state.diagnosis and "31-token chunk computes 31 tokens" in state.diagnosis
+
+
 # -- hybrid models: the skip is limited to blocks with a cached Mamba state ---------------------------
 
 def test_a_hybrid_model_without_a_mamba_cache_shares_blocks_but_skips_nothing():
