@@ -55,8 +55,12 @@ test-all: $(VENV)/.dev ## Lint, then the whole suite (all but the cluster tests 
 	$(BIN)/ruff check cgbench tests scripts
 	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm"
 
-test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
+test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties; 1,000 live runs per rule set against Megatron's code when CGBENCH_MEGATRON_LM or CGBENCH_MEGATRON_GIT names it)
 	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
+
+megatron-diff: $(VENV)/.dev ## cgbench against Megatron-LM's own code, live (needs CGBENCH_MEGATRON_LM or CGBENCH_MEGATRON_GIT; ARGS="--runs 1000")
+	$(PY) scripts/megatron_diff.py live $(ARGS)
+	$(PY) scripts/megatron_diff.py routing $(ARGS)
 
 # Debian's chromium package; as root, or through a password-less sudo. Never fails: without it the
 # browser tests skip and say why.
@@ -110,4 +114,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint deps-check browser test test-fast test-all test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check browser test test-fast test-all test-deep megatron-diff test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

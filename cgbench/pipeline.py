@@ -23,7 +23,7 @@ from cgbench.engine.ep import EPEngine, ep_graphs
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.gating import GatingStatus, gating_status
 from cgbench.engine.policy_registry import make_policy
-from cgbench.engine.prefix_cache import PrefixCache
+from cgbench.engine.prefix_cache import PrefixCache, new_prefix_cache
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
 from cgbench.engine.selection import runs_step_by_step
 from cgbench.grids.build import build_grid
@@ -103,8 +103,7 @@ def build_prefix_cache(cfg: BenchConfig) -> PrefixCache | None:
     e = cfg.engine
     if not e.prefix_caching:
         return None
-    return PrefixCache(e.block_size, prefix_source_tokens(cfg.workload) or e.block_size,
-                       hybrid=cfg.model.kind == "hybrid", mamba_slots=e.prefix_caching_mamba_slots)
+    return new_prefix_cache(e, cfg.model.kind == "hybrid", prefix_source_tokens(cfg.workload) or e.block_size)
 
 
 def gating_of(cfg: BenchConfig, grid: Grid | None = None) -> GatingStatus:

@@ -125,8 +125,13 @@ RULES: tuple[Rule, ...] = (
     Rule("--num-speculative-tokens", _T, "engine.num_speculative_tokens", ""),
     Rule("--inference-dynamic-batching-unified-memory-level", _X, "",
          "unified (host) memory for the KV buffer", ("0",)),
-    Rule("--inference-dynamic-batching-prefix-caching", _T, "engine.prefix_caching=true",
-         "prefix caching with LRU eviction (docs/prefix-caching.md)"),
+    Rule("--inference-dynamic-batching-prefix-caching", _T,
+         "engine.prefix_caching=true, engine.prefix_caching_eviction",
+         "prefix caching (docs/prefix-caching.md), with Megatron's default eviction policy ref_zero unless "
+         "--inference-dynamic-batching-prefix-caching-eviction-policy says lru"),
+    Rule("--inference-dynamic-batching-prefix-caching-eviction-policy", _T, "engine.prefix_caching_eviction",
+         "ref_zero (Megatron's default: a block is freed when its last holder releases it) | lru (kept cached "
+         "until its room is needed); read with --inference-dynamic-batching-prefix-caching"),
     Rule("--no-inference-dynamic-batching-prefix-caching", _N, "", "prefix caching off: the default"),
     Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "",
          "prefix caching of Mamba states: set engine.prefix_caching_mamba_slots (the durable slots) instead"),
@@ -548,9 +553,17 @@ def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:
     if "--enable-chunked-prefill" in g:
         _switch("--enable-chunked-prefill", g["--enable-chunked-prefill"])
         _add(t, "--enable-chunked-prefill", [], ["engine.chunked_prefill=true"])
+    policy_flag = "--inference-dynamic-batching-prefix-caching-eviction-policy"
     if "--inference-dynamic-batching-prefix-caching" in g:
         _switch("--inference-dynamic-batching-prefix-caching", g["--inference-dynamic-batching-prefix-caching"])
+        policy = _one(policy_flag, g[policy_flag]) if policy_flag in g else "ref_zero"
+        if policy not in ("ref_zero", "lru"):
+            raise ConfigError(f"--megatron-args: {policy_flag} takes ref_zero or lru, got {policy!r}")
         _add(t, "--inference-dynamic-batching-prefix-caching", [], ["engine.prefix_caching=true"])
+        _add(t, policy_flag, g.get(policy_flag, []), [f"engine.prefix_caching_eviction={policy}"],
+             "" if policy_flag in g else "Megatron's default")
+    elif policy_flag in g:
+        t.no_effect.append((policy_flag, "prefix caching is off (no --inference-dynamic-batching-prefix-caching)"))
     seq = _int("--inference-max-seq-length", g["--inference-max-seq-length"]) \
         if "--inference-max-seq-length" in g else None
     note = ""

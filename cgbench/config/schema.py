@@ -47,6 +47,7 @@ TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
 MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
 PREFIX_GATES = ("full", "computed")  # full: Megatron 0.19.2's non-chunked candidate; computed: cgbench-only
+PREFIX_EVICTIONS = ("lru", "ref_zero")  # Megatron's prefix_caching_eviction_policy (its default: ref_zero)
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
 MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
@@ -298,6 +299,9 @@ class EngineConfig:
     # the non-chunked gating candidate under prefix caching: "full" = the whole remaining prompt
     # (Megatron 0.19.2, conservative); "computed" = only the tokens the step computes (cgbench-only)
     prefix_gate: str = "full"
+    # Megatron's prefix_caching_eviction_policy: "lru" keeps released prompt blocks cached until their
+    # room is needed; "ref_zero" (Megatron's own default) frees a block when its last holder releases it
+    prefix_caching_eviction: str = "lru"
 
     def resolved_kv_blocks(self) -> int:
         if self.kv_blocks > 0:
@@ -644,14 +648,20 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(e.ep_size == 1, "engine.prefix_caching", "is modelled on one engine: use engine.ep_size=1")
         _require(e.dp_size == 1, "engine.prefix_caching", "is modelled on one engine (one KV pool): use "
                  "engine.dp_size=1 (engine.dp_routing=prefix_* routes by the trace's block hashes without it)")
-        _require(e.megatron_rules == "0.19.2", "engine.prefix_caching",
-                 "is modelled under megatron-core 0.19.2's rules (main's #5995 counts shared blocks once when it "
-                 "evicts; not modelled yet): use engine.megatron_rules=0.19.2")
         _require(cfg.backend.name == "sim", "engine.prefix_caching", "is simulated only: use backend=sim")
+        _require(not (e.batch_invariant and m.kind == "hybrid"), "engine.prefix_caching",
+                 "Megatron main's batch-invariant mode does not support Mamba prefix caching (its context "
+                 "asserts): use engine.batch_invariant=false or a transformer model")
+        _require(not e.handoff_pinning, "engine.prefix_caching",
+                 "with engine.handoff_pinning a handed-off request keeps its KV blocks referenced, which is "
+                 "not modelled: use engine.handoff_pinning=false")
     else:
         _require(e.prefix_caching_mamba_slots == 0, "engine.prefix_caching_mamba_slots",
                  "needs engine.prefix_caching=true")
     _check_choice(e.prefix_gate, PREFIX_GATES, "engine.prefix_gate")
+    _check_choice(e.prefix_caching_eviction, PREFIX_EVICTIONS, "engine.prefix_caching_eviction")
+    _require(e.prefix_caching_eviction == "lru" or e.prefix_caching, "engine.prefix_caching_eviction",
+             "needs engine.prefix_caching=true")
     _require(e.prefix_gate == "full" or e.prefix_caching, "engine.prefix_gate", "needs engine.prefix_caching=true")
 
     grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean

@@ -29,7 +29,7 @@ from cgbench.config.schema import EngineConfig
 from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
-from cgbench.engine.invariants import InvariantError
+from cgbench.engine.invariants import InvariantError, MegatronAssertion
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.prefix_cache import PrefixCache
@@ -209,6 +209,8 @@ class Engine:
             for spec in self.stream.pop_due(st.now_s):
                 self.arrive(spec)
             result = self.begin_round()
+            if self.halted:  # Megatron's code raised while scheduling (prefix caching)
+                break
             if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
                 if self.await_pulls():
                     continue  # a released slot may admit the head now
@@ -243,7 +245,11 @@ class Engine:
         observer = self.round_observer
         if observer is not None:
             observer.before(self.queue)
-        result = self.scheduler.schedule(self.queue)
+        try:
+            result = self.scheduler.schedule(self.queue)
+        except MegatronAssertion as e:
+            self._megatron_raised(e)
+            result = RoundResult(stop_reason="engine_assertion")
         if observer is not None:
             observer.after(result)
         if ctx.admitted and (len(self.queue) < queued_before
@@ -322,9 +328,20 @@ class Engine:
                                        len(self.paused)))
         self._step_start_s = st.now_s
         st.now_s += duration_s
-        if self._update():
-            self.last_progress = self.step
+        try:
+            if self._update():
+                self.last_progress = self.step
+        except MegatronAssertion as e:
+            self._megatron_raised(e)
         self.step += 1
+
+    def _megatron_raised(self, e: MegatronAssertion) -> None:
+        """Megatron's own code raises here (an assertion or error of its allocators): the run stops,
+        as Megatron's engine does, with outcome ``engine_assertion``."""
+        st = self.state
+        st.outcome = "engine_assertion"
+        st.diagnosis = f"step {self.step}: {e}"
+        self.halted = True
 
     def finish(self) -> RunState:
         """The run is over: every row's counters brought up to the last step, every finished request
@@ -391,6 +408,7 @@ class Engine:
         q, ctx, rows, now = self.q, self.ctx, self.rows, self.state.now_s
         finished: list[Request] = []
         needing: list[Request] = []
+        ctx.after_step()
         if ctx.acceptance is not None:
             self._step_speculative(rows.stepped(self.step, self._step_start_s, now), finished, needing)
         else:
@@ -425,6 +443,8 @@ class Engine:
             self._kv_pressure(needing, ran_chunk)
         if ran_chunk is not None:
             self._hide_chunked(ran_chunk)
+        if ctx.prefix is not None:  # the step's last release group goes back to the pool
+            ctx.prefix.flush()
         if self.check:
             self._check_blocks()
         return done or bool(finished)
@@ -524,14 +544,16 @@ class Engine:
             return
         ctx, paused = self.ctx, self.paused
         # the active rows: the running decodes and the chunked request only if its chunk ran
-        held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
+        if ctx.prefix is not None:  # a shared block counts once (get_active_used)
+            held = ctx.held_blocks(self.order)
+        else:
+            held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
         k = ctx.rules.resumable(ctx, paused, held, ctx.max_requests - len(self.order))
         if k == 0:
             return
         resumed = paused[len(paused) - k:]
         del paused[len(paused) - k:]
-        for r in resumed:
-            ctx.grant_decode_blocks(r)
+        ctx.grant_decode_blocks(resumed)
         self.rows.add(resumed, self.step + 1, self.state.now_s)
         self.order[:0] = resumed  # they join the active region on its left
 
@@ -549,7 +571,7 @@ class Engine:
         del self.paused[len(self.paused) - e:]
         self.order = rotate_into_evicted(self.order, e)
         for r in evicted:
-            self.ctx.release(r)
+            self.ctx.release(r, "evict")
             self.backend.release(r)
             r.evictions += 1
             r.kv_tokens = 0
@@ -568,6 +590,8 @@ class Engine:
                 self._fail(r, "evicted_prompt_exceeds_max_tokens")
                 continue
             r.start_prefill(new_prompt)
+            if self.ctx.prefix is not None:
+                self.ctx.prefix.requeued(r.id, new_prompt, self.ctx.rules.evicted_keeps_hashes)
             self.queue.insert(at, r)
 
     def _crash(self, evicted: list[Request]) -> None:
@@ -660,7 +684,10 @@ class Engine:
             raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + cached {cached} + "
                                  f"free {ctx.free_blocks} != pool {ctx.pool_blocks}")
         if ctx.prefix is not None:
-            why = ctx.prefix.check()
+            live = [*self.order, *self.paused]
+            if self.chunked is not None and all(r is not self.chunked for r in self.order):
+                live.append(self.chunked)
+            why = ctx.prefix.check({r.id: r.blocks for r in live if r.blocks})
             if why is not None:
                 raise InvariantError(f"step {self.step}: prefix cache: {why}")
         self.rows.check(self.step)

@@ -38,6 +38,7 @@ from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
 from cgbench.engine.selection import runs_step_by_step
 from cgbench.engine.stats import StepStats
 from cgbench.grids.lookup import Grid
+from cgbench.workload.prefix_model import prefix_source_tokens
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 
@@ -156,7 +157,8 @@ class DPEngine:
         self.stream = stream
         self.keep_trace = trace
         self.closed_loop = bool(getattr(stream, "concurrency", 0))
-        self.router = Router(self.size, e.dp_routing, e.dp_routing_alpha, e.max_requests)
+        self.router = Router(self.size, e.dp_routing, e.dp_routing_alpha, e.max_requests, e.block_size,
+                             prefix_source_tokens(cfg.workload) or e.block_size)
         self.rank_streams: list[RankStream] = []
         self.units: list[_Single | _Group] = []
         if e.ep_size == 1:

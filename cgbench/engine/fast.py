@@ -220,7 +220,9 @@ class FastEngine(Engine):
         self._decode_steps: dict[int, _DecodeStep] = {}  # per decode count
 
     def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
-        if self.paused or not needing or not self._pause_and_resume_at_once(needing, ran_chunk):
+        # under prefix caching block ids and shared blocks matter: the full pass, always
+        if self.paused or not needing or self.ctx.prefix is not None or not self._pause_and_resume_at_once(
+                needing, ran_chunk):
             Engine._kv_pressure(self, needing, ran_chunk)
 
     def _pause_and_resume_at_once(self, needing: list[Request], ran_chunk: Request | None) -> bool:
@@ -241,8 +243,8 @@ class FastEngine(Engine):
             return False
         move_pausing_left(order, {order.index(r) for r in needing})
         resumed = order[:m]
+        ctx.grant_decode_blocks(resumed)
         for r in resumed:
-            ctx.grant_decode_blocks(r)
             r.pauses += 1  # Megatron counts the pause; ``paused_events`` does not (no step missed)
         self.rows.reanchor(resumed, self.step + 1, self.state.now_s, granted)
         return True

@@ -25,9 +25,9 @@ Decisions about the format (docs/schedule.md gives the user's view):
   it, it is inserted at the head. It is hidden: not counted in ``batch``.
 * Every other queued request has ``finished`` 0: only the chunked request has prefilled tokens.
 * ``prefix_cache`` (only with ``engine.prefix_caching``): the KV pool's prefix cache as
-  ``PrefixCache.to_state`` writes it (its LRU clock, registered blocks with their references, stamps
-  and parents, the requests' block tables and block hashes, the cached Mamba states); without it the
-  cache starts empty.
+  ``PrefixCache.to_state`` writes it (its LRU clock, the free blocks in bag order, every block's hash,
+  references, stamp, parent and child count, the hash map, the requests' block tables and block
+  hashes, the Mamba slots and cached states); without it the cache starts empty.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from cgbench.config.schema import (
 from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context
 from cgbench.engine.policy_registry import build_policy
-from cgbench.engine.prefix_cache import PrefixCache
+from cgbench.engine.prefix_cache import new_prefix_cache
 from cgbench.engine.request import Request, make_request
 from cgbench.engine.scheduler import GraphChoice, Scheduler, gating_active
 from cgbench.grids.build import build_grid
@@ -228,9 +228,7 @@ class RoundState:
         ctx = Context.from_engine(self.engine)
         ctx.free_blocks = self.free_blocks
         if self.engine.prefix_caching:
-            e = self.engine
-            ctx.prefix = PrefixCache(e.block_size, e.block_size, hybrid=self.model.kind == "hybrid",
-                                     mamba_slots=e.prefix_caching_mamba_slots)
+            ctx.prefix = new_prefix_cache(self.engine, self.model.kind == "hybrid", self.engine.block_size)
             if self.prefix_cache is not None:
                 ctx.prefix.load_state(self.prefix_cache)
         # begin_round would reset P to 0; a state may start mid-round, so set the counters directly
@@ -308,7 +306,7 @@ def _parse(doc: Any, source: str) -> RoundState:
         if not engine.prefix_caching:
             raise ConfigError("prefix_cache: needs engine.prefix_caching true")
         try:
-            PrefixCache(engine.block_size, engine.block_size).load_state(prefix_doc)
+            new_prefix_cache(engine, model.kind == "hybrid", engine.block_size).load_state(prefix_doc)
         except ValueError as e:
             raise ConfigError(f"prefix_cache.{e}") from None
     return RoundState(source=source, model=model, engine=engine, cg=cg, policy=policy,

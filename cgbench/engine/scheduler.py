@@ -155,8 +155,10 @@ class Scheduler:
     def _schedule_with_prefix(self, queue: deque[Request]) -> RoundResult:
         """A pass under prefix caching (Megatron's pending-hash coordination): a request sharing a
         block hash that an admission of this pass registers is taken off the queue for the pass (a
-        coordination wait) and the pass goes on behind it; the held requests go back to the queue's
-        front in their order at the end, behind a chunked request left at its head."""
+        coordination wait); without chunked prefill the pass goes on behind it, with chunked prefill
+        the wait ends the pass (``schedule_chunked_prefill``'s loop runs while a request was
+        scheduled). The held requests go back to the queue's front in their order at the end, behind
+        a chunked request left at its head."""
         self._held = []
         self._pending = set()
         result = (self._schedule_chunked(queue) if self.chunked_prefill
@@ -175,8 +177,7 @@ class Scheduler:
         """``req`` shares a block hash with an admission of this pass: hold it (counted)."""
         pc = self.ctx.prefix
         assert pc is not None
-        pending = self._pending
-        if pending and any(h in pending for h in pc.hashes.get(req.id, ())):
+        if pc.shares_any(req.id, self._pending):
             pc.counters.coordination_waits += 1
             self._held.append(queue.popleft())
             return True
@@ -259,7 +260,8 @@ class Scheduler:
             req = queue[0]
             continuing = ctx.chunked_request_id >= 0
             if pc is not None and not continuing and self._conflicts(req, queue):
-                continue
+                result.stop_reason = "prefix_conflict"
+                return result
             rem = req.remaining_prompt
             request_ok, _, kv_ok = ctx.check_availability(req)
             request_ok = request_ok or continuing
@@ -336,7 +338,7 @@ class Scheduler:
         span = skip + computed
         pc = self.ctx.prefix
         assert pc is not None
-        if pc.hybrid and pc.mamba_slots > 0 and span < rem:
+        if pc.mamba_cache is not None and span < rem:
             bs = self.ctx.block_size
             aligned = (req.finished_chunk + span) // bs * bs - req.finished_chunk
             if aligned > skip:

@@ -335,7 +335,7 @@ def state_schema() -> dict[str, Any]:
                                            STATE_KEYS["chunked_request"])),
         "queue": {"type": "array", "items": record({k: count for k in STATE_KEYS["queue"]}, ("id",))},
         "prefix_cache": {"type": "object", "description": "engine.prefix_caching: the prefix cache "
-                         "(PrefixCache.to_state: clock, next_id, blocks, tables, hashes, mamba)"},
+                         "(PrefixCache.to_state: clock, free, blocks, map, tables, hashes, mamba)"},
     }
     missing = set(STATE_KEYS["top"]) ^ set(props)
     if missing:

@@ -151,12 +151,12 @@ def test_rewind_releases_a_block_only_rejected_drafts_used():
     r = Request(0, 6, 20, kv_tokens=6, blocks=1)
     ctx.free_blocks -= 1
     assert ctx.decode_blocks_needed(r) == 1
-    ctx.grant_decode_blocks(r)
+    ctx.grant_decode_blocks([r])
     free = ctx.free_blocks
     r.kv_tokens += 1 + 0
     ctx.rewind(r)
     assert (r.blocks, ctx.free_blocks, ctx.decode_blocks_needed(r)) == (1, free + 1, 1)
-    ctx.grant_decode_blocks(r)
+    ctx.grant_decode_blocks([r])
     r.kv_tokens += 1 + 3
     ctx.rewind(r)
     assert (r.blocks, ctx.free_blocks, r.kv_tokens) == (2, free, 11)
