@@ -44,19 +44,23 @@ deps-check: $(VENV)/.dev ## Every module cgbench imports is declared in pyprojec
 # worksteal: an idle worker takes queued tests from a busy one, so one long test does not leave a core idle.
 # Three tiers (tests/conftest.py): test-fast < test < test-all. The cluster tests (marked slurm) run in
 # `make test-slurm`, which CI runs after test-all.
-test: $(VENV)/.dev ## Lint, then every test but the end-to-end ones (marked e2e), each property at the quick depth (~90 s)
+test: $(VENV)/.dev ## Lint, then every test but the end-to-end ones (marked e2e), each property at the quick depth (times: README)
 	$(BIN)/ruff check cgbench tests scripts
 	$(PYTEST) -q -n 2 --dist worksteal -m "not e2e and not slurm" --hypothesis-profile=quick
 
-test-fast: $(VENV)/.dev ## The edit-run loop: the tests not marked slow or e2e, at the quick depth (~30 s)
+test-fast: $(VENV)/.dev ## The edit-run loop: the tests not marked slow or e2e, at the quick depth (times: README)
 	$(PYTEST) -q -x -n 2 --dist worksteal -m "not slow and not e2e and not slurm" --hypothesis-profile=quick
 
 test-all: $(VENV)/.dev ## Lint, then the whole suite (all but the cluster tests of make test-slurm): what CI runs
 	$(BIN)/ruff check cgbench tests scripts
 	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm"
 
-test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties)
+test-deep: $(VENV)/.dev ## The whole suite with hypothesis's deep profile (4,000 examples for the engine-equality and invariant properties; 1,000 live runs per rule set against Megatron's code when CGBENCH_MEGATRON_LM or CGBENCH_MEGATRON_GIT names it)
 	$(PYTEST) -q -n 2 --dist worksteal -m "not slurm" --hypothesis-profile=deep
+
+megatron-diff: $(VENV)/.dev ## cgbench against Megatron-LM's own code, live (needs CGBENCH_MEGATRON_LM or CGBENCH_MEGATRON_GIT; ARGS="--runs 1000")
+	$(PY) scripts/megatron_diff.py live $(ARGS)
+	$(PY) scripts/megatron_diff.py routing $(ARGS)
 
 # Debian's chromium package; as root, or through a password-less sudo. Never fails: without it the
 # browser tests skip and say why.
@@ -79,12 +83,14 @@ browser: ## Install Chromium for the HTML report's headless-browser tests (where
 sweep: $(VENV)/.core ## Run the default sweep (conf/sweep/default.yaml)
 	$(BIN)/cgbench sweep --jobs 2 $(ARGS)
 
-bench: $(VENV)/.dev ## Simulator and matcher performance benchmark (prints a table)
-	$(PY) scripts/bench.py $(ARGS)
+bench: $(VENV)/.dev ## Simulator and matcher performance benchmark: prints its table and writes it into docs/performance.md (and docs/performance-bench.json)
+	$(PY) scripts/bench.py --write $(ARGS)
 
+# a sweep writes its point files on one line; the committed reference is indented, for git diff
 baseline: $(VENV)/.core ## Regenerate results/baseline/ (the CI gate's reference)
 	rm -rf results/baseline
 	$(BIN)/cgbench sweep sweep=ci --out results/baseline
+	$(PY) scripts/indent_results.py results/baseline
 
 ci-gate: $(VENV)/.core ## Run the CI sweep and compare it with results/baseline/ (exit 1 on a missing, failed, changed or regressed point)
 	rm -rf results/sweeps/ci-check
@@ -108,4 +114,4 @@ clean: ## Remove the venv, caches and the compiled simulator (keeps results/)
 	-@test -x $(PY) && $(PY) scripts/build_native.py --clean >/dev/null
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis build dist *.egg-info
 
-.PHONY: help install dev run lint deps-check browser test test-fast test-all test-deep test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean
+.PHONY: help install dev run lint deps-check browser test test-fast test-all test-deep megatron-diff test-slurm sweep bench baseline ci-gate gpu-check native clean-native clean

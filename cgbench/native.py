@@ -14,16 +14,18 @@ is set) a finder placed first on ``sys.meta_path`` loads those modules from thei
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import importlib.machinery
+    from types import ModuleType
+
+# Imported by ``import cgbench``, so by every command: what it needs only when a build is present
+# (hashlib, json, importlib's machinery) is imported then, not at every start.
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 BUILD_INFO = PACKAGE_ROOT / "_native_build.json"
@@ -61,6 +63,8 @@ def source_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
 
 
 def source_digest(path: Path) -> str:
+    import hashlib
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -75,6 +79,8 @@ def stale_modules(info_path: Path = BUILD_INFO, root: Path = PACKAGE_ROOT) -> li
     A record that cannot be read counts every module as stale (the build cannot be trusted)."""
     if not info_path.is_file():
         return None
+    import json
+
     try:
         recorded = json.loads(info_path.read_text())["sources"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -87,8 +93,9 @@ def stale_modules(info_path: Path = BUILD_INFO, root: Path = PACKAGE_ROOT) -> li
     return stale
 
 
-class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Loads the named ``cgbench`` modules from their ``.py`` sources, whatever else is installed."""
+class _SourceFinder:
+    """Loads the named ``cgbench`` modules from their ``.py`` sources, whatever else is installed (a
+    meta path finder: ``find_spec`` is all the import system asks of one)."""
 
     def __init__(self, modules: Sequence[str]) -> None:
         self.modules = frozenset(modules)
@@ -97,6 +104,8 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.modules:
             return None
+        import importlib.util
+
         return importlib.util.spec_from_file_location(fullname, source_path(fullname))
 
 
@@ -117,6 +126,8 @@ def install_guard() -> None:
 
 
 def loaded_from_extension(module: str) -> bool:
+    import importlib.machinery
+
     mod = sys.modules.get(module)
     origin = getattr(mod, "__file__", None) or ""
     return origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
@@ -125,6 +136,8 @@ def loaded_from_extension(module: str) -> bool:
 def simulator_build() -> str:
     """``"mypyc"`` when every hot module ran compiled, ``"python"`` when none did, ``"mixed"`` otherwise
     (a partial build); modules are imported first, so the answer is what a run uses."""
+    import importlib
+
     for module in COMPILED_MODULES:
         importlib.import_module(module)
     compiled = sum(loaded_from_extension(m) for m in COMPILED_MODULES)

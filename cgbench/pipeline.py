@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
+from cgbench.backends.sim.factory import host_cost_label
+from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
 from cgbench.engine import build
@@ -19,7 +21,8 @@ from cgbench.engine.build import Topology
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.dp import DPEngine
-from cgbench.engine.ep import EPEngine
+from cgbench.engine.ep import EPEngine, ep_graphs
+from cgbench.engine.gating import GatingStatus, gating_status
 from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.scheduler import gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
@@ -35,6 +38,7 @@ from cgbench.results.health import (
     throughput_collapse,
     ttft_collapse,
 )
+from cgbench.results.load_metrics import load_metrics
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.results.prefix_metrics import prefix_metrics
 from cgbench.results.spec_metrics import spec_metrics
@@ -80,6 +84,13 @@ def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend 
     return build.build_engine(build.Parts(cfg, grid, make_policy(cfg.policy), backend, trace), stream)
 
 
+def gating_of(cfg: BenchConfig, grid: Grid | None = None) -> GatingStatus:
+    """Whether ``cfg``'s run gates admission, and why (``engine.gating.gating_status``)."""
+    grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
+    cg, grid, why = ep_graphs(cfg, grid)  # expert parallelism may turn prefill graphs off
+    return gating_status(make_policy(cfg.policy), cg, grid, non_decode_off_by=why)
+
+
 def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[str, str]]:
     """Warnings about a config, known before it runs (``{code, message}``, one line each): for
     ``cgbench run``, ``grid`` and ``schedule`` to print on stderr first."""
@@ -94,12 +105,17 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
 
 
 def metrics_of(engine: Topology, state: RunState, slo: SloConfig,
-               engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
+               engine_cfg: EngineConfig | None = None, *, open_loop: bool = False) -> dict[str, Any]:
     """The run's metrics: those of every run, then the blocks of the engine's topology (``ep``, ``dp``),
-    the prefix cache's (one engine's KV pool) and, when ``engine_cfg`` speculates, the ``spec`` block."""
+    the prefix cache's (one engine's KV pool), when ``engine_cfg`` speculates the ``spec`` block, and
+    when ``open_loop`` (arrivals fixed in advance) the ``load`` block if they span some time."""
     counters = engine.counters
     m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
                         diagnosis=state.diagnosis, counters=asdict(counters))
+    if open_loop:
+        load = load_metrics(state.requests, state.now_s)
+        if load is not None:
+            m["load"] = load
     m["gating_active"] = engine.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
     m.update(engine.metric_blocks())
@@ -125,15 +141,24 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc: dict[str, Any] = provenance()
     doc["overrides"] = list(overrides or [])
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
+    doc["labels"]["host_cost"] = host_cost(cfg)
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
-    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine)
+    calibration = log_calibration_of(cfg.hardware) if cfg.backend.name == "sim" else None
+    if calibration is not None:  # the production log the cost model was fitted to
+        doc["environment"]["calibration"] = calibration.describe()
+    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
+    gating = gating_of(cfg, grid)
+    if gating.active != doc["metrics"]["gating_active"]:
+        raise AssertionError(f"gating: the engine ran with gating_active={doc['metrics']['gating_active']}, "
+                             f"the condition says {gating.text}")
+    doc["gating"] = gating.to_json()  # the metric's why, for every table that shows it
     if trace_summary is not None:
         doc["trace"] = trace_summary.to_json()
-    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
+    doc["deferrals"] = deferral_record(state.requests)  # what ``cgbench explain`` reads
+    doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary, doc["deferrals"])
     doc["graph_usage"] = graph_usage_records(state.stats, [tuple(g) for g in grid.graphs])
     doc["capture"] = grid_capture_estimate(grid, cfg.model, cfg.hardware, cfg.engine)
-    doc["deferrals"] = deferral_record(state.requests)  # what ``cgbench explain`` reads
     extra = backend.report()
     if extra is not None:
         doc["backend_report"] = extra
@@ -144,12 +169,19 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     return doc
 
 
-def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any],
-                   trace: TraceSummary | None = None) -> list[dict[str, Any]]:
+def host_cost(cfg: BenchConfig) -> str:
+    """What priced the run's host time per op, and from where (the header's ``host`` part)."""
+    if cfg.backend.name != "sim":
+        return f"measured: backend={cfg.backend.name} runs the model (no host model)"
+    return host_cost_label(cfg.backend, cfg.hardware)
+
+
+def point_warnings(cfg: BenchConfig, grid: Grid, metrics: dict[str, Any], trace: TraceSummary | None = None,
+                   deferrals: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every warning a result carries: the config's (known before it ran), the run's health flags
     and, for a gating flag on the simulator, the throughput and p99 TTFT comparisons with the no-gating
     ``budget`` policy (``throughput_collapse``, ``ttft_collapse``: one more simulation, of that policy)."""
-    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace)
+    flags = preflight_warnings(cfg, grid) + health_warnings(metrics, cfg, trace, deferrals)
     if gating_flag(flags) is not None and cfg.backend.name == "sim" and cfg.policy.name != "budget":
         no_gating = simulate(replace(cfg, policy=PolicyConfig(name="budget")))
         flags += [f for f in (throughput_collapse(metrics, no_gating), ttft_collapse(metrics, no_gating))
@@ -162,7 +194,7 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     engine = build_engine(cfg, backend=backend, grid=grid)
-    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine)
+    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
 
 
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:
@@ -182,8 +214,8 @@ def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path)
         return None
     oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
     engine = build_engine(oracle)
-    limit = explain_wait_limit(doc["metrics"], cfg)
-    if isinstance(engine, DPEngine):  # a rank's round (its description says which)
+    limit = explain_wait_limit(doc["metrics"], cfg, flag)
+    if isinstance(engine, DPEngine) and cfg.engine.ep_size == 1:  # a rank's round (its description says which)
         state = run_dp_to_long_wait(engine, oracle, limit)
     else:
         assert isinstance(engine, Engine)  # ep_size 1, dp_size 1: one engine core

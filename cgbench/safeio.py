@@ -38,7 +38,7 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -330,17 +330,27 @@ def clean_stale_temps(target: Path) -> int:
     ``target`` (``.NAME.XXXXXXXX.tmp``, also an older cgbench's) and every cgbench one
     (``.OTHER.cgbench-XXXXXXXX.tmp``: a run killed mid-write under a name no later run reuses,
     such as a time-stamped result). Returns how many."""
-    prefix = f".{target.name[:200]}."
-    pattern = re.compile(re.escape(prefix) + r"(?:" + _TMP_TAG + r")?[A-Za-z0-9_]{8}\.tmp"
-                         + r"|\..+\." + _TMP_TAG + r"[A-Za-z0-9_]{8}\.tmp", re.DOTALL)
+    return clean_stale_temps_in(target.parent, (target.name,))
+
+
+_TEMP_NAME = re.compile(r"\.(.+)\.(" + _TMP_TAG + r")?[A-Za-z0-9_]{8}\.tmp", re.DOTALL)
+
+
+def clean_stale_temps_in(folder: Path, names: Iterable[str] = ()) -> int:
+    """``clean_stale_temps`` for a whole folder in one scan: every stale cgbench temporary file in
+    ``folder``, and the untagged ones (an older cgbench's) of the files ``names``. A writer that
+    writes many files into a folder it holds (a sweep) calls this once, and each write skips its
+    own scan (``clean=False``). Returns how many were removed."""
+    untagged = {name[:200] for name in names}
     removed = 0
     try:
-        entries = list(os.scandir(target.parent))
+        entries = list(os.scandir(folder))
     except OSError:
         return 0
     now = time.time()
     for entry in entries:
-        if not pattern.fullmatch(entry.name):
+        m = _TEMP_NAME.fullmatch(entry.name)
+        if m is None or (m.group(2) is None and m.group(1) not in untagged):
             continue
         try:
             fd = os.open(entry.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -360,20 +370,24 @@ def clean_stale_temps(target: Path) -> int:
     return removed
 
 
-def write_text_atomic(path: str | Path, text: str, what: str = "", *, durable: bool = True) -> Path:
+def write_text_atomic(path: str | Path, text: str, what: str = "", *, durable: bool = True,
+                      clean: bool = True) -> Path:
     """Write ``text`` (UTF-8) to ``path`` by the one rule (module docstring); returns the path
-    written (a symlink's target when ``path`` is a link to a regular file)."""
-    return write_bytes_atomic(path, text.encode("utf-8"), what, durable=durable)
+    written (a symlink's target when ``path`` is a link to a regular file). ``clean=False``: the
+    caller has removed the folder's stale temporary files itself (``clean_stale_temps_in``)."""
+    return write_bytes_atomic(path, text.encode("utf-8"), what, durable=durable, clean=clean)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable: bool = True) -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable: bool = True,
+                       clean: bool = True) -> Path:
     """``write_text_atomic`` for bytes (figures)."""
     p = Path(path)
     label = f"{what} " if what else ""
     target = _target(p, label.strip())
     _check_name_length(target, p, label)
     created = _make_parents(target, p, label)
-    clean_stale_temps(target)
+    if clean:
+        clean_stale_temps(target)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target.name), suffix=".tmp", dir=target.parent)
@@ -495,8 +509,12 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
 
 
 def dumps_strict(doc: Any, indent: int | None = 1) -> str:
-    """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value."""
+    """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value.
+    ``indent=None``: compact, on one line (Python's C encoder, several times faster than an indented
+    dump, which runs the pure-Python one); the same document on reading."""
     try:
+        if indent is None:
+            return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
         return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
     except ValueError:  # the encoder names no path: find the value (only on this rare path)
         where = first_non_finite(doc)
@@ -505,13 +523,15 @@ def dumps_strict(doc: Any, indent: int | None = 1) -> str:
         raise ConfigError(f"{where}: not a finite number; a result holds finite numbers only") from None
 
 
-def write_json_atomic(path: str | Path, doc: Any, what: str = "", *, durable: bool = True) -> Path:
-    """Strict JSON (no NaN/Infinity) written by the one rule."""
+def write_json_atomic(path: str | Path, doc: Any, what: str = "", *, durable: bool = True, clean: bool = True,
+                      compact: bool = False) -> Path:
+    """Strict JSON (no NaN/Infinity) written by the one rule; ``compact``: on one line
+    (``dumps_strict(indent=None)``), for files written by the hundred (sweep points)."""
     try:
-        text = dumps_strict(doc)
+        text = dumps_strict(doc, None if compact else 1)
     except ConfigError as e:
         raise ConfigError(f"cannot write {what + ' ' if what else ''}{path}: {e}") from None
-    return write_text_atomic(path, text, what, durable=durable)
+    return write_text_atomic(path, text, what, durable=durable, clean=clean)
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -400,6 +400,9 @@ def main() -> None:
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
     ap.add_argument("--sweeps", action="store_true", help="only: the sweep-overhead figures")
+    ap.add_argument("--write", action="store_true",
+                    help="also write the table to docs/performance-bench.json and rewrite docs/performance.md's "
+                         "table from it (make bench does; tests/test_bench_docs.py checks the two agree)")
     ap.add_argument("--compose", action="store_true", help="only: the time of one load_config, fresh and shared")
     ap.add_argument("--instructions", action="store_true",
                     help="only: instructions executed by a 2,000-request chat run, fast and oracle, per build "
@@ -467,8 +470,8 @@ def main() -> None:
         advise_s, advise_verdict = advise_search_s(2000, 20, 2)
         sweeps = sweep_overhead(args.repeat)
 
-    t = Table(title=f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                    f"Python {platform.python_version()})")
+    t = _docs().BenchTable(f"cgbench bench ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                   f"Python {platform.python_version()})")
     t.add_column("measure")
     t.add_column("value", justify="right")
     t.add_column("target", justify="right")
@@ -526,7 +529,7 @@ def main() -> None:
             t.add_row(f"{name}: compiled fast / plain-Python fast (medians)",
                       f"{sim['python'][key]['fast_s'] / fast:.2f}x", "")
     if args.sim_only:
-        console.print(t)
+        _finish(console, t, args)
         return
     t.add_row("matcher queries/s, indexed (101-graph Megatron grid, strict)", f"{m_fast:,.0f}", "")
     t.add_row("matcher queries/s, plain scan", f"{m_plain:,.0f}", "")
@@ -538,7 +541,27 @@ def main() -> None:
     t.add_section()
     for row in sweep_rows(sweeps, args.repeat):
         t.add_row(*row)
-    console.print(t)
+    _finish(console, t, args)
+
+
+def _docs():
+    """``scripts/bench_docs.py``, the module beside this one (imported through the script's folder,
+    which a test that loads this script by path does not put on ``sys.path``)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import bench_docs
+
+    return bench_docs
+
+
+def _finish(console: Console, t, args: argparse.Namespace) -> None:
+    """Print the table; with ``--write``, record it and rewrite docs/performance.md's region from it."""
+    console.print(t.rich())
+    if args.write:
+        argv = [a for a in sys.argv[1:] if a != "--write"]
+        path = _docs().write(t, " ".join(["python scripts/bench.py", *argv]))
+        console.print(f"bench: wrote {path.relative_to(ROOT)} and the table of docs/performance.md")
 
 
 if __name__ == "__main__":

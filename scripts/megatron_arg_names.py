@@ -4,6 +4,14 @@
     unzip -q /tmp/mcore/megatron_core-*.whl -d /tmp/mcore/whl
     python3.12 scripts/megatron_arg_names.py /tmp/mcore/whl > cgbench/config/data/megatron_args.txt
 
+    python3 scripts/megatron_arg_names.py --examples MEGATRON_GIT_DIR main core_r0.19.0 \
+        > cgbench/config/data/megatron_example_args.txt
+
+The second form lists the arguments Megatron-LM's own inference scripts add to that parser
+(``examples/inference/``, ``megatron/inference/`` with its ``add_inference_args``,
+``tools/run_text_generation_server.py``), read with ``ast`` from a Megatron-LM git folder at each
+ref (``git show``), each with the files that add it.
+
 It builds Megatron's own parser (``megatron.training.arguments.add_megatron_arguments``) so the
 names that ``ArgumentGroupFactory`` derives from config dataclasses are included (with the
 ``add_argument('--...')`` names written in arguments.py, some added only with optional packages), every
@@ -112,11 +120,12 @@ def parser_flags(root: Path) -> list[str]:
     return sorted({s for action in parser._actions for s in action.option_strings if s.startswith("--")})
 
 
-def literal_flags(source: Path) -> set[str]:
-    """The ``add_argument('--...')`` names written out in ``source`` (also those added only when an
-    optional package is installed, which the stand-in parser skips)."""
+def literal_flags(source: Path | str) -> set[str]:
+    """The ``add_argument('--...')`` names written out in ``source`` (a file, or its text; also those
+    added only when an optional package is installed, which the stand-in parser skips)."""
     flags = set()
-    for node in ast.walk(ast.parse(source.read_text())):
+    text = source.read_text() if isinstance(source, Path) else source
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
             flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
     return flags
@@ -130,7 +139,46 @@ def dataclass_fields(source: Path, class_name: str) -> list[str]:
     raise SystemExit(f"{source}: no class {class_name}")
 
 
+EXAMPLE_PATHS = ("examples/inference", "megatron/inference", "tools/run_text_generation_server.py")
+
+
+def example_flags(git_dir: str, refs: list[str]) -> dict[str, set[str]]:
+    """``{flag: {file, ...}}``: the arguments the inference scripts of a Megatron-LM git folder add, at
+    each of ``refs`` (only the scripts' own ``add_argument`` calls: a flag of Megatron's main parser is
+    in the wheel's list already)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    found: dict[str, set[str]] = {}
+    for ref in refs:
+        for path in git("ls-tree", "-r", "--name-only", ref, "--", *EXAMPLE_PATHS).split():
+            if path.endswith(".py"):
+                for flag in literal_flags(git("show", f"{ref}:{path}")):
+                    found.setdefault(flag, set()).add(path)
+    return found
+
+
+def main_examples(git_dir: str, refs: list[str]) -> None:
+    import subprocess
+
+    shas = [subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", "--short=8", r], check=True,
+                           capture_output=True, text=True).stdout.strip() for r in refs]
+    print("# Arguments Megatron-LM's own inference scripts add to its parser (examples/inference/,")
+    print("# megatron/inference/ add_inference_args, tools/run_text_generation_server.py), extracted by")
+    print("# scripts/megatron_arg_names.py --examples at "
+          + ", ".join(f"{r} ({s})" for r, s in zip(refs, shas, strict=True)) + ":")
+    print("# a flag, then the files that add it. Names only: no Megatron code.")
+    for flag, files in sorted(example_flags(git_dir, refs).items()):
+        print(f"{flag} {' '.join(sorted(files))}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--examples"]:
+        main_examples(sys.argv[2], sys.argv[3:])
+        return
     root = Path(sys.argv[1])
     version = next(root.glob("megatron_core-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
     flags = sorted(set(parser_flags(root)) | literal_flags(root / "megatron/training/arguments.py"))

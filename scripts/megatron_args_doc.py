@@ -19,6 +19,7 @@ from cgbench.config.megatron_args import (  # noqa: E402
     NOT_MODELLED,
     RULES,
     TRANSLATED,
+    example_names,
     megatron_names,
 )
 
@@ -31,8 +32,12 @@ HEAD = f"""# Megatron-LM arguments as cgbench input
 `cgbench run --megatron-args 'ARGS...'` (or `--megatron-args @launch.sh`) reads a Megatron-LM launch
 line, translates the arguments that describe the model, the dynamic inference engine and its CUDA
 graphs into cgbench overrides, and prints the translation on stderr before the run (with `--cfg job`,
-the composed config follows on stdout). A launcher prefix (`torchrun ... script.py`, environment
-assignments) is skipped: everything after the last `*.py` word is read.
+the composed config follows on stdout). A launcher prefix (`torchrun ... script.py`, `torchrun ... -m
+package.module`, environment assignments) is skipped: everything after the last `*.py` word (or the
+module after `-m`) is read. Every command that composes a config takes the same option, translated
+the same way: `run`, `sweep` (the line applies to every point; a sweep axis over a translated key wins
+in each point, and the printed translation says so), `advise` (its recommendation is then written as
+a change to that line, and the line itself is one of its baselines), `grid`, `cost` and `calibrate`.
 
 Every argument lands in one class, and all are printed:
 
@@ -71,6 +76,32 @@ less the dummy, capped by the Mamba states, rounded down to TP and to 4. The con
 """
 
 
+PRINTED = """## Lines cgbench prints
+
+The table is read in both directions. Every Megatron flag cgbench prints (`cgbench advise`'s
+recommended arguments, the reason a run's gating is off, the reports) comes from the rule of the table
+that sets the setting it stands for (`cgbench.config.megatron_lines`), so a printed name is always one
+the translator reads back (`tests/config/test_megatron_lines.py` translates every printed line again
+and gets the same settings). A recommendation is printed as the full graph arguments and as a change:
+the flags to **add** to your line and the flags to **remove** from it (with `--megatron-args`, against
+that line; without, every graph flag the recommendation leaves out, to remove if present, e.g.
+`--inference-cuda-graph-all-prefills` for a grid without all-prefill graphs).
+
+"""
+
+
+def _examples() -> str:
+    rows = "\n".join(f"| `{flag}` | {', '.join(files)} |" for flag, files in sorted(example_names().items()))
+    return ("## Arguments of Megatron's inference scripts (no effect)\n\n"
+            "Megatron-LM's inference scripts (`examples/inference/`, `megatron/inference/`'s `add_inference_args`, "
+            "`tools/run_text_generation_server.py`) add their own arguments to Megatron's parser: sampling, "
+            "prompts and request arrivals, output files and serving. A launch line of one of them is read whole: "
+            "these are known, listed as no effect (cgbench's requests come from `workload=...`), and never get "
+            "a did-you-mean. The list (`cgbench/config/data/megatron_example_args.txt`) is extracted from the "
+            "Megatron-LM sources at `main` and `core_r0.19.0` by `scripts/megatron_arg_names.py --examples`.\n\n"
+            "| argument | added by |\n|---|---|\n" + rows + "\n\n")
+
+
 def _row(r) -> str:
     extra = f" Accepted values: {', '.join(r.neutral)}." if r.neutral else ""
     keys, note = (s.replace("|", "\\|") or "-" for s in (r.keys, r.note + extra))
@@ -83,7 +114,9 @@ def render() -> str:
                         (NO_EFFECT, "No effect (examples; every other Megatron argument too)")):
         parts.append(f"## {title}\n\n| Megatron argument | cgbench | notes |\n|---|---|---|\n")
         parts.append("\n".join(_row(r) for r in RULES if r.kind == kind) + "\n\n")
-    parts.append("A flag ending in `*` stands for every Megatron argument with that prefix.\n")
+    parts.append("A flag ending in `*` stands for every Megatron argument with that prefix.\n\n")
+    parts.append(_examples())
+    parts.append(PRINTED)
     return "".join(parts)
 
 

@@ -1,7 +1,7 @@
 """Regenerate README.md's "Prefix caching on the Mooncake trace" table: what engine.prefix_caching
 does to the shapes, the eager fraction and the deferrals under each policy on workload=mooncake_conv.
 
-    python scripts/prefix_figures.py                 # the first ten minutes (the README's table): ~2.5 minutes
+    python scripts/prefix_figures.py                 # the first ten minutes (the README's table): ~40 s
     python scripts/prefix_figures.py --window 0      # the full hour
 """
 

@@ -4,7 +4,8 @@ github:microsoft/vidur): per-layer linear-layer times and single-node NCCL all-r
     python scripts/validation_extract.py /path/to/microsoft+vidur/repo
 
 Rows of Llama-2-7B are marked ``fit`` (the GEMM efficiency curve and the all-reduce alpha/beta are
-chosen on them); every other model, and every all-reduce size not a power of four, is ``check``.
+chosen on them); every other model, and every all-reduce size not a power of four (on H100: below
+4 MiB too), is ``check``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def allreduce_rows(git_dir: str) -> list[dict[str, object]]:
             size, workers = int(r["size"]), int(r["num_workers"])
             if r["rank"] != "0" or int(r["devices_per_node"]) != workers or size & (size - 1):
                 continue
-            role = "fit" if (size.bit_length() - 1) % 2 == 0 else "check"
+            # fit: the sizes a power of four; on H100 only from 4 MiB (its smaller messages take the
+            # low-latency protocol, fitted to CUDA-graph measurements: scripts/validation_kernels.csv)
+            role = "fit" if (size.bit_length() - 1) % 2 == 0 and (hw == "a100" or size >= 1 << 22) else "check"
             out.append({"class": "allreduce", "source": f"{COMMIT_NOTE}/network/{hw}_dgx/all_reduce.csv",
                         "hardware": hw, "model": "", "tp": workers, "tokens": 0, "bytes": size, "heads": 0,
                         "kv_heads": 0, "hidden": 0, "ffn": 0, "gated": False,

@@ -12,11 +12,15 @@ Sources (each row of the data files names its own):
   all-reduce on one node), rebuilt by ``scripts/validation_extract.py``;
 * ``scripts/validation_steps.csv``: decode attention (Vidur), attention efficiency (issue 29,
   FlashAttention-2), published eager-vs-graph step pairs (sgl-project/sglang PR 1401,
-  vllm-project/vllm-omni issue 7960, facebookresearch/metaseq PR 270).
+  vllm-project/vllm-omni issue 7960, facebookresearch/metaseq PR 270), a measured MoE decode step
+  (tenstorrent/tt-inference-server issue 340);
+* ``scripts/validation_kernels.csv``: Mamba-2's chunked scan (vllm-project/vllm PR 27299) and state
+  update (vllm-project/vllm PR 43083), NCCL all-reduces replayed in CUDA graphs (vllm-project/vllm
+  PR 24111).
 
 ``fit`` rows chose a preset figure (a tile shape and efficiency, an all-reduce alpha and beta, a host
-profile's µs per op); ``check`` rows are held out. The acceptance bands are test fixtures
-(tests/backends/test_validation.py).
+profile's µs per op, the scan's efficiency and floor); ``check`` rows are held back, and every class
+reports them apart. The acceptance bands are test fixtures (tests/backends/test_validation.py).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from cgbench.backends.sim.collectives import Collectives
-from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs
+from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel, estimate_attention_pairs, ssd_chunks
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 
@@ -43,6 +47,7 @@ README = ROOT / "README.md"
 SUMMARY_BEGIN, SUMMARY_END = "<!-- validation-summary:begin -->", "<!-- validation-summary:end -->"
 DATA = ROOT / "scripts" / "validation_data.csv"
 STEPS = ROOT / "scripts" / "validation_steps.csv"
+KERNELS = ROOT / "scripts" / "validation_kernels.csv"
 BEGIN, END = "<!-- validation-table:begin -->", "<!-- validation-table:end -->"
 LINEAR_GEMMS = ("QKV projection", "output projection", "MLP up", "MLP down")
 
@@ -66,7 +71,12 @@ LLAMA3_8B = model("transformer")
 OPT_175B = dataclasses.replace(LLAMA3_8B, name="opt175b", pattern_repeat=96, hidden_size=12288,
                                num_attention_heads=96, num_kv_heads=96, ffn_hidden_size=49152, vocab_size=50272,
                                gated_mlp=False)
-MODELS = {"llama3_8b": LLAMA3_8B, "opt_175b": OPT_175B}
+# Qwen3-1.7B (Qwen's HF config of Qwen/Qwen3-1.7B): 28 layers, hidden 2048, 16 heads / 8 KV heads x 128,
+# FFN 6144 (SwiGLU), vocab 151936: the dense control of the Qwen3-30B-A3B rows (the same published sweep).
+QWEN3_1_7B = dataclasses.replace(LLAMA3_8B, name="qwen3_1_7b", pattern_repeat=28, hidden_size=2048,
+                                 num_attention_heads=16, num_kv_heads=8, ffn_hidden_size=6144, vocab_size=151936)
+MODELS = {"llama3_8b": LLAMA3_8B, "opt_175b": OPT_175B, "qwen3_1_7b": QWEN3_1_7B,
+          "qwen3_30b_a3b": model("qwen3_30b_a3b")}
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,38 @@ def decode_step_ms(r: dict[str, str]) -> tuple[float, float]:
     return graphed, eager
 
 
+def mamba_layer(r: dict[str, str]) -> ModelConfig:
+    """One Mamba-2 layer of a kernel row's dimensions (its heads, head dim, groups and state)."""
+    return dataclasses.replace(model("hybrid"), name="mamba_kernel", layer_pattern="M", pattern_repeat=1,
+                               mamba_num_heads=int(r["heads"]), mamba_head_dim=int(r["head_dim"]),
+                               mamba_num_groups=int(r["groups"]), mamba_state_dim=int(r["state"]))
+
+
+def mamba_kernel_seconds(r: dict[str, str], name: str, prefill: bool) -> float:
+    """The cost model's time for the one kernel ``name`` of a Mamba-2 layer: ``sequences`` requests of
+    ``tokens`` tokens in all (a prefill of them, or a decode step of one token each)."""
+    chunk = int(r["chunk"]) or 128
+    cost = RooflineCostModel(mamba_layer(r), hardware(r["hardware"]), int(r["tp"]), ssd_chunk=chunk)
+    kernels = cost.kernels_prefill if prefill else cost.kernels_decode
+    kn = next(k for k in kernels if k.name == name)
+    seqs, tokens = int(r["sequences"]), int(r["tokens"])
+    chunks = ssd_chunks(tokens, seqs, chunk) if prefill else 0.0
+    return kn.seconds(tokens, seqs, 0 if prefill else tokens, tokens if prefill else 0, cost.floors[kn.cls],
+                      cost.flops, cost.bandwidth, cost.tiling, float(seqs), chunks) / kn.layers
+
+
+def kernel_value(r: dict[str, str]) -> float:
+    """A kernel row's modelled value, in its unit (ms for the scan, µs for the rest)."""
+    cls = r["class"]
+    if cls == "mamba_ssd":
+        return mamba_kernel_seconds(r, "SSM chunked scan", prefill=True) * 1e3
+    if cls == "ssm_update":
+        return mamba_kernel_seconds(r, "SSM update", prefill=False) * 1e6
+    if cls == "allreduce_graph":
+        return Collectives.from_hardware(hardware(r["hardware"]), int(r["tp"])).allreduce(float(r["bytes"])) * 1e6
+    raise ValueError(f"{KERNELS.name}: unknown class {cls!r}")
+
+
 def step_value(r: dict[str, str]) -> float:
     cls, batch, cached = r["class"], int(r["batch"]), int(r["cached"])
     if cls == "attention_decode":
@@ -128,11 +170,6 @@ def step_value(r: dict[str, str]) -> float:
         w = StepWork(batch, 1, 0, cached + batch, (batch, 1, 0))
         pairs = estimate_attention_pairs(batch, 1, 0, cached + batch)
         return hw.attention_efficiency * pairs / (pairs + cost.prefill_key_overhead(w))
-    if cls == "mamba_scan":  # tilelang's kernel: `batch` sequences of `cached` tokens, its FLOP count
-        hw = hardware(r["hardware"])
-        e, n, chunk = 80 * 64, 128, 256
-        flops = batch * cached * (chunk * e + 2 * e * n)
-        return flops / (hw.peak_flops * hw.scan_efficiency) * 1e3
     graphed, eager = decode_step_ms(r)
     if cls == "ratio":
         return eager / graphed
@@ -151,16 +188,28 @@ def rows() -> Iterator[Row]:
     with STEPS.open() as f:
         for r in csv.DictReader(f):
             yield Row(r["class"], r["quantity"], r["source"], float(r["measured"]), step_value(r), r["role"])
+    with KERNELS.open() as f:
+        for r in csv.DictReader(f):
+            yield Row(r["class"], r["quantity"], r["source"], float(r["measured"]), kernel_value(r), r["role"])
 
 
 @dataclass(frozen=True)
 class ClassSummary:
+    """One class's |error|s: all its rows, the rows a preset figure was fitted on, and the held-back
+    rows apart (None where the class has none of them)."""
+
     cls: str
     count: int
     held_out: int
     median: float
     worst: float
     held_out_median: float | None
+    held_out_worst: float | None = None
+    fit_median: float | None = None
+
+
+def _median(errs: list[float]) -> float | None:
+    return statistics.median(errs) if errs else None
 
 
 def summarise(all_rows: list[Row]) -> list[ClassSummary]:
@@ -168,28 +217,34 @@ def summarise(all_rows: list[Row]) -> list[ClassSummary]:
     for cls in dict.fromkeys(r.cls for r in all_rows):
         errs = [abs(r.error) for r in all_rows if r.cls == cls]
         held = [abs(r.error) for r in all_rows if r.cls == cls and r.role == "check"]
-        out.append(ClassSummary(cls, len(errs), len(held), statistics.median(errs), max(errs),
-                                statistics.median(held) if held else None))
+        fit = [abs(r.error) for r in all_rows if r.cls == cls and r.role == "fit"]
+        out.append(ClassSummary(cls, len(errs), len(held), statistics.median(errs), max(errs), _median(held),
+                                max(held) if held else None, _median(fit)))
     return out
 
 
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
 def summary_table(all_rows: list[Row]) -> str:
-    lines = ["| class | rows | held out | median \\|error\\| | held-out median | worst \\|error\\| |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| class | rows | fitted on | fitted-on median \\|error\\| | held back | held-back median | "
+             "held-back worst | all: median / worst |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for s in summarise(all_rows):
-        held = "–" if s.held_out_median is None else f"{100 * s.held_out_median:.0f}%"
-        lines.append(f"| {s.cls} | {s.count} | {s.held_out} | {100 * s.median:.0f}% | {held} | {100 * s.worst:.0f}% |")
+        lines.append(f"| {s.cls} | {s.count} | {s.count - s.held_out} | {_pct(s.fit_median)} | {s.held_out} | "
+                     f"{_pct(s.held_out_median)} | {_pct(s.held_out_worst)} | {_pct(s.median)} / {_pct(s.worst)} |")
     return "\n".join(lines)
 
 
 def detail_table(all_rows: list[Row]) -> str:
-    lines = ["| quantity | source | measured | model | error | role |", "|---|---|---:|---:|---:|---|"]
+    lines = ["| class | quantity | source | measured | model | error | role |", "|---|---|---|---:|---:|---:|---|"]
     for r in all_rows:
-        if r.cls in ("linear", "allreduce"):
+        if r.cls in ("linear", "allreduce"):  # hundreds of rows each: their summary line says it
             continue
         fmt = "{:.3f}" if r.measured < 1 else "{:.2f}"
-        lines.append(f"| {r.quantity} | {r.source} | {fmt.format(r.measured)} | {fmt.format(r.modelled)} | "
-                     f"{100 * r.error:+.0f}% | {r.role} |")
+        lines.append(f"| {r.cls} | {r.quantity} | {r.source} | {fmt.format(r.measured)} | {fmt.format(r.modelled)} | "
+                     f"{100 * r.error:+.0f}% | {'fit' if r.role == 'fit' else 'held back'} |")
     return "\n".join(lines)
 
 

@@ -39,6 +39,16 @@ def _isolate_cwd(tmp_path, monkeypatch):
     monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(ROOT / "conf"))
 
 
+@pytest.fixture(autouse=True)
+def _no_progress_heartbeat(monkeypatch):
+    """A command's progress line off a terminal comes after 10 s without output: on a loaded machine a
+    test's advise or sweep can take that long, and the line would join a stderr the test reads whole.
+    The progress tests (tests/cli/test_progress.py) set their own interval."""
+    import cgbench.cli.progress
+
+    monkeypatch.setattr(cgbench.cli.progress, "EVERY_S", 3600.0)
+
+
 # Three tiers, by marker (a module's `pytestmark`, or a test's own mark): unmarked tests are the edit-run
 # loop (`make test-fast`); `slow` ones (whole commands, processes, property searches, or any test over a
 # quarter of a second on a 2-core machine) join them

@@ -165,13 +165,19 @@ def prefix_ids(family: int, diverge: int, prompt: int) -> array:
 def with_prefix_caching(draw, cfg: BenchConfig, reqs: list[RequestSpec]) -> tuple[BenchConfig, list[RequestSpec]]:
     """Half the time: prefix caching on, with requests of a few prompt families that share prefixes
     (and, on a hybrid model, a Mamba state cache of a few slots, or none)."""
-    # modelled on one engine under 0.19.2's rules
-    if cfg.engine.megatron_rules != "0.19.2" or cfg.engine.ep_size > 1 or not draw(st.booleans()):
+    # modelled on one engine (both rule sets, both eviction policies)
+    e = cfg.engine
+    if e.ep_size > 1 or e.handoff_pinning or (e.batch_invariant and cfg.model.kind == "hybrid") \
+            or not draw(st.booleans()):
         return cfg, reqs
     slots = draw(st.sampled_from([0, 2, 8])) if cfg.model.kind == "hybrid" else 0
     gate = draw(st.sampled_from(["full", "full", "computed"]))
     cfg = replace(cfg, engine=replace(cfg.engine, prefix_caching=True, prefix_caching_mamba_slots=slots,
-                                      prefix_gate=gate))
+                                      prefix_gate=gate,
+                                      prefix_caching_eviction=draw(st.sampled_from(["lru", "lru", "ref_zero"]))))
+    if slots:  # the SSM chunk at whose multiples Mamba states are recorded
+        b = cfg.engine.block_size
+        cfg = replace(cfg, engine=replace(cfg.engine, ssm_chunk_alignment=draw(st.sampled_from([b, 2 * b, 128]))))
     out = []
     for r in reqs:
         family = draw(st.integers(0, 2))

@@ -47,16 +47,19 @@ from cgbench.analysis.advise_space import (
     MegatronKnobs,
     Shape,
     ShapePrices,
-    command_line,
     cover_matrix,
     megatron_space,
     prefix_sizes,
     shape_columns,
     spread_pick,
 )
+from cgbench.analysis.baselines import GATING_OFF, LAUNCH_LINE, MEGATRON_DEFAULT, baseline_overrides, baselines
 from cgbench.config.overrides import override_key
 from cgbench.config.schema import ConfigError
 from cgbench.results.names import number_at
+
+# what the recommendation is compared with besides the default grid (analysis/baselines.py)
+ADVISE_BASELINES = (GATING_OFF, LAUNCH_LINE, MEGATRON_DEFAULT)
 
 __all__ = ["OBJECTIVES", "AdviseRequest", "Slo", "check_request", "explicit_overrides", "run_advise"]
 
@@ -99,6 +102,8 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                     engine=cfg.engine, seed=cfg.seed, progress=progress)
     search.gating = make_policy(cfg.policy).gates and cfg.cg.all_prefills
     search.default_kind = cfg.cg.kind
+    search.baselines, search.baseline_notes = baselines(
+        cfg, list(req.overrides), launch_line=req.launch_line, kinds=ADVISE_BASELINES, subject="the default")
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     gs = tuple(tuple(g) for g in grid.graphs)
     c = cfg.cg
@@ -139,13 +144,19 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     # 1. profile: the default run and, when it gates, the same workload without gating
     profile_jobs = [("default", default.overrides, True)]
     if s.gating:
-        profile_jobs.append(("profile without gating",
-                             tuple(without_keys(s.base, {"policy"}) + ["policy=budget"]), True))
+        profile_jobs.append(("profile without gating", tuple(baseline_overrides(GATING_OFF, s.base)), True))
     s.progress("profile", len(profile_jobs))
     recs = ev.run(profile_jobs)
     for (label, _, _), (rec, _) in zip(profile_jobs, recs, strict=True):
         if "shapes" not in rec:
             raise ConfigError(f"advise: the {label} run failed: {rec['metrics'].get('diagnosis')}")
+    # the baselines on the same workload (the gating-off one is the profile's second run)
+    ran = {ovr: rec for (_, ovr, _), (rec, _) in zip(profile_jobs, recs, strict=True)}
+    todo = [(f"baseline: {b.name}", b.overrides, False) for b in s.baselines if b.overrides not in ran]
+    if todo:
+        s.progress("baselines", len(todo))
+        ran.update({ovr: rec for (_, ovr, _), (rec, _) in zip(todo, ev.run(todo), strict=True)})
+    baseline_runs = [(b, ran[b.overrides]["metrics"]) for b in s.baselines]
     default_ev = _evaluated(default, *recs[0])
     demand = Demand.of(recs[0][0]["shapes"])
     for rec, _ in recs[1:]:
@@ -231,7 +242,7 @@ def _search(s: Search, default: Candidate, ev: Evaluator) -> dict[str, Any]:
     ranked = _rank(s, evaluated)
     recommended = next((e for e in ranked if e.feasible), None)
     checks = _robustness(s, ev, recommended, default_ev)
-    return build_report(s, ranked, recommended, default_ev, checks, demand, ev)
+    return build_report(s, ranked, recommended, default_ev, checks, demand, ev, baseline_runs)
 
 
 _GOAL_WORDS = {"time": "most time saved first", "coverage": "most steps served first"}
@@ -282,7 +293,7 @@ def _megatron_candidates(s: Search, demand: Demand, n: int) -> list[Candidate]:
     for i in order:
         k, gs, _ = space[i]
         label = knobs_label(k)
-        out.append(s.candidate(label, "megatron", "Megatron's arguments: " + command_line(k.megatron_args()),
+        out.append(s.candidate(label, "megatron", "Megatron's arguments: " + k.command,
                                k.overrides(), gs, knobs=k))
     return out
 

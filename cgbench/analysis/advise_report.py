@@ -6,7 +6,8 @@ from typing import Any
 
 from cgbench.analysis.advise_runs import Evaluated, Evaluator, explicit_overrides
 from cgbench.analysis.advise_search import Search
-from cgbench.analysis.advise_space import Demand, command_line
+from cgbench.analysis.advise_space import Demand
+from cgbench.config.megatron_lines import launch_advice
 from cgbench.results.names import number_at
 
 REPORT_KIND = "cgbench-advise"
@@ -54,6 +55,18 @@ def _headline(m: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def gating_of_candidate(overrides: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
+    """Whether a candidate's run gates admission, and why (None when its config is refused: a failed run)."""
+    from cgbench.config.compose import load_config
+    from cgbench.config.schema import ConfigError
+    from cgbench.pipeline import gating_of
+
+    try:
+        return gating_of(load_config(list(overrides))).to_json()
+    except ConfigError:
+        return None
+
+
 def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
     c = e.cand
     return {
@@ -61,9 +74,9 @@ def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
         "violations": e.violations, "num_graphs": len(c.graphs),
         "objective": number_at(e.metrics, s.objective.metric), "estimate": c.estimate.to_dict(),
         "megatron_args": c.knobs.megatron_args() if c.knobs else None,
-        "megatron_command": command_line(c.knobs.megatron_args()) if c.knobs else None,
+        "megatron_command": c.knobs.command if c.knobs else None,
         "overrides": list(c.overrides), "graphs": [list(g) for g in c.graphs], "reused": e.reused,
-        "metrics": e.metrics,
+        "gating": gating_of_candidate(c.overrides), "metrics": e.metrics,
     }
 
 
@@ -119,8 +132,24 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
     return notes
 
 
+def baseline_entries(s: Search, rec: Evaluated | None, runs: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each baseline (analysis/baselines.py) run on the workload, and how much better the
+    recommendation is than it for the objective (relative to the baseline; < 0: worse)."""
+    obj = s.objective
+    b_rec = None if rec is None else number_at(rec.metrics, obj.metric)
+    out = []
+    for base, metrics in runs:
+        a = number_at(metrics, obj.metric)
+        better = None if a is None or b_rec is None or a == 0 else round(
+            ((b_rec - a) if obj.maximize else (a - b_rec)) / abs(a), 6)
+        out.append({**base.to_json(), "objective": a, "recommended_better_by_fraction": better,
+                    "gating": gating_of_candidate(base.overrides), "metrics": _headline(metrics)})
+    return out
+
+
 def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, default: Evaluated,
-                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator) -> dict[str, Any]:
+                 checks: list[dict[str, Any]], demand: Demand, ev: Evaluator,
+                 baseline_runs: list[tuple[Any, dict[str, Any]]] = ()) -> dict[str, Any]:
     from cgbench.results.document import provenance
 
     best_meg = next((e for e in ranked if e.feasible and e.cand.knobs is not None), None)
@@ -145,10 +174,12 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
             "all_prefills": rec.cand.knobs.all_prefills if rec.cand.knobs else s.all_prefills,
             "overrides": list(rec.cand.overrides), "explicit_overrides": _explicit_line(s, rec),
             "megatron_args": meg_src.cand.knobs.megatron_args() if meg_src and meg_src.cand.knobs else None,
-            "megatron_command": command_line(meg_src.cand.knobs.megatron_args())
+            "megatron_command": meg_src.cand.knobs.command if meg_src and meg_src.cand.knobs else None,
+            "megatron_line": launch_advice(meg_src.cand.knobs.launch_args(), s.req.launch_line).to_json()
             if meg_src and meg_src.cand.knobs else None,
             "megatron_args_from": meg_src.cand.name if meg_src else None,
-            "estimate": rec.cand.estimate.to_dict(), "metrics": rec.metrics,
+            "estimate": rec.cand.estimate.to_dict(), "gating": gating_of_candidate(rec.cand.overrides),
+            "metrics": rec.metrics,
         }
         doc["improvement"] = _improvement(s, rec, default)
     else:
@@ -156,8 +187,11 @@ def build_report(s: Search, ranked: list[Evaluated], rec: Evaluated | None, defa
         doc["improvement"] = None
     doc["default"] = {"name": "default", "num_graphs": len(default.cand.graphs), "rank": default.rank,
                       "feasible": default.feasible, "violations": default.violations,
-                      "estimate": default.cand.estimate.to_dict(), "metrics": default.metrics}
+                      "estimate": default.cand.estimate.to_dict(),
+                      "gating": gating_of_candidate(default.cand.overrides), "metrics": default.metrics}
     free = next((e for e in ranked if e.feasible and _no_eager(e)), None)
+    doc["baselines"] = baseline_entries(s, rec, list(baseline_runs))
+    doc["baseline_notes"] = list(s.baseline_notes)
     doc["eager_free"] = _eager_free_entry(s, free, rec)
     doc["megatron"] = _entry(s, best_meg) if best_meg else None
     doc["explicit"] = _entry(s, best_exp) if best_exp else None

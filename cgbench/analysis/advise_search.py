@@ -39,6 +39,9 @@ class AdviseRequest:
     check_workload: list[str] = field(default_factory=list)
     out_dir: Path | None = None
     resume: bool = False
+    # the user's own launch line (--megatron-args, read): its translation is in ``overrides``; the
+    # recommendation says what to add to it and remove from it, and it is a baseline
+    launch_line: str | None = None
 
 
 def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
@@ -83,6 +86,9 @@ class Search:
     gating: bool = False
     default_kind: str = "megatron"
     backstop: list[Shape] = field(default_factory=list)
+    # the lines users run, each simulated on the workload too (analysis/baselines.py), and why others are not
+    baselines: list[Any] = field(default_factory=list)
+    baseline_notes: list[str] = field(default_factory=list)
 
     def set_backstop(self, demand: Demand) -> None:
         """Graphs every explicit list keeps, used or not, so another run of the workload does not

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from cgbench.config.megatron_lines import LaunchArg, as_mapping, command_text, graph_launch_args
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig
 from cgbench.engine.contract import StepPricer, StepWork
 from cgbench.grids.megatron import megatron_family
@@ -154,25 +155,21 @@ class MegatronKnobs:
                 f"cg.cuda_graph_max_tokens={self.cuda_graph_max_tokens}",
                 f"cg.non_decode={str(self.non_decode).lower()}", "cg.sizes_per_octave=1", "cg.p_per_octave=1"]
 
-    def megatron_args(self) -> dict[str, int | str | bool]:
-        """Megatron-LM command-line arguments (a flag maps to True); only those that matter."""
-        args: dict[str, int | str | bool] = {
-            "--inference-dynamic-batching-num-cuda-graphs": self.num_cuda_graphs,
-            "--inference-dynamic-batching-cuda-graph-sizing-distribution": self.distribution,
-        }
-        if not self.non_decode:
-            args["--decode-only-cuda-graphs"] = True
-            return args
-        args["--inference-dynamic-batching-cuda-graph-mixed-prefill-count"] = self.mixed_prefill_count
-        if self.all_prefills:
-            args["--inference-cuda-graph-all-prefills"] = True
-        else:
-            args["--inference-dynamic-batching-cuda-graph-max-tokens"] = self.cuda_graph_max_tokens
+    def launch_args(self) -> list[LaunchArg]:
+        """Megatron-LM's graph arguments for this setting, read backwards from the translator's table
+        (``cgbench.config.megatron_lines``): ``--megatron-args`` translates them to these knobs."""
+        args = graph_launch_args(_cg_of(self))
+        if args is None:  # a knob setting is a Megatron grid by construction
+            raise AssertionError(f"{self} is not expressible as Megatron arguments")
         return args
 
+    def megatron_args(self) -> dict[str, int | str | bool]:
+        """The arguments as ``{flag: value}`` (a switch maps to True)."""
+        return as_mapping(self.launch_args())
 
-def command_line(args: dict[str, int | str | bool]) -> str:
-    return " ".join(k if v is True else f"{k} {v}" for k, v in args.items())
+    @property
+    def command(self) -> str:
+        return command_text(self.launch_args())
 
 
 def _cg_of(knobs: MegatronKnobs) -> CGConfig:

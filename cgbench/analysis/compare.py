@@ -18,6 +18,18 @@ Every metric check gets one class, and every point the worst class of its checks
   skipped     not compared: a deterministic rule on unequal configs, or a metric only in NEW
 
 ``--fail-on`` picks the classes that fail the gate (default: regressed, missing, failed, changed).
+
+Health flags (a result's ``warnings``) are checks too, ``health.<code>``: a flag NEW raises and BASE
+did not is ``regressed``, one BASE raised and NEW does not ``improved``, one both raise ``same``. A
+baseline regenerated under new health rules carries their flags, so its points compare ``same``
+with a NEW that raises them; a baseline from before a rule existed makes every point that rule flags
+``regressed`` until it is regenerated, as a changed metric definition does.
+
+Points of two sweeps are paired by their overrides (all of them, the seed as ``match_key`` says).
+``pair_by`` pairs them by the values of those override keys only (the swept axes), for two sweeps
+that differ on purpose in another key (a 16-graph baseline against an 8-graph candidate): each pair's
+differing config keys are reported (``Comparison.differences``, a warning line per key), never
+silently ignored; deterministic checks are skipped, as for any unequal configs.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from typing import Any
 
 from cgbench.config.overrides import split_override
 from cgbench.config.schema import ConfigError
+from cgbench.results.health import flag_codes
 from cgbench.results.names import HIGHER, LOWER, metric
 from cgbench.results.names import flatten as flatten_names
 from cgbench.safeio import describe_missing
@@ -108,6 +121,8 @@ class PointResult:
     status: str  # the worst class of its checks (or failed / missing)
     deltas: list[Delta] = field(default_factory=list)
     error: str = ""
+    health: dict[str, list[str] | None] = field(default_factory=dict)  # base / new: flag codes (None: no result)
+    differs: list[str] = field(default_factory=list)  # config keys that differ from NEW's pair (--pair-by)
 
     def classes(self) -> set[str]:
         return {self.status} | {d.status for d in self.deltas}
@@ -126,6 +141,7 @@ class Comparison:
     only_new: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    pair_by: list[str] = field(default_factory=list)  # the override keys points were paired by ([]: all)
 
     @property
     def deltas(self) -> list[Delta]:
@@ -297,10 +313,30 @@ def config_changes(base: dict[str, Any], new: dict[str, Any], label: str) -> lis
     return out
 
 
+HEALTH = "health."  # a health check's name: health.<flag code>
+GOODPUT = ("goodput_req_s", "goodput_fraction")  # null without an slo.* bound
+NO_SLO = "no slo.* bound set, so no goodput"
+UNEQUAL = "not sim with equal configs"
+HEALTH_RULE = "a new flag regresses"
+
+
+def health_changes(base: dict[str, Any], new: dict[str, Any], label: str) -> list[Delta]:
+    """A ``health.<code>`` check per flag either side raises (base, new: raised or not)."""
+    b, n = flag_codes(base), flag_codes(new)
+    out = []
+    for code in dict.fromkeys([*b, *n]):
+        was, now = code in b, code in n
+        status = SAME if was == now else REGRESSED if now else IMPROVED
+        note = "" if was == now else "raised in new" if now else "cleared in new"
+        out.append(Delta(label, HEALTH + code, was, now, status, HEALTH_RULE, note,
+                         trend="" if was == now else "worse" if now else "better"))
+    return out
+
+
 def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], label: str) -> list[Delta]:
     fb, fn = flatten(base["metrics"]), flatten(new["metrics"])
     exact_ok = deterministic_pair(base, new)
-    out = config_changes(base, new, label)
+    out = config_changes(base, new, label) + health_changes(base, new, label)
     for name, rule in _assign(rules, sorted(set(fb) | set(fn))):
         b, n = fb.get(name), fn.get(name)
         if rule.missing_as_zero:
@@ -308,9 +344,13 @@ def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], l
         if b is None and n is None:
             continue
         if rule.deterministic and not exact_ok:
-            out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), "not sim with equal configs"))
+            out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), UNEQUAL))
         elif b is None:  # a metric added since BASE was written (a new summary field): nothing to compare
             out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), "only in new (the base predates it)"))
+        elif n is None and name in GOODPUT and new["metrics"].get("goodput_slo") == "none":
+            # no slo.* bound: NEW has no goodput (a base from before that rule counted every completed
+            # request); nothing to compare, and no reason to fail the gate
+            out.append(Delta(label, name, b, n, SKIPPED, rule.describe(), NO_SLO))
         elif n is None:
             out.append(Delta(label, name, b, n, CHANGED, rule.describe(), "only in base"))
         else:
@@ -358,12 +398,18 @@ def _has_seed(points: list[Point]) -> bool:
     return any(split_override(o)[0] == "seed" for p in points for o in p.overrides)
 
 
-def match_key(point: Point, with_seed: bool) -> tuple:
-    """Overrides as an order-free key. The seed is part of it only when either side set seeds
-    (``--repeat`` appends ``seed=``): then a run without a seed override matches the repeat with its
-    config's seed. When neither side set one, the seed is whatever the config default was on each
-    side and is not used to match (a changed default shows up as a config difference instead)."""
-    items = sorted(split_override(o) for o in point.overrides if split_override(o)[0] != "seed")
+def match_key(point: Point, with_seed: bool, pair_by: tuple[str, ...] = ()) -> tuple:
+    """Overrides as an order-free key: all of them, or with ``pair_by`` the values of those keys
+    only (None where the point does not set one). The seed is part of it only when either side set
+    seeds (``--repeat`` appends ``seed=``): then a run without a seed override matches the repeat with
+    its config's seed. When neither side set one, the seed is whatever the config default was on
+    each side and is not used to match (a changed default shows up as a config difference instead)."""
+    given = [split_override(o) for o in point.overrides if split_override(o)[0] != "seed"]
+    if pair_by:
+        values = dict(given)
+        items = [(k, values.get(k)) for k in pair_by]
+    else:
+        items = sorted(given)
     if not with_seed:
         return tuple(items)
     seed = None
@@ -374,14 +420,78 @@ def match_key(point: Point, with_seed: bool) -> tuple:
     return (*items, ("seed", str(seed)))
 
 
-def _keyed(points: list[Point], with_seed: bool, side: Path) -> dict[tuple, Point]:
+def _keyed(points: list[Point], with_seed: bool, side: Path, pair_by: tuple[str, ...] = ()) -> dict[tuple, Point]:
     out: dict[tuple, Point] = {}
     for p in points:
-        k = match_key(p, with_seed)
+        k = match_key(p, with_seed, pair_by)
         if k in out:
+            if pair_by:
+                shown = " ".join(f"{key}={v}" for key, v in k)
+                raise ConfigError(f"--pair-by {','.join(pair_by)}: {side} has two points with {shown} "
+                                  f"({out[k].source.name}, {p.source.name}): add the key that tells them apart")
             raise ConfigError(f"{side}: two points with the same overrides: {out[k].source.name}, {p.source.name}")
         out[k] = p
     return out
+
+
+def parse_pair_by(text: str | None) -> tuple[str, ...]:
+    """``model,cg`` -> the override keys; () for None. ConfigError on an empty or repeated name."""
+    if text is None:
+        return ()
+    keys = [k.strip() for k in text.split(",")]
+    if not all(keys):
+        raise ConfigError(f"--pair-by: {text!r}: name override keys, comma-separated (model,cg)")
+    if "seed" in keys:
+        raise ConfigError("--pair-by seed: the seed pairs points by itself whenever either side sets seeds")
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"--pair-by: {text!r} names a key twice")
+    return tuple(keys)
+
+
+def _check_pair_by(pair_by: tuple[str, ...], sides: list[tuple[str, list[Point], Path]]) -> None:
+    """Every ``pair_by`` key is set by some point of each side (else a typo, or an axis one side lacks)."""
+    from cgbench.config.errors import did_you_mean
+
+    for name, points, path in sides:
+        present = sorted({split_override(o)[0] for p in points for o in p.overrides} - {"seed"})
+        for key in pair_by:
+            if key not in present:
+                raise ConfigError(f"--pair-by {key}: no point of {name} ({path}) sets it"
+                                  f"{did_you_mean(key, present)} (its points set: {', '.join(present) or 'nothing'})")
+
+
+def _shown(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def config_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``cg.max_graphs 16 -> 8`` for every config key whose value differs (``CONFIG_IGNORED`` aside)."""
+    fb, fn = dict(flatten_names(_plain_config(base))), dict(flatten_names(_plain_config(new)))
+    return [f"{k} {_shown(fb.get(k))} -> {_shown(fn.get(k))}" for k in sorted(set(fb) | set(fn))
+            if fb.get(k) != fn.get(k)]
+
+
+DIFFERENCES_SHOWN = 8  # config keys named in the warnings; --format json lists every pair's
+
+
+def _difference_warnings(comp: Comparison) -> list[str]:
+    """One line per differing config key, over the compared pairs: what ``--pair-by`` (or two
+    files, which always pair) compares across."""
+    from collections import Counter
+
+    pairs = [p for p in comp.points if p.status not in (FAILED, MISSING)]
+    counts = Counter(d for p in pairs for d in p.differs)
+    if not counts:
+        return []
+    how = f"paired by {', '.join(comp.pair_by)}: " if comp.pair_by else ""
+    lines = [f"{how}the configs differ: {d} ({n} of {len(pairs)} pair{'s' if len(pairs) != 1 else ''})"
+             for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:DIFFERENCES_SHOWN]]
+    if len(counts) > DIFFERENCES_SHOWN:
+        lines.append(f"{how}{len(counts) - DIFFERENCES_SHOWN} more config differences (--format json lists "
+                     "every pair's)")
+    return lines
 
 
 def short_labels(points: list[Point]) -> dict[int, str]:
@@ -423,19 +533,27 @@ def uncommitted_warning(base: list[Point], new: list[Point]) -> str | None:
             f"BASE from {state(bdirty, bhash)}, NEW from {state(ndirty, nhash)}")
 
 
-def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
-    """Load both sides, match their points and compare each pair. ConfigError on bad input."""
+def compare_paths(base: Path, new: Path, rules: list[Rule], pair_by: tuple[str, ...] = ()) -> Comparison:
+    """Load both sides, match their points (by all their overrides, or by the ``pair_by`` keys) and
+    compare each pair. ConfigError on bad input."""
     bpts, bsweep = load_side(base)
     npts, nsweep = load_side(new)
-    comp = Comparison(Path(base), Path(new))
+    comp = Comparison(Path(base), Path(new), pair_by=list(pair_by))
     if not bsweep and not nsweep:
+        if pair_by:
+            raise ConfigError("--pair-by: pairs the points of sweep folders; two result files are compared "
+                              "as they are (their differing config keys are shown)")
         pairs: list[tuple[Point, Point | None]] = [(bpts[0], npts[0])]
         labels = {0: npts[0].label}
     else:
+        if pair_by:
+            _check_pair_by(pair_by, [("BASE", bpts, Path(base)), ("NEW", npts, Path(new))])
         with_seed = _has_seed(bpts) or _has_seed(npts)
-        bk, nk = _keyed(bpts, with_seed, base), _keyed(npts, with_seed, new)
+        bk, nk = _keyed(bpts, with_seed, base, pair_by), _keyed(npts, with_seed, new, pair_by)
         if not any(k in nk for k in bk):
-            raise ConfigError(f"no common points between {base} and {new} (points are matched by their overrides)")
+            how = f"the values of {', '.join(pair_by)}" if pair_by else \
+                "their overrides; --pair-by KEYS pairs them by the swept axes alone"
+            raise ConfigError(f"no common points between {base} and {new} (points are matched by {how})")
         if not nsweep:  # one NEW file against a BASE sweep: compare that point only
             bk = {k: v for k, v in bk.items() if k in nk}
         pairs = [(b, nk.get(k)) for k, b in bk.items()]
@@ -446,29 +564,54 @@ def compare_paths(base: Path, new: Path, rules: list[Rule]) -> Comparison:
                               + "; ".join(comp.only_new[:5]) + (" ..." if len(comp.only_new) > 5 else ""))
     for i, (b, n) in enumerate(pairs):
         label = labels[i]
+        base_health = flag_codes(b.doc) if b.doc is not None else None
         if n is None:
-            comp.points.append(PointResult(label, b.overrides, MISSING, error=f"no point in {new}"))
+            comp.points.append(PointResult(label, b.overrides, MISSING, error=f"no point in {new}",
+                                           health={"base": base_health, "new": None}))
         elif b.doc is None:
             comp.notes.append(f"{label}: not compared, the base run failed ({b.error})")
         elif n.doc is None:
-            comp.points.append(PointResult(label, b.overrides, FAILED, error=n.error or "failed"))
+            comp.points.append(PointResult(label, b.overrides, FAILED, error=n.error or "failed",
+                                           health={"base": base_health, "new": None}))
         else:
             deltas = compare_docs(b.doc, n.doc, rules, label)
             status = min((d.status for d in deltas), key=severity, default=SAME)
-            comp.points.append(PointResult(label, b.overrides, status, deltas))
+            comp.points.append(PointResult(label, b.overrides, status, deltas,
+                                           health={"base": flag_codes(b.doc), "new": flag_codes(n.doc)},
+                                           differs=config_differences(b.doc, n.doc)))
     if not comp.points:  # every pair had a failed base: an "OK" here would compare nothing
         raise ConfigError(f"nothing to compare between {base} and {new}: every point failed in the base "
                           f"({len(pairs)} point{'s' if len(pairs) != 1 else ''}; {pairs[0][0].error or 'failed'})")
+    if pair_by or not (bsweep or nsweep):  # pairs that may differ on purpose: say how
+        comp.warnings += _difference_warnings(comp)
     configs = sorted({d.note for d in comp.deltas if d.metric.startswith("config.")})
     for note in configs:  # said once for the whole comparison, not only per point
         comp.warnings.append(f"{note}: the two sides ran under different rules; their metrics differ by design")
-    skipped = comp.count(SKIPPED)
+    skipped = sum(d.status == SKIPPED and d.note == UNEQUAL for d in comp.deltas)
     if skipped:
         comp.notes.append(f"{skipped} exact checks skipped: the runs are not both sim with equal configs")
+    no_slo = sum(d.status == SKIPPED and d.note == NO_SLO for d in comp.deltas)
+    if no_slo:
+        comp.notes.append(f"{no_slo} goodput checks skipped: {NO_SLO} in new")
     warning = uncommitted_warning(bpts, npts)
     if warning:
         comp.warnings.append(warning)
     return comp
+
+
+def health_summary(comp: Comparison) -> str:
+    """``health: base 12 of 48 points flagged (memory 12); new 14 of 48 (memory 12, overload 2)``."""
+    from collections import Counter
+
+    def side(which: str) -> str:
+        codes = [p.health.get(which) for p in comp.points]
+        known = [c for c in codes if c is not None]
+        flagged = [c for c in known if c]
+        counts = Counter(code for c in flagged for code in c)
+        detail = f" ({', '.join(f'{k} {v}' for k, v in counts.most_common())})" if counts else ""
+        return f"{len(flagged)} of {len(known)} point{'s' if len(known) != 1 else ''} flagged{detail}"
+
+    return f"health: base {side('base')}; new {side('new')}"
 
 
 def parse_fail_on(text: str) -> tuple[str, ...]:
@@ -521,15 +664,19 @@ def to_dict(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FAI
     """The whole comparison as plain JSON data (``comparison_from_dict`` reads it back)."""
     return {"kind": "cgbench-compare", "base": str(comp.base), "new": str(comp.new),
             "fail_on": list(fail_on), "failed": bool(comp.failing(fail_on)), "verdict": verdict(comp, fail_on),
+            "pair_by": comp.pair_by,
             "points": [{"label": p.label, "overrides": p.overrides, "status": p.status, "error": p.error,
+                        "health": p.health, "differs": p.differs,
                         "deltas": [asdict(d) for d in p.deltas]} for p in comp.points],
             "only_new": comp.only_new, "notes": comp.notes, "warnings": comp.warnings}
 
 
 def comparison_from_dict(data: dict[str, Any]) -> Comparison:
     comp = Comparison(Path(data["base"]), Path(data["new"]), only_new=list(data["only_new"]),
-                      notes=list(data["notes"]), warnings=list(data["warnings"]))
+                      notes=list(data["notes"]), warnings=list(data["warnings"]),
+                      pair_by=list(data.get("pair_by") or []))
     for p in data["points"]:
         comp.points.append(PointResult(p["label"], list(p["overrides"]), p["status"],
-                                       [Delta(**d) for d in p["deltas"]], p["error"]))
+                                       [Delta(**d) for d in p["deltas"]], p["error"],
+                                       health=dict(p.get("health") or {}), differs=list(p.get("differs") or [])))
     return comp

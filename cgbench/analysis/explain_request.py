@@ -64,6 +64,7 @@ class Explanation:
     miss_reason: str | None  # why the deferred candidate matched no graph
     what_ifs: tuple[WhatIf, ...]
     waits: dict[str, int] | None  # the request's deferral record (None: never deferred)
+    gating: str = ""  # "yes — why" / "no — why": whether the run gated at all (engine.gating)
 
     @property
     def agrees(self) -> bool:
@@ -75,7 +76,7 @@ class Explanation:
         return {"request": self.request, "step": self.step, "policy": self.policy, "agrees": self.agrees,
                 "decision": self.decision.to_json(), "miss_reason": self.miss_reason,
                 "what_ifs": [{"change": w.change, "admitted": w.admitted, "detail": w.detail} for w in self.what_ifs],
-                "waits": self.waits, "state": self.state}
+                "waits": self.waits, "gating": self.gating, "state": self.state}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +242,10 @@ def explain_round(cfg: BenchConfig, state_doc: dict[str, Any], engine_round: Eng
     if focus is not None and focus == decision.deferred:
         what_ifs = _what_ifs(state, state_doc, policy, focus, decision)
     waits = rows.get(focus) if focus is not None else None
-    return Explanation(focus, engine_round.step, policy, state_doc, decision, engine_round, miss, what_ifs, waits)
+    from cgbench.pipeline import gating_of
+
+    return Explanation(focus, engine_round.step, policy, state_doc, decision, engine_round, miss, what_ifs, waits,
+                       gating_of(cfg).text)
 
 
 def _admits(d: RoundDecision, rid: int) -> bool:
@@ -303,7 +307,9 @@ def explain(doc: dict[str, Any], source: str, *, request: int | None = None,
     explainable_config(doc, source)
     rows = deferral_rows(doc["deferrals"])
     if request is not None and step is None and request not in rows:
-        raise ConfigError(f"--request {request}: request {request} was never deferred by gating in this run; "
+        off = "" if metrics.get("gating_active", True) else (
+            " (gating was off: " + ((doc.get("gating") or {}).get("reason") or "metrics.gating_active is false") + ")")
+        raise ConfigError(f"--request {request}: request {request} was never deferred by gating in this run{off}; "
                           "--step K shows any round")
     cfg, first, step_round, found = rebuild_rounds(
         doc, source, requests={request} if request is not None else set(), step=step)

@@ -192,6 +192,31 @@ def plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(PlainLog(labelOnlyBase=False))
 
 
+MIN_RELATIVE_SPAN = 0.02  # a linear y axis spans at least 2% of its values' magnitude
+
+
+def plain_linear_span(ax, values: Iterable[float], min_relative_span: float = MIN_RELATIVE_SPAN) -> None:
+    """A linear y axis whose size says how far apart its values are: tick labels are the numbers
+    themselves (no offset such as ``+5.123e3`` above ticks of ``0.002``), and values whose spread is
+    under ``min_relative_span`` of their magnitude are drawn in a window that wide around their
+    centre, so a 0.008 tok/s spread over 5,000 tok/s looks flat instead of filling the panel."""
+    import math
+
+    from matplotlib.ticker import ScalarFormatter
+
+    formatter = ScalarFormatter(useOffset=False)
+    formatter.set_scientific(False)
+    ax.yaxis.set_major_formatter(formatter)
+    vals = [v for v in values if math.isfinite(v)]
+    if not vals:
+        return
+    lo, hi = min(vals), max(vals)
+    span = min_relative_span * max(abs(lo), abs(hi))
+    if hi - lo < span:
+        centre = (lo + hi) / 2
+        ax.set_ylim(centre - span / 2, centre + span / 2)
+
+
 def figure_title(fig, text: str, fontsize: float = 11) -> float:
     """The figure title at the top left, wrapped at words onto as many lines as the figure's width
     needs (a single panel is narrow); returns its height as a fraction of the figure."""

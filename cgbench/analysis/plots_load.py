@@ -5,8 +5,9 @@ The maximum sustainable rate of a curve is the highest measured rate at which th
 SLO at that rate and at every lower rate (no interpolation between measured rates: a rate that was
 not run is not claimed). A curve that misses the SLO at its lowest rate has none.
 
-A metric has one y scale in every row (log when its values over all rows, with the SLO, span a
-decade or more, else linear), so the rows compare by eye.
+A metric has one y scale in every row: the same kind (log when its values over all rows, with the
+SLO, span a decade or more, else linear) and the same limits (a metric's column shares its y axis),
+so the rows compare by eye.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def load_figure(plt, records: list[Record], roles: Roles, ys: list[str], slo: di
     rows = list(dict.fromkeys((compound(r.params, roles.row), compound(r.params, roles.col)) for r in records))
     hues = ordered_values(records, roles.hue) if roles.hue else [""]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, axes = plt.subplots(len(rows), len(ys), figsize=(4.6 * len(ys), 3.3 * len(rows) + 1.0), squeeze=False)
+    fig, axes = plt.subplots(len(rows), len(ys), figsize=(4.6 * len(ys), 3.3 * len(rows) + 1.0), squeeze=False,
+                             sharey="col")
     xs_all = sorted({float(compound(r.params, roles.x)) for r in records})
     log_x = spans_decades(xs_all) or (len(xs_all) > 2 and xs_all[0] > 0 and xs_all[-1] / xs_all[0] >= 4)
     log_y = {y: spans_decades([v for facet in rows for pts in _curves(records, roles, facet, y).values()

@@ -3,7 +3,9 @@ facet (models and loads are never mixed in one frontier), the frontier of each p
 
 Colour = policy, marker = grid. Points that coincide exactly are drawn once, ringed, and labelled
 with the series that share them (``budget = megatron``). Every panel has the same y scale (log when
-the values of all panels span a decade or more, else linear).
+the values of all panels span a decade or more, else linear); a linear axis prints plain numbers (no
+offset) and spans at least ``plots_layout.MIN_RELATIVE_SPAN`` of its values, so a spread of a few
+thousandths of a percent looks like one, not like the panel's full height.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from cgbench.analysis.plots_data import (
     scaled,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, plain_log_ticks, point_labels_inside
+from cgbench.analysis.plots_layout import (
+    bottom_legend,
+    declutter,
+    figure_title,
+    plain_linear_span,
+    plain_log_ticks,
+    point_labels_inside,
+)
 from cgbench.results.names import HIGHER, metric
 
 X_METRIC = "eager_step_fraction"
@@ -81,6 +90,8 @@ def pareto_figure(plt, records: list[Record], facet_keys: list[str], hue: str | 
         if log_y:
             ax.set_yscale("log")
             plain_log_ticks(ax.yaxis)
+        else:
+            plain_linear_span(ax, [q[1] for q in xy])
         ax.set_xlabel(metric_label(X_METRIC), fontsize=9)
         ax.set_ylabel(metric_label(y), fontsize=9)
         ax.set_title(facet_title(pts[0].params, facet_keys) if facet_keys and pts else "", fontsize=8)

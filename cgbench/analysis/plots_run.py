@@ -107,6 +107,16 @@ def timeline_figure(plt, steps: list[dict[str, Any]], title: str):
     return fig
 
 
+def integer_bins(values: list[int], max_bins: int = 50) -> list[float]:
+    """Histogram edges for integer counts: each bin holds the same number of whole values and is
+    centred on them (edges at half-integers), so 0 and 1 get bins [-0.5, 0.5) and [0.5, 1.5), never
+    [0, 0.5) and [0.5, 1]; at most ``max_bins`` bins."""
+    lo, hi = min(values), max(values)
+    width = -(-(hi - lo + 1) // max_bins)  # whole values per bin
+    n = -(-(hi - lo + 1) // width)
+    return [lo - 0.5 + k * width for k in range(n + 1)]
+
+
 def queue_wait_figure(plt, requests: list[dict[str, Any]], title: str):
     """Histograms with a log count axis, so a tail of a few long waits stays visible."""
     waits = [r["first_admit_step"] - r["arrival_step"] for r in requests if r.get("first_admit_step", -1) >= 0]
@@ -117,7 +127,7 @@ def queue_wait_figure(plt, requests: list[dict[str, Any]], title: str):
                                                           "requests)"),
             (a2, cg, "tab:red", "max_cg_wait_iters", "longest gating wait per request")):
         vals = values or [0]
-        ax.hist(vals, bins=min(50, max(1, len(set(vals)))), color=colour)
+        ax.hist(vals, bins=integer_bins(vals), color=colour)
         ax.set_yscale("log")
         ax.set_title(what, fontsize=10)
         ax.set_xlabel(metric_label(name))

@@ -14,13 +14,13 @@ without it every table is still there and ``Report.missing_figures`` names the f
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import metric_value, number, percent
+from cgbench.results.formatting import goodput_text, metric_value, number, percent
 from cgbench.results.names import label, lookup
 
 RUN, SWEEP, ADVISE = "run", "sweep", "advise"
@@ -162,9 +162,14 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
 
     m = doc["metrics"]
     figures = Figures()
-    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(
-        (Cell(label(name)), cell(lookup(m, name), name)) for name in RUN_HEADLINE if lookup(m, name) is not None),
-        sortable=False)])
+    rows = [(Cell(label(name)), _headline_cell(m, name)) for name in RUN_HEADLINE
+            if lookup(m, name) is not None or (name == "goodput_req_s" and "goodput_slo" in m)]
+    if "gating_active" in m:  # with its reason, as the run table shows it
+        why = (doc.get("gating") or {}).get("reason")
+        rows.insert(1, (Cell(label("gating_active")), Cell(("yes" if m["gating_active"] else "no")
+                                                           + (f" — {why}" if why else ""))))
+    headline = Section("Headline", [Table("every headline metric of the run", ("metric", "value"), tuple(rows),
+                                          sortable=False)])
     health = Section("Health flags")
     warnings = doc.get("warnings") or []
     if warnings:
@@ -194,6 +199,13 @@ def run_report(doc: dict[str, Any], source: str) -> Report:
         facts.append(("environment", ", ".join(f"{k}={v}" for k, v in env.items() if not isinstance(v, dict))))
     title = "cgbench run: " + str((doc.get("labels") or {}).get("name") or stem)
     return Report(RUN, title, facts, [headline, health, usage, timeline], figures.missing, figures.hint)
+
+
+def _headline_cell(m: dict[str, Any], name: str) -> Cell:
+    if name == "goodput_req_s":  # without an SLO there is no goodput: say so, never a number
+        rate = lookup(m, name)
+        return cell(rate, name) if rate is not None else Cell(goodput_text(m))
+    return cell(lookup(m, name), name)
 
 
 def _provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -229,6 +241,7 @@ def sweep_report(sweep_dir: Path) -> Report:
                                           (*lead_cols, "status", *(label(n) for n in shown)), tuple(
         (*lead(i, p), Cell(str(p.get("status"))), *(cell((p.get("metrics") or {}).get(n), n) for n in shown))
         for i, p in enumerate(points, 1)))])
+    headline.notes += [f"warning: {w}" for w in index.get("warnings") or []]  # gating off, identical points
     failed = [(i, p) for i, p in enumerate(points, 1) if p.get("status") != DONE]
     if failed:
         headline.tables.append(Table("points not done", (*lead_cols, "status", "error"), tuple(
@@ -316,6 +329,14 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
         rows = [("candidate", rec.get("name")), ("space", rec.get("space")), ("graphs", rec.get("num_graphs")),
                 ("overrides", " ".join(rec.get("overrides") or [])),
                 ("Megatron command", rec.get("megatron_command") or "-")]
+        for who, g in (("gating active (recommended)", rec.get("gating")),
+                       ("gating active (default)", (doc.get("default") or {}).get("gating"))):
+            if g:
+                rows.append((who, f"{'yes' if g['active'] else 'no'} — {g['reason']}"))
+        if rec.get("megatron_line"):
+            from cgbench.config.megatron_lines import change_text
+
+            rows.append(("change to the launch line", change_text(rec["megatron_line"])))
         recommendation.tables.append(Table("the recommended CUDA-graph list", ("", "value"),
                                            tuple((Cell(k), Cell(str(v))) for k, v in rows), sortable=False))
         imp = doc.get("improvement") or {}
@@ -329,6 +350,13 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
                 cmp_rows.append((Cell(ESTIMATES[k]), cell(est["default"][k]), cell(est["recommended"][k])))
         recommendation.tables.append(Table(f"default against recommended, objective {objective}",
                                            ("", "default", "recommended"), tuple(cmp_rows), sortable=False))
+    base_rows = tuple((Cell(str(b.get("name"))), Cell(str(b.get("label"))), cell(b.get("objective")),
+                       cell(b.get("recommended_better_by_fraction"), "goodput_fraction"),
+                       Cell(" ".join(b.get("overrides") or []))) for b in doc.get("baselines") or [])
+    if base_rows:
+        recommendation.tables.append(Table(f"the recommendation against the lines users run, objective {objective}", (
+            "baseline", "what it is", "objective", "recommendation better by", "overrides"), base_rows))
+    recommendation.notes += [f"not compared: {n}" for n in doc.get("baseline_notes") or []]
     recommendation.notes += [str(n) for n in doc.get("notes") or []]
     robust = Section("Robustness")
     checks = doc.get("robustness") or []
@@ -363,8 +391,10 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
 # ---------------------------------------------------------------------------------------------- entry
 
 
-def build_report(target: Path) -> Report:
-    """The report of ``target``: a sweep folder, a result JSON or an advise report (by its ``kind``)."""
+def build_report(target: Path, readers: Mapping[str, Callable[[dict[str, Any], str], Report]] | None = None) -> Report:
+    """The report of ``target``: a sweep folder, a result JSON, an advise report (by its ``kind``), or
+    a document whose ``kind`` ``readers`` maps to the function that reports it (``cgbench report``
+    passes ``cgbench.analysis.megatron_log_report.READERS``)."""
     from cgbench.analysis.advise_report import REPORT_KIND
     from cgbench.safeio import describe_missing, read_json
 
@@ -376,6 +406,8 @@ def build_report(target: Path) -> Report:
     doc = read_json(target)
     if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
         return advise_report(_checked_advise(doc, target), str(target))
+    if isinstance(doc, dict) and doc.get("kind") in (readers or {}):  # another command's document
+        return (readers or {})[doc["kind"]](doc, str(target))
     from cgbench.results.document import load_result
 
     return run_report(load_result(target), str(target))

@@ -16,6 +16,7 @@ from typing import Any
 
 from cgbench.analysis.advise_report import HEADLINE as ADVISE_HEADLINE
 from cgbench.analysis.advise_report import REPORT_KIND
+from cgbench.analysis.baselines import KINDS as BASELINE_KINDS
 from cgbench.analysis.sweep_folder import DONE, FAILED, HEADLINE, INDEX_KIND, PENDING
 from cgbench.results import schema as base
 from cgbench.results.names import metric
@@ -62,6 +63,8 @@ def sweep_schema() -> dict[str, Any]:
         "file": STRING, "status": {"enum": [DONE, FAILED, PENDING]}, "reused": BOOLEAN, "wall_s": NUMBER,
         "error": nullable(STRING), "metrics": _headline(HEADLINE, every=False),
         "fingerprint": nullable(STRING),
+        "health": {**nullable(STRINGS), "description": "the codes of the point's warnings (its health flags); "
+                   "[] healthy, null when it did not finish"},
     }, ("index", "overrides", "file", "status"))
     props = provenance_properties()
     props.update({
@@ -73,6 +76,8 @@ def sweep_schema() -> dict[str, Any]:
         "counts": record({s: INTEGER for s in (DONE, FAILED, PENDING)}, (DONE, FAILED, PENDING)),
         "points": {"type": "array", "items": point},
         "stale": {"type": "string", "description": "set on reading an index a killed sweep left"},
+        "warnings": {**STRINGS, "description": "known before the sweep ran: points whose gating is off and why, "
+                     "points that differ only in a policy and run the same steps"},
     })
     doc = {"$schema": DRAFT, "$id": schema_id("sweep"), "title": "cgbench sweep index (sweep.json)"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "name", "status", "counts", "points")))
@@ -86,12 +91,17 @@ def advise_schema() -> dict[str, Any]:
     args = nullable({"type": "object", "additionalProperties": {"type": ["integer", "string", "boolean"]}})
     metrics = {"anyOf": [{"$ref": "#/$defs/metrics"}, record(
         {"outcome": {"const": "failed"}, "diagnosis": STRING}, ("outcome", "diagnosis"))]}
+    gating = nullable(base.gating_schema())
     candidate = record({
         "rank": INTEGER, "name": STRING, "space": STRING, "origin": STRING, "feasible": BOOLEAN,
         "violations": STRINGS, "num_graphs": INTEGER, "objective": nullable(NUMBER), "estimate": estimate,
         "megatron_args": args, "megatron_command": nullable(STRING), "overrides": STRINGS, "graphs": graphs,
-        "reused": BOOLEAN, "metrics": metrics,
+        "reused": BOOLEAN, "gating": gating, "metrics": metrics,
     }, ("rank", "name", "feasible", "num_graphs", "overrides", "graphs", "metrics"))
+    launch_change = nullable(record({
+        "command": STRING, "args": args, "add": STRINGS, "remove": STRINGS, "against": STRING},
+        ("command", "args", "add", "remove", "against"),
+        description="the recommended Megatron graph arguments and what to add to and remove from a launch line"))
     headline = _headline(ADVISE_HEADLINE, every=True)
     side = record({"objective": nullable(NUMBER), "metrics": headline}, ("objective", "metrics"))
     check = record({"check": STRING, "overrides": STRINGS, "same_as_search": BOOLEAN, "recommended": side,
@@ -108,12 +118,20 @@ def advise_schema() -> dict[str, Any]:
         "recommended": nullable(record({
             "name": STRING, "space": STRING, "num_graphs": INTEGER, "graphs": graphs, "all_prefills": BOOLEAN,
             "overrides": STRINGS, "explicit_overrides": STRINGS, "megatron_args": args,
-            "megatron_command": nullable(STRING), "megatron_args_from": nullable(STRING), "estimate": estimate,
+            "megatron_command": nullable(STRING), "megatron_line": launch_change,
+            "megatron_args_from": nullable(STRING), "estimate": estimate, "gating": gating,
             "metrics": metrics}, ("name", "num_graphs", "graphs", "metrics"))),
         "improvement": nullable({"type": "object"}),
         "default": record({"name": STRING, "num_graphs": INTEGER, "rank": INTEGER, "feasible": BOOLEAN,
-                           "violations": STRINGS, "estimate": estimate, "metrics": metrics},
+                           "violations": STRINGS, "estimate": estimate, "gating": gating, "metrics": metrics},
                           ("name", "num_graphs", "metrics")),
+        "baselines": {"type": "array", "items": record({
+            "baseline": {"enum": list(BASELINE_KINDS)}, "name": STRING, "label": STRING, "overrides": STRINGS,
+            "objective": nullable(NUMBER), "recommended_better_by_fraction": nullable(NUMBER), "gating": gating,
+            "metrics": headline}, ("baseline", "name", "label", "overrides", "objective",
+                                   "recommended_better_by_fraction", "metrics"),
+            description="the lines users run, simulated on the workload (docs/advise.md)")},
+        "baseline_notes": STRINGS,
         "eager_free": nullable({"type": "object"}),
         "megatron": nullable(candidate),
         "explicit": nullable(candidate),
@@ -131,11 +149,18 @@ def advise_schema() -> dict[str, Any]:
     return doc
 
 
+def _megatron_log_builders() -> dict[str, Callable[[], dict[str, Any]]]:
+    from cgbench.analysis.megatron_log_schema import calibration_schema, explain_schema
+
+    return {"megatron-log": explain_schema, "log-calibration": calibration_schema}
+
+
 BUILDERS: dict[str, Callable[[], dict[str, Any]]] = {
     "result": base.result_schema,
     "sweep": sweep_schema,
     "advise": advise_schema,
     "state": base.state_schema,
+    **_megatron_log_builders(),
 }
 KINDS = tuple(BUILDERS)
 
@@ -154,6 +179,11 @@ def document_kind(doc: Any) -> str | None:
         return "sweep"
     if kind == REPORT_KIND:
         return "advise"
+    from cgbench.analysis.megatron_log_schema import document_kind as megatron_log_kind
+
+    found = megatron_log_kind(doc)
+    if found is not None:
+        return found
     if kind is None and "schema_version" in doc and "metrics" in doc:
         return "result"
     from cgbench.results.state_file import STATE_KEYS

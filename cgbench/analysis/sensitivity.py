@@ -1,7 +1,9 @@
 """``cgbench run --sensitivity``: does the run's conclusion survive the cost model's uncertainty?
 
-The run (side A) is compared with what it is meant to beat: the no-gating ``budget`` policy on the
-same grid when A's policy gates, and no graphs at all (``cg=none``) when A has a grid. Each side is
+The run (side A) is compared with the lines users run (``analysis/baselines.py``): the configuration
+as given with gating off (``policy=budget``, same grid), the user's own launch line when
+``--megatron-args`` was given, Megatron's default line for the model (no
+``--inference-cuda-graph-all-prefills``), and no graphs at all (``cg=none``). Each side is
 priced again over the range of every uncertain parameter (``backends/sim/uncertainty.py``) and,
 per decision metric, the report says which side wins at the low end, the configured value and the
 high end, whether the winner flips inside the range, and the break-even: the host time per op (and
@@ -17,14 +19,15 @@ price: then every evaluation is a full re-run, and the report says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from cgbench.analysis.baselines import Baseline, baselines
 from cgbench.backends.sim.factory import make_cost_model
 from cgbench.backends.sim.repricing import RecordingBackend, StepLog, reprice
 from cgbench.backends.sim.uncertainty import UNCERTAIN, UncertainParameter, by_key
 from cgbench.backends.sim.uncertainty import describe as describe_parameters
-from cgbench.config.schema import BenchConfig, ConfigError, PolicyConfig
+from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.ledger import COMPLETED, Ledger
 from cgbench.grids.build import build_grid
 from cgbench.pipeline import build_engine, make_backend, simulate
@@ -128,17 +131,24 @@ class Side:
     log: StepLog | None = None  # its recorded steps
     retiming: Retiming | None = None  # re-pricing those steps; None: every price is a full re-run
 
-    def evaluate(self, cfg: BenchConfig) -> dict[str, float]:
+    def evaluate(self, price: Pricing | None = None) -> dict[str, float]:
+        """The decision metrics with this side's config priced by ``price`` (a config -> the same at
+        the price tried: one uncertain parameter set; None: as configured). Each side is priced on its
+        own model, engine and hardware: a baseline need not share the run's (a launch line's TP)."""
+        priced = self.cfg if price is None else price(self.cfg)
         if self.retiming is None:
-            m = simulate(_with_section_of(self.cfg, cfg))
+            m = simulate(priced)
             return {k: number_at(m, k) or 0.0 for k in DECISION_METRICS}
-        pricer = make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine)
+        pricer = make_cost_model(priced.backend, priced.model, priced.hardware, priced.engine)
         return self.retiming.metrics(reprice(self.retiming.works, pricer))
 
 
-def _with_section_of(side: BenchConfig, priced: BenchConfig) -> BenchConfig:
-    """``side`` with the cost-model inputs (``hardware``, ``model``) of ``priced``."""
-    return replace(side, hardware=priced.hardware, model=priced.model)
+Pricing = Callable[[BenchConfig], BenchConfig]
+
+
+def at_value(p: UncertainParameter, value: Any) -> Pricing:
+    """The pricing that sets ``p`` to ``value`` (the same absolute value on every side)."""
+    return lambda cfg: p.applied(cfg, value)
 
 
 def record(label: str, cfg: BenchConfig, *, retimable: bool = True) -> Side:
@@ -177,27 +187,47 @@ def eager_graphed_ratio(log: StepLog, cfg: BenchConfig) -> float | None:
     return round(eager / graphed, 4) if graphed > 0 else None
 
 
-def comparison_sides(cfg: BenchConfig) -> list[tuple[str, BenchConfig]]:
-    """What side A (the run) is compared with: no gating (``policy=budget``) and no graphs."""
-    out = []
-    if cfg.policy.name != "budget":
-        out.append(("policy=budget (no gating)", replace(cfg, policy=PolicyConfig(name="budget"))))
-    if cfg.cg.kind != "none":
-        none = replace(cfg.cg, kind="none", num_cuda_graphs=None, all_prefills=False)
-        out.append(("cg=none (no graphs)", replace(cfg, cg=none, policy=PolicyConfig(name="budget"))))
-    return out
+class Count:
+    """Evaluations (a run, or a re-pricing of recorded steps) done and planned, told to
+    ``progress(done, planned)`` after each. The plan is exact: it grows when a break-even search
+    starts and shrinks by what a search finds already evaluated."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None = None) -> None:
+        self.progress = progress
+        self.done = 0
+        self.planned = 0
+
+    def plan(self, n: int) -> None:
+        self.planned += n
+
+    def tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.planned)
+
+
+def planned_evaluations(cfg: BenchConfig, params: tuple[UncertainParameter, ...]) -> int:
+    """Evaluations of one comparison before any break-even bisection: both sides at every value of
+    every parameter but the configured one, and at both ends of the break-even span."""
+    return 2 * sum(sum(v != p.value(cfg) for v in p.values(cfg)) for p in params) + 4
 
 
 def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainParameter, ...],
                     point_a: dict[str, float], point_b: dict[str, float],
-                    search_steps: int, ratio_log: StepLog | None) -> dict[str, Any]:
+                    search_steps: int, ratio_log: StepLog | None, base: Baseline | None = None,
+                    count: Count | None = None) -> dict[str, Any]:
+    count = count or Count()
     parameters = []
     flips: list[str] = []
+
+    def both(price: Pricing) -> tuple[dict[str, float], dict[str, float]]:
+        out = (a.evaluate(price), b.evaluate(price))
+        count.tick(2)
+        return out
+
     for p in params:
         values = p.values(cfg)
-        at = {v: (point_a, point_b) if v == p.value(cfg) else (a.evaluate(p.applied(cfg, v)),
-                                                                   b.evaluate(p.applied(cfg, v)))
-              for v in values}
+        at = {v: (point_a, point_b) if v == p.value(cfg) else both(at_value(p, v)) for v in values}
         if all(at[v] == at[p.value(cfg)] for v in values):
             parameters.append({"key": p.key, "values": values, "point": p.value(cfg),
                                "effect": "none: the cost model does not read it"})
@@ -211,25 +241,30 @@ def _one_comparison(a: Side, b: Side, cfg: BenchConfig, params: tuple[UncertainP
                 flips.append(f"{metric} under {p.key}")
         parameters.append({"key": p.key, "values": values, "point": p.value(cfg), "metrics": rows})
     same = a.log is not None and b.log is not None and same_steps(a.log, b.log)
-    return {"b": b.label, "same_steps": same, "point": {"a": point_a, "b": point_b},
+    return {"b": b.label, **({} if base is None else {"baseline": base.kind, "name": base.name,
+                                                      "overrides": list(base.overrides)}),
+            "same_steps": same, "point": {"a": point_a, "b": point_b},
             "point_winner": {m: winner(point_a[m], point_b[m], h) for m, h in DECISION_METRICS.items()},
             "parameters": parameters, "flips": flips,
-            "break_even": break_even(a, b, cfg, search_steps, ratio_log)}
+            "break_even": break_even(a, b, cfg, search_steps, ratio_log, count)}
 
 
 def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
-               ratio_log: StepLog | None = None) -> list[dict[str, Any]]:
+               ratio_log: StepLog | None = None, count: Count | None = None) -> list[dict[str, Any]]:
     """Per decision metric, the host time per op at which the winner changes (bisection over
     ``BREAK_EVEN_SPAN``), and the eager / graphed ratio of A's steps (``ratio_log``) there; None when
-    it does not change inside the span."""
+    it does not change inside the span. ``count``: planned for the span's two ends already."""
+    count = count or Count()
     p = by_key()[BREAK_EVEN_KEY]
     lo_v, hi_v = BREAK_EVEN_SPAN
     cache: dict[float, tuple[dict[str, float], dict[str, float]]] = {}
 
     def at(v: float) -> tuple[dict[str, float], dict[str, float]]:
         if v not in cache:
-            c = p.applied(cfg, v)
-            cache[v] = (a.evaluate(c), b.evaluate(c))
+            cache[v] = (a.evaluate(at_value(p, v)), b.evaluate(at_value(p, v)))
+            count.tick(2)
+        elif v not in (lo_v, hi_v):
+            count.plan(-2)  # a bisection step another metric's search had evaluated
         return cache[v]
 
     out = []
@@ -243,6 +278,7 @@ def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
         if w_lo == w_hi or "tie" in (w_lo, w_hi):
             out.append({"metric": metric, "host_op_us": None, "below": w_lo, "above": w_hi})
             continue
+        count.plan(2 * search_steps)
         for _ in range(search_steps):
             mid = (lo * hi) ** 0.5  # geometric: the span covers three orders of magnitude
             if side_of(mid) == w_lo:
@@ -256,47 +292,68 @@ def break_even(a: Side, b: Side, cfg: BenchConfig, search_steps: int,
     return out
 
 
-def check_sensitivity(cfg: BenchConfig, *, own_comparisons: bool = True) -> None:
-    """Refuse, before anything runs, a run ``--sensitivity`` cannot re-price (bad input: exit 2).
-    ``own_comparisons``: the run is compared with no gating and no graphs (else the caller names
-    what it is compared with)."""
+def check_sensitivity(cfg: BenchConfig) -> None:
+    """Refuse, before anything runs, a run ``--sensitivity`` cannot re-price (bad input: exit 2)."""
     if cfg.backend.name != "sim":
         raise ConfigError("--sensitivity: re-pricing needs the simulator (backend=sim); a real engine run "
                           "measures its prices instead of modelling them")
-    if own_comparisons and not comparison_sides(cfg):
-        raise ConfigError("--sensitivity: the run has no gating and no graphs (policy=budget cg=none): "
-                          "there is nothing to compare it with")
 
 
-def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
-                params: tuple[UncertainParameter, ...] = UNCERTAIN,
-                progress: Callable[[str], None] | None = None,
-                versus: list[tuple[str, BenchConfig]] | None = None) -> dict[str, Any]:
-    """The ``sensitivity`` block of ``cfg``'s result (see the module docstring). ``versus``: what it
-    is compared with, ``(label, config)`` (default: no gating and no graphs; advise: the default grid)."""
-    check_sensitivity(cfg, own_comparisons=versus is None)
-    sides = comparison_sides(cfg) if versus is None else versus
+def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *, overrides: list[str] | None = None,
+                launch_line: str | None = None, params: tuple[UncertainParameter, ...] = UNCERTAIN,
+                progress: Callable[[int, int], None] | None = None, versus: list[Baseline] | None = None,
+                config_dirs: tuple[Any, ...] | list[Any] = ()) -> dict[str, Any]:
+    """The ``sensitivity`` block of ``cfg``'s result, the run of ``overrides`` (see the module
+    docstring). ``versus``: what it is compared with (default: the baselines of
+    ``analysis/baselines.py``, ``launch_line`` the user's ``--megatron-args``; advise: its own).
+    ``progress(done, planned)``: after each evaluation (a recording run, a re-run or a re-pricing)."""
+    check_sensitivity(cfg)
+    from cgbench.analysis.megatron_log_calibrate import fitted_ranges
+
+    cfg, params = fitted_ranges(cfg, params)  # a log calibration's values in the config, its fitted ranges
+    notes: list[str] = []
+    if versus is None:
+        if overrides is None:
+            raise TypeError("sensitivity: the baselines are built from the run's overrides; pass overrides=")
+        # never empty: Megatron's default line and no graphs differ, and at most one of them is the run
+        versus, notes = baselines(cfg, overrides, launch_line=launch_line, config_dirs=config_dirs)
     refusal = repricing_refusal(cfg)
-    say = progress or (lambda _msg: None)
+    count = Count(progress)
+    # the recording runs (or, re-running, the one run whose steps give the ratio), each side at the
+    # configured prices (the run itself only when re-pricing: re-running, its metrics are the point's)
+    count.plan((1 + len(versus) if refusal is None else 1) + (refusal is None) + len(versus)
+               + len(versus) * planned_evaluations(cfg, params))
     if refusal is None:
-        say("recording the run's steps (step-by-step engine)")
         a = record("this run", cfg)
-        others = [record(label, c) for label, c in sides]
+        count.tick()
+        others = []
+        for b in versus:
+            others.append(record(b.label, b.cfg))
+            count.tick()
         search_steps = 24
     else:
         a = Side("this run", cfg)
-        others = [Side(label, c) for label, c in sides]
+        others = [Side(b.label, b.cfg) for b in versus]
         search_steps = 10
     # the steps' eager / graphed ratio; with timed arrivals, of the steps this run took at its prices
-    ratio_log = a.log if a.log is not None else record("this run", cfg, retimable=False).log
+    if a.log is not None:
+        ratio_log = a.log
+    else:
+        ratio_log = record("this run", cfg, retimable=False).log
+        count.tick()
     expected = {k: number_at(point_metrics, k) or 0.0 for k in DECISION_METRICS}
-    point_a = a.evaluate(cfg) if refusal is None else expected
+    point_a = expected
+    if refusal is None:
+        point_a = a.evaluate()
+        count.tick()
     if point_a != expected:  # the recording run must be the run itself
         raise AssertionError(f"sensitivity: re-priced point {point_a} differs from the run's {expected}")
     comparisons = []
-    for b in others:
-        say(f"pricing against {b.label}")
-        comparisons.append(_one_comparison(a, b, cfg, params, point_a, b.evaluate(cfg), search_steps, ratio_log))
+    for b, base in zip(others, versus, strict=True):
+        point_b = b.evaluate()
+        count.tick()
+        comparisons.append(_one_comparison(a, b, cfg, params, point_a, point_b, search_steps, ratio_log,
+                                           base, count))
     ratio = eager_graphed_ratio(ratio_log, cfg)
     return {
         "method": "repriced" if refusal is None else "rerun",
@@ -304,4 +361,5 @@ def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *,
         "eager_graphed_ratio": ratio,
         "parameters": describe_parameters(cfg, params),
         "comparisons": comparisons,
+        "notes": notes,
     }

@@ -29,8 +29,10 @@ from cgbench.analysis.sweep_folder import (
     complete_result,
     final_status,
     headline,
+    health_text,
     index_document,
     load_index,
+    point_summary,
     recorded_fingerprints,
     release_out_dir,
     resume_decisions,
@@ -53,13 +55,15 @@ from cgbench.analysis.sweep_plan import (
 )
 from cgbench.analysis.workers import SweepTerminated, signals_deferred, sigterm_interrupts
 from cgbench.config.schema import BenchConfig
+from cgbench.safeio import clean_stale_temps_in
 
 __all__ = ["DONE", "FAILED", "FROM_CLI", "FROM_REPEAT", "HEADLINE", "INDEX_KIND", "INDEX_NAME", "PENDING",
            "SUMMARY_CSV", "PointOutputs", "PointResult", "SweepOutcome", "SweepPlan", "SweepPoint", "SweepTerminated",
-           "claim_out_dir", "complete_result", "execute_point", "final_status", "headline", "index_document",
-           "load_index", "plan_sweep", "point_file_name", "point_label", "recorded_fingerprints", "release_out_dir",
-           "resume_decisions", "reusable_result", "run_sweep", "running_sweep_alive", "stale_line",
-           "summary_columns", "summary_csv", "summary_records", "write_summary_csv"]
+           "claim_out_dir", "complete_result", "execute_point", "final_status", "headline", "health_text",
+           "index_document", "load_index", "plan_sweep", "point_file_name", "point_label", "point_summary",
+           "recorded_fingerprints", "release_out_dir", "resume_decisions", "reusable_result", "run_sweep",
+           "running_sweep_alive", "stale_line", "summary_columns", "summary_csv", "summary_records",
+           "write_summary_csv"]
 
 
 @dataclass
@@ -81,14 +85,19 @@ class PointOutputs:
 
     records: bool = False
     sensitivity: bool = False
+    launch_line: str | None = None  # --megatron-args (read): a sensitivity baseline of every point
+    columns: tuple[str, ...] = ()  # metrics (registry names) each point reports besides its headline
 
 
 def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
                   outputs: PointOutputs = PointOutputs()) -> dict[str, Any]:
-    """One point (an executor's task): run it, write its JSON atomically; its headline metrics.
+    """One point (an executor's task): run it, write its JSON atomically; what it reports to the
+    sweep (``point_summary``: headline metrics, health flags, the ``outputs.columns``).
 
     Not fsynced (``durable=False``): a file a power loss emptied is unreadable, and ``--resume``
-    runs its point again; the index, written durably, never vouches for a file it has not read."""
+    runs its point again; the index, written durably, never vouches for a file it has not read.
+    Compact (one line, C-encoded: the same document on reading) and without its own scan for stale
+    temporary files: ``run_sweep`` cleans the folder once, before the points run."""
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
@@ -96,14 +105,17 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
     if outputs.sensitivity:
         from cgbench.analysis.sensitivity import sensitivity
 
-        doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
-    write_json_atomic(path, doc, durable=False)
-    return headline(doc["metrics"])
+        doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=list(overrides),
+                                         launch_line=outputs.launch_line)
+    write_json_atomic(path, doc, durable=False, clean=False, compact=True)
+    return point_summary(doc, outputs.columns)
 
 
 def _result(point: SweepPoint, outcome: Outcome) -> PointResult:
     if outcome.ok:
-        return PointResult(point, DONE, outcome.value, outcome.wall_s, fingerprint=point.fingerprint)
+        v = outcome.value
+        return PointResult(point, DONE, v["metrics"], outcome.wall_s, fingerprint=point.fingerprint,
+                           health=v["health"], columns=v["columns"])
     return PointResult(point, PENDING if outcome.missing else FAILED, wall_s=outcome.wall_s, error=outcome.error)
 
 
@@ -121,6 +133,8 @@ def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor:
     lock is held until sweep.json and summary.csv are written."""
     ex = executor if executor is not None else local_executor(jobs)
     claim_out_dir(plan, resume=resume)
+    # the points write without a scan of their own: a killed earlier run's temporary files go now
+    clean_stale_temps_in(plan.out_dir, (p.file for p in plan.points))
     try:
         with sigterm_interrupts():
             return _run_claimed(plan, ex, jobs, resume, on_start, on_done, on_note, outputs)
@@ -138,7 +152,9 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
     todo: list[int] = []
     for i, p in enumerate(plan.points):
         if i in kept:
-            results[i] = PointResult(p, DONE, headline(kept[i]["metrics"]), reused=True, fingerprint=p.fingerprint)
+            v = point_summary(kept[i], outputs.columns)
+            results[i] = PointResult(p, DONE, v["metrics"], reused=True, fingerprint=p.fingerprint,
+                                     health=v["health"], columns=v["columns"])
         else:
             todo.append(i)
             if i in rerun:

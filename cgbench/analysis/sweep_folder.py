@@ -22,6 +22,7 @@ from cgbench.analysis.fingerprint import fingerprint_of
 from cgbench.analysis.sweep_lock import SweepLock, is_locked
 from cgbench.analysis.sweep_plan import SweepPlan, SweepPoint
 from cgbench.config.schema import ConfigError
+from cgbench.results.health import flag_codes
 from cgbench.results.names import lookup
 from cgbench.safeio import inside, make_folders, remove_folders
 
@@ -46,6 +47,8 @@ class PointResult:
     error: str | None = None
     reused: bool = False  # --resume found a complete file
     fingerprint: str | None = None  # the config fingerprint its result was computed from (done points)
+    health: list[str] | None = None  # the codes of its result's warnings, in order (done points)
+    columns: dict[str, Any] = field(default_factory=dict)  # the metrics ``sweep --columns`` named
 
 
 def headline(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +58,13 @@ def headline(metrics: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[name] = value
     return out
+
+
+def point_summary(doc: dict[str, Any], columns: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a finished point reports to the sweep: its headline metrics, its health flags and the
+    values of the metrics ``columns`` names (None where the run has none)."""
+    return {"metrics": headline(doc["metrics"]), "health": flag_codes(doc),
+            "columns": {name: lookup(doc["metrics"], name) for name in columns}}
 
 
 def final_status(results: list[PointResult], interrupted: bool) -> str:
@@ -71,7 +81,8 @@ def final_status(results: list[PointResult], interrupted: bool) -> str:
 def _point_entry(r: PointResult) -> dict[str, Any]:
     return {"index": r.point.index, "overrides": list(r.point.overrides), "params": r.point.params,
             "file": r.point.file, "status": r.status, "reused": r.reused, "wall_s": round(r.wall_s, 3),
-            "error": r.error, "metrics": r.metrics, "fingerprint": r.fingerprint if r.status == DONE else None}
+            "error": r.error, "metrics": r.metrics, "fingerprint": r.fingerprint if r.status == DONE else None,
+            "health": r.health if r.status == DONE else None}
 
 
 def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, created_at: str,
@@ -87,6 +98,8 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [_point_entry(r) for r in results],
     })
+    if plan.warnings:  # known before it ran (cgbench.analysis.sweep_gating)
+        doc["warnings"] = list(plan.warnings)
     return doc
 
 
@@ -115,7 +128,7 @@ class IndexWriter:
         t0 = time.monotonic()
         doc = index_document(self.plan, self.results, status=status, created_at=self.created_at,
                              jobs=self.jobs, executor=self.executor)
-        path = write_json_atomic(self.path, doc)
+        path = write_json_atomic(self.path, doc, clean=False)  # run_sweep cleaned the folder once
         self._last = time.monotonic()
         self._cost = self._last - t0
         self.writes += 1
@@ -160,6 +173,7 @@ _POINT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "params": ((dict,), "an object"), "status": ((str,), "a string"), "error": ((str, type(None)), "a string or null"),
     "metrics": ((dict,), "an object"), "reused": ((bool,), "true or false"),
     "wall_s": ((int, float), "a number"), "fingerprint": ((str, type(None)), "a string or null"),
+    "health": ((list, type(None)), "a list of flag codes or null"),
 }
 
 
@@ -360,34 +374,46 @@ def release_out_dir(plan: SweepPlan) -> None:
 # ---------------------------------------------------------------------------------------------- summary
 
 
-def summary_columns(plan: SweepPlan) -> list[str]:
-    """The summary's columns: the varying axes (or ``overrides``), status, file, headline metrics."""
-    return [*(plan.varying or ["overrides"]), "status", "file", *HEADLINE]
+def summary_columns(plan: SweepPlan, columns: tuple[str, ...] | None = None) -> list[str]:
+    """The summary's columns: the varying axes (or ``overrides``), status, health, file, then the
+    metrics: ``columns`` (``sweep --columns``), else the headline metrics."""
+    return [*(plan.varying or ["overrides"]), "status", "health", "file", *(HEADLINE if columns is None else columns)]
 
 
-def summary_records(plan: SweepPlan, results: list[PointResult]) -> list[dict[str, Any]]:
-    """One record per point in sweep order: the summary's columns with raw values (fractions 0..1)."""
+def summary_records(plan: SweepPlan, results: list[PointResult],
+                    columns: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """One record per point in sweep order: the summary's columns with raw values (fractions 0..1;
+    ``health``: the flag codes, [] when healthy, None for a point that did not finish)."""
     keys = plan.varying
     out = []
     for r in results:
         rec: dict[str, Any] = {k: r.point.params.get(k, "") for k in keys} if keys else \
             {"overrides": " ".join(r.point.overrides)}
         rec["status"] = "kept" if r.reused else r.status
+        rec["health"] = r.health
         rec["file"] = r.point.file
-        for name in HEADLINE:
-            rec[name] = r.metrics.get(name)
+        for name in HEADLINE if columns is None else columns:
+            rec[name] = r.metrics[name] if name in r.metrics else r.columns.get(name)
         out.append(rec)
     return out
 
 
-def summary_csv(plan: SweepPlan, results: list[PointResult]) -> str:
+def health_text(codes: list[str] | None) -> str:
+    """``ok``, the flag codes joined by ``;`` (the run CSV's separator), or "" (no result)."""
+    if codes is None:
+        return ""
+    return ";".join(codes) or "ok"
+
+
+def summary_csv(plan: SweepPlan, results: list[PointResult], columns: tuple[str, ...] | None = None) -> str:
     import csv
     import io
 
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=summary_columns(plan), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=summary_columns(plan, columns), lineterminator="\n")
     w.writeheader()
-    for rec in summary_records(plan, results):
+    for rec in summary_records(plan, results, columns):
+        rec["health"] = health_text(rec["health"])
         w.writerow({k: "" if v is None else v for k, v in rec.items()})
     return buf.getvalue()
 

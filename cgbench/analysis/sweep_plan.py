@@ -53,6 +53,9 @@ class SweepPlan:
     claimed: bool = False  # claim_out_dir() has checked and created out_dir
     lock: SweepLock | None = field(default=None, repr=False)  # held from claim_out_dir() to release_out_dir()
     notes: list[str] = field(default_factory=list)  # one line each, for the user (stale index, reruns)
+    # known before anything runs, one line each: gating off and why, points that run the same steps
+    # (``sweep_gating``); printed and written into sweep.json
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def varying(self) -> list[str]:
@@ -169,10 +172,13 @@ def _with_repeats(points: list[list[str]], repeat: int, base_seed: int) -> list[
 
 
 def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None, out_dir: Path | None = None,
-               on_progress: Callable[[int, int], None] | None = None) -> SweepPlan:
+               on_progress: Callable[[int, int], None] | None = None,
+               launch: Callable[[list[str]], list[str]] | None = None) -> SweepPlan:
     """Expand the sweep (the command line's axes, or a named sweep's axes with command-line axes
     replacing those of the same key) and compose and validate every point before anything runs.
-    ``on_progress(done, total)`` is told after each composed point. Raises ConfigError naming the point."""
+    ``on_progress(done, total)`` is told after each composed point. ``launch``: a point's overrides ->
+    the overrides it runs (``--megatron-args``: the launch line's translation first, the point's own
+    winning); the point keeps its own for its file name and labels. Raises ConfigError naming the point."""
     from cgbench.config.compose import check_override_keys, expand_sweep, shared_composer
 
     given = list(overrides or [])
@@ -197,7 +203,8 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         seeds = {o for p in expanded for o in p if override_key(o) == "seed"}
         if len(seeds) > 1:
             raise ConfigError("seed: is swept and --repeat adds seeds too; use one or the other")
-        base_seed = _compose_point(composer, expanded[0], 0, len(expanded)).seed
+        base_seed = _compose_point(composer, _launched(launch, expanded[0], 0, len(expanded)), 0,
+                                   len(expanded)).seed
         expanded = _with_repeats(expanded, reps, base_seed)
         sweep_args = [o for o in sweep_args if override_key(o) != "seed"]
         sweep_args.append("seed=" + ",".join(str(base_seed + r) for r in range(reps)))
@@ -217,12 +224,19 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         if key in seen:
             raise ConfigError(f"point {i + 1}: {' '.join(p)} appears twice in the sweep")
         seen.add(key)
-        cfg = _compose_point(composer, p, i, len(expanded))
+        ran = _launched(launch, p, i, len(expanded))
+        cfg = _compose_point(composer, ran, i, len(expanded))
         params = {k: override_value(o) for o in p if (k := override_key(o)) in varying}
-        points.append(SweepPoint(i, key, point_file_name(p), params, cfg, config_fingerprint(cfg)))
+        points.append(SweepPoint(i, tuple(ran), point_file_name(p), params, cfg, config_fingerprint(cfg)))
         if on_progress is not None:
             on_progress(i + 1, len(expanded))
 
+    from cgbench.analysis.sweep_gating import gating_warnings, identical_policy_refusal, point_gating
+
+    status = point_gating(points)
+    refusal = identical_policy_refusal(points, varying, status)
+    if refusal is not None:
+        raise ConfigError(refusal)
     if int(settings.jobs) < 1:  # the sweep file's default for --jobs: name the key that set it
         raise ConfigError(f"sweep.jobs: must be >= 1, got {settings.jobs}")
     if out_dir is not None:
@@ -232,7 +246,17 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         where = Path(points[0].cfg.out_dir) / "sweeps" / f"{stamp}_{name}"
     return SweepPlan(name=name, out_dir=where, points=points, axes=axes, repeat=reps,
                      jobs=int(settings.jobs), sweep_args=sweep_args,
-                     axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None)
+                     axis_sources={k: sources.get(k, FROM_CLI) for k in axes}, default_out=out_dir is None,
+                     warnings=gating_warnings(points, varying, status))
+
+
+def _launched(launch: Callable[[list[str]], list[str]] | None, overrides: list[str], i: int, n: int) -> list[str]:
+    if launch is None:
+        return list(overrides)
+    try:
+        return launch(list(overrides))
+    except ConfigError as e:
+        raise ConfigError(f"point {i + 1}/{n} ({' '.join(overrides) or 'defaults'}): {e}") from None
 
 
 def _check_listed_graphs(cfg: BenchConfig) -> None:

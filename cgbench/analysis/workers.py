@@ -44,9 +44,12 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def worker_init(parent_pid: int) -> None:
-    """ProcessPoolExecutor initializer: quiet on Ctrl-C (the parent decides), dead with the parent."""
+    """ProcessPoolExecutor initializer: quiet on Ctrl-C (the parent decides), ended by SIGTERM (the
+    pool's abort), dead with the parent."""
     # Ctrl-C goes to the whole process group: the parent decides what happens, workers stay quiet.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a forked worker starts with its parent's handlers (which may hold SIGTERM back: signals_deferred)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _request_parent_death_signal()
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(ORPHAN_EXIT)

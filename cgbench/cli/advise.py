@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
-from cgbench.config.schema import ConfigError
-from cgbench.results.formatting import compact, percent
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children, with_launch_line
+from cgbench.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -44,6 +43,8 @@ def _short(x: float) -> str:
 
 
 def _objective_text(doc: dict[str, Any], v: Any) -> str:
+    from cgbench.results.formatting import compact, percent
+
     if doc["objective"]["name"] == "eager_fraction":
         return percent(v, 1)
     return compact(v, 1)
@@ -54,6 +55,8 @@ def ranked_table(doc: dict[str, Any]) -> Table:
     listed by ``ineligible_lines``)."""
     from rich import box
     from rich.table import Table
+
+    from cgbench.results.formatting import compact, percent
 
     obj = doc["objective"]
     unit = f" ({obj['unit']})" if obj["unit"] else ""
@@ -87,6 +90,8 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
     from rich import box
     from rich.table import Table
 
+    from cgbench.results.formatting import percent
+
     if not doc["robustness"]:
         return None
     name = doc["objective"]["name"]
@@ -108,6 +113,8 @@ def robustness_table(doc: dict[str, Any]) -> Table | None:
 
 
 def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
+    from cgbench.results.formatting import percent
+
     rec = doc["recommended"]
     lines = []
     if rec is None:
@@ -121,6 +128,11 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
                  f"{_objective_text(doc, o['recommended'])} vs default {_objective_text(doc, o['default'])}"
                  f"{change}; eager steps {percent(imp['eager_step_fraction']['recommended'], 1)} vs "
                  f"{percent(imp['eager_step_fraction']['default'], 1)}")
+    gates = [f"{who} {'yes' if g['active'] else 'no'} — {g['reason']}" for who, g in
+             (("recommended", rec.get("gating")), ("default", doc["default"].get("gating"))) if g]
+    if gates:
+        lines.append("gating active: " + "; ".join(gates))
+    lines += baseline_lines(doc)
     trade_off = next((n for n in doc["notes"] if n.startswith(EAGER_FREE_NOTES)), None)
     if trade_off is not None:
         lines.append(trade_off)
@@ -129,6 +141,10 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
         own = src == rec["name"]
         lines.append(f"Megatron arguments{'' if own else f' (best Megatron setting, {src})'}: "
                      f"{rec['megatron_command']}")
+        if rec.get("megatron_line"):
+            from cgbench.config.megatron_lines import change_text
+
+            lines.append("  " + change_text(rec["megatron_line"]))
     if "cg_file" in files:
         out = files["cg_file"].parent.parent.resolve()
         lines.append(f"explicit list ({rec['num_graphs']} graphs): {files['cg_file']}  ->  cgbench run "
@@ -136,6 +152,18 @@ def summary_lines(doc: dict[str, Any], files: dict[str, Path]) -> list[str]:
         lines.append(f"  or: cgbench run cg=explicit cg.all_prefills={str(rec['all_prefills']).lower()} "
                      f"\"cg.graphs=$(cat {files['graphs_file']})\" ...")
     return lines
+
+
+def baseline_lines(doc: dict[str, Any]) -> list[str]:
+    """The recommendation against each line users run (``baselines``), then the ones not compared."""
+    name = doc["objective"]["name"]
+    lines = []
+    for b in doc.get("baselines") or []:
+        frac = b["recommended_better_by_fraction"]
+        change = "" if frac is None else f", the recommendation {'+' if frac >= 0 else ''}{100 * frac:.2f}%"
+        lines.append(f"versus {b['name']}: {name} {_objective_text(doc, b['objective'])}{change}  [{b['label']}: "
+                     f"{' '.join(b['overrides']) or '(defaults)'}]")
+    return lines + [f"not compared: {n}" for n in doc.get("baseline_notes") or []]
 
 
 def write_outputs(doc: dict[str, Any], out_dir: Path, plot: bool) -> dict[str, Path]:
@@ -197,14 +225,15 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _check_outputs(req: Any, plot: bool) -> None:
-    """Before the search: the config's input files are this command's inputs, and every output
-    (the report, the grid files, the plot) can be written and replaces none of them."""
+def _check_outputs(req: Any, plot: bool, megatron_args: str | None = None) -> None:
+    """Before the search: the config's input files (and a ``--megatron-args @FILE``) are this
+    command's inputs, and every output (the report, the grid files, the plot) can be written and
+    replaces none of them."""
     from cgbench.cli.guards import declare_config_inputs
     from cgbench.config.compose import load_config
     from cgbench.results.document import ensure_writable
 
-    declare_config_inputs(load_config(list(req.overrides)))
+    declare_config_inputs(load_config(list(req.overrides)), megatron_args)
     if req.out_dir.exists() and not req.out_dir.is_dir():
         raise ConfigError(f"--out {req.out_dir}: exists and is not a folder")
     for path in output_files(req.out_dir, plot):
@@ -259,9 +288,11 @@ def advise_cmd(
                                        "to <out>/pareto.png (needs matplotlib).")] = False,
     config_dirs: ConfigDirs = None,
     with_sensitivity: Annotated[bool, typer.Option(
-        "--sensitivity", help="Re-price the recommendation against the default grid over the cost model's "
+        "--sensitivity", help="Re-price the recommendation against the default grid and the baselines (the "
+        "config with gating off, your --megatron-args line, Megatron's default line) over the cost model's "
         "uncertain parameters (as cgbench run --sensitivity): does the recommendation still win, and the "
         "break-even host cost. The report gets the block.")] = False,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Search the captured-graph grid a workload needs under a graph (and memory / capture) budget.
 
@@ -277,20 +308,22 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
     with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
         from cgbench.analysis.advise import AdviseRequest, run_advise
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
+        from cgbench.config.megatron_args import read_launch_text
 
         if budget_graphs is None:
             raise ConfigError("--budget-graphs: required (the most graphs a candidate may capture)")
         check_format(fmt, TABLE_OR_JSON)
         if plot:
             _pyplot()
-        ovr = list(overrides or [])
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
         req = AdviseRequest(
             overrides=ovr, budget_graphs=_parse_number(budget_graphs, "--budget-graphs", int),
             budget_memory_gb=_parse_number(budget_memory, "--budget-memory", float),
             budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
             slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
             jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
-            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
+            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume,
+            launch_line=None if megatron_args is None else read_launch_text(megatron_args))
         from cgbench.analysis.advise import check_request
 
         check_request(req)
@@ -298,10 +331,10 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             from cgbench.analysis.sensitivity import check_sensitivity
             from cgbench.config.compose import load_config
 
-            check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])), own_comparisons=False)
+            check_sensitivity(load_config(ovr, config_dirs=list(config_dirs or [])))
         if req.out_dir is None:
             req.out_dir = _default_out(ovr)
-        _check_outputs(req, plot)
+        _check_outputs(req, plot, megatron_args)
         try:
             doc = _run_with_progress(req, run_advise)
         except KeyboardInterrupt:
@@ -324,10 +357,10 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
         if rob is not None:
             ui.out.print(rob)
         if "sensitivity" in doc:
-            from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+            from cgbench.cli.render_sensitivity import sensitivity_baselines, sensitivity_ranges, sensitivity_table
 
             ui.out.print(sensitivity_table(doc["sensitivity"], "the recommendation"))
-            for line in sensitivity_ranges(doc["sensitivity"]):
+            for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                 ui.out.print(line, highlight=False, soft_wrap=True, markup=False)
         for note in doc["notes"]:
             if note.startswith(EAGER_FREE_NOTES):
@@ -341,28 +374,32 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
 
 
 def _recommendation_sensitivity(doc: dict[str, Any], base: list[str], config_dirs: list[str]) -> dict[str, Any]:
-    """The recommendation re-priced against the default grid (the user's own overrides)."""
+    """The recommendation re-priced against the default grid (the user's own overrides) and the
+    baselines the search simulated (the lines users run)."""
+    from cgbench.analysis.baselines import default_grid, from_json
     from cgbench.analysis.sensitivity import sensitivity
+    from cgbench.cli.progress import ProgressReport
     from cgbench.config.compose import load_config
 
     rec = doc["recommended"]
     cfg = load_config(list(rec["overrides"]), config_dirs=config_dirs)
-    default = load_config(base, config_dirs=config_dirs)
-    return sensitivity(cfg, rec["metrics"], versus=[(f"the default grid ({doc['default']['name']})", default)])
+    versus = [default_grid(base, load_config(base, config_dirs=config_dirs), doc["default"]["name"])]
+    versus += [from_json(b, config_dirs) for b in doc.get("baselines") or []]
+    with ProgressReport("advise --sensitivity", console=ui.err) as report:
+        report.stage("pricing", None)
+        return sensitivity(cfg, rec["metrics"], versus=versus, progress=report.update)
 
 
 def _run_with_progress(req, run_advise) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """The search, its stage, done / total and time left on stderr (a bar on a terminal, a line every
+    few seconds in a log: ``cli/progress.py``)."""
+    from cgbench.cli.progress import ProgressReport
 
-    err = ui.err
-    with Progress(TextColumn("advise {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("", total=None)
-
+    with ProgressReport("advise", console=ui.err) as report:
         def on_progress(text: str, total: int | None) -> None:
             if total is not None:
-                progress.reset(task, total=total, description=text)
+                report.stage(text, total)
             else:
-                progress.update(task, advance=1)
+                report.advance()
 
         return run_advise(req, progress=on_progress)

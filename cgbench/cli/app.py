@@ -19,8 +19,8 @@ from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_folders
-from cgbench.config.schema import ConfigError
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
+from cgbench.config.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
 app = typer.Typer(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "
@@ -63,13 +63,16 @@ def _groups_epilog() -> str:
     from rich.markup import escape
 
     from cgbench.config.paths import GROUPS, group_options
-    from cgbench.config.plugin_schema import plugin_help
 
     try:  # help is Rich markup: an option file of the user's named "[b].yaml" must print as it is
         lines = [escape(f"{g}: {', '.join(group_options(g))}") for g in GROUPS if g != "sweep"]
     except ConfigError:
         lines = []
-    plugins = plugin_help() if {"-h", "--help"} & set(sys.argv[1:]) else []  # plug-ins load only for help
+    plugins: list[str] = []
+    if {"-h", "--help"} & set(sys.argv[1:]) and "run" in sys.argv[1:]:  # plug-ins load only for run's help
+        from cgbench.config.plugin_schema import plugin_help
+
+        plugins = plugin_help()
     if plugins:
         lines += ["Plug-ins (installed, or in a plugins.yaml of CGBENCH_CONFIG_DIR):", *plugins]
     return "\n\n".join(["Config groups (pick one option each, e.g. cg=dense):", *lines,
@@ -121,15 +124,18 @@ def run(
     allow_oversize: Annotated[bool, typer.Option(
         "--allow-oversize", help="Run even if weights + KV cache exceed hardware.memory_gb x tp_size "
         "(what-if studies).")] = False,
-    megatron_args: Annotated[Optional[str], typer.Option(
-        "--megatron-args", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or @FILE) translated "
-        "into overrides first; overrides typed here win. See docs/megatron-args.md.")] = None,
+    megatron_args: MegatronArgs = None,
     export_dir: ExportDir = None,
     export_format: ExportFormats = "csv,jsonl",
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
-        "kernel launch, efficiencies) against no gating and no graphs: does the winner change, and the "
-        "break-even host cost. Simulator only; see docs/cost-model.md.")] = False,
+        "kernel launch, efficiencies) against the lines users run: the config with gating off, your "
+        "--megatron-args line, Megatron's default line, no graphs. Does the winner change, and the break-even "
+        "host cost. Simulator only; see docs/sensitivity.md.")] = False,
+    emit_megatron_log: Annotated[Optional[Path], typer.Option(
+        "--emit-megatron-log", metavar="FILE", help="Also write the simulated run as Megatron's console step log "
+        "(one line per step, the run's megatron_rules format; gzip'd if FILE ends in .gz), for explain or "
+        "calibrate --megatron-log. See docs/megatron-logs.md.", show_default=False)] = None,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors(), config_folders(config_dirs):
@@ -147,12 +153,15 @@ def run(
         fmt = "json" if as_json else fmt
         check_format(fmt)
         _refuse_sweep_keys("run", ovr)
+        ovr = with_launch_line(megatron_args, ovr, dirs)
+        launch_line = None
         if megatron_args is not None:
-            from cgbench.config.megatron_args import with_megatron_args
+            from cgbench.config.megatron_args import read_launch_text
 
-            ovr, translation = with_megatron_args(megatron_args, ovr, config_dirs=dirs)
-            err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
+            launch_line = read_launch_text(megatron_args)
         if cfg_only is not None:
+            if emit_megatron_log is not None:
+                raise ConfigError("--emit-megatron-log: --cfg prints the config and runs nothing: drop one of them")
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         cfg = load_config(ovr, config_dirs=dirs)
@@ -167,12 +176,20 @@ def run(
             from cgbench.analysis.sensitivity import check_sensitivity
 
             check_sensitivity(cfg)
+        if emit_megatron_log is not None:
+            from cgbench.analysis.megatron_log_emit import check_emittable
+
+            check_emittable(cfg)
         from cgbench.pipeline import run_device
 
         labels = run_labels(cfg, ovr, device=run_device(cfg))
         path = out_path or _default_run_path(labels, cfg.out_dir)
         ensure_writable(path)
         ensure_writable(path.with_name(path.stem + ".state.json"), "--out (its state file)")
+        if emit_megatron_log is not None:
+            ensure_writable(emit_megatron_log, "--emit-megatron-log")
+            if emit_megatron_log.resolve() in (path.resolve(), path.with_name(path.stem + ".state.json").resolve()):
+                raise ConfigError(f"--emit-megatron-log {emit_megatron_log}: is the result's own path")
         from cgbench.cli.export import export_formats
 
         formats = export_formats(export_format, export_dir)
@@ -187,13 +204,25 @@ def run(
         with progress(f"running {labels['name']}"):
             doc = run_point(cfg, ovr, trace=trace, requests=requests)
             state = explain_gating_flag(cfg, doc, state_path)
-            if with_sensitivity:
-                from cgbench.analysis.sensitivity import sensitivity
+        if with_sensitivity:
+            from cgbench.analysis.sensitivity import sensitivity
+            from cgbench.cli.progress import ProgressReport
 
-                doc["sensitivity"] = sensitivity(cfg, doc["metrics"])
+            with ProgressReport("run --sensitivity", console=err) as report:
+                report.stage("pricing", None)
+                doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
+                                                 config_dirs=dirs, progress=report.update)
+        if emit_megatron_log is not None:
+            from cgbench.analysis.megatron_log_emit import log_bytes
+
+            emitted = log_bytes(cfg, doc["metrics"], emit_megatron_log)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)
             write_json_atomic(state_path, state)
         written = write_json_atomic(path, doc)
+        if emit_megatron_log is not None:
+            from cgbench.safeio import write_bytes_atomic
+
+            write_bytes_atomic(emit_megatron_log, emitted.data, "--emit-megatron-log")
         if export_dir is not None:
             from cgbench.results.export import export_run
 
@@ -207,12 +236,15 @@ def run(
             if verbose:
                 out.print(graph_usage_table(doc))
             if "sensitivity" in doc:
-                from cgbench.cli.render_sensitivity import sensitivity_ranges, sensitivity_table
+                from cgbench.cli.render_sensitivity import sensitivity_baselines, sensitivity_ranges, sensitivity_table
 
                 out.print(sensitivity_table(doc["sensitivity"]))
-                for line in sensitivity_ranges(doc["sensitivity"]):
+                for line in sensitivity_baselines(doc["sensitivity"]) + sensitivity_ranges(doc["sensitivity"]):
                     out.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(f"result: {written}", highlight=False, markup=False, soft_wrap=True)
+        if emit_megatron_log is not None:
+            err.print(f"megatron log: {emit_megatron_log} ({emitted.lines:,} step lines, megatron-core "
+                      f"{emitted.version} format)", highlight=False, markup=False, soft_wrap=True)
         if doc.get("trace"):  # what the trace reader assumed (format, arrival unit), one line
             err.print(f"note: {doc['trace']['note']}", highlight=False, markup=False, soft_wrap=True)
         if export_dir is not None:
@@ -249,6 +281,7 @@ def grid(
     overrides: Overrides = None,
     fmt: Fmt = "table",
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Show the captured-graph grid (stored order), token sizes, what a hit covers and the estimated capture
     cost (time, graph-pool memory, and whether weights, KV pool and graphs fit the device)."""
@@ -261,7 +294,8 @@ def grid(
 
         check_format(fmt)
         _refuse_sweep_keys("grid", list(overrides or []))
-        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         g = build_grid(cfg.cg, cfg.engine, cfg.model)
         warn_before_running(cfg, g)
         from cgbench.backends.sim.capture import grid_capture_estimate

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from cgbench.backends.sim.host_profiles import DEFAULT_HOST_OP_US
 from cgbench.cli.console import print_line
-from cgbench.cli.options import ConfigDirs, config_folders
-from cgbench.results.formatting import percent
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -25,6 +25,8 @@ CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
 
 
 def _pct(x: Any) -> str:
+    from cgbench.results.formatting import percent
+
     return percent(x, 1)
 
 
@@ -105,21 +107,55 @@ def calibrate_cmd(
     host: Annotated[bool, typer.Option(
         "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
-        "names (default: <out_dir>/calibration/host_<hostname>.json).")] = False,
+        "names (default: <out_dir>/calibration/host_<hostname>.json). Without such a file the simulator prices "
+        f"an eager step's host work at {DEFAULT_HOST_OP_US:g} µs per op, this command's figure on a 2-core "
+        "AMD EPYC VM (docs/cost-model.md, 'Host cost per engine', for its evidence and range).")] = False,
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
+    megatron_log: Annotated[Optional[Path], typer.Option(
+        "--megatron-log", metavar="LOG", show_default=False, help="Fit the simulator's cost model to a production "
+        "run's Megatron step log instead (the GPU's efficiencies and the host µs per op, with their uncertainty), "
+        "written as a file that hardware.host_calibration names (default: <out_dir>/calibration/"
+        "megatron_log_<log>_<hardware>.json). Name the model (overrides or --megatron-args). "
+        "See docs/megatron-logs.md.")] = None,
+    rank: Annotated[Optional[int], typer.Option(
+        "--rank", show_default=False, help="With --megatron-log: fit one rank's steps (default: every rank's).")
+        ] = None,
 ) -> None:
     """Measure graphed and eager step times of the real model and write the sim's calibration table.
 
     Graphed steps replay CUDA graphs of the configured grid (on the CPU: the padded step, run eagerly).
     Eager steps cover decode-only, prefill-only and mixed batches at several context lengths.
     Prints how well the calibrated simulator predicts held-out measured steps (median, p90 error).
-    With --host: measures the host's per-op dispatch cost instead (see --host)."""
+    With --host: measures the host's per-op dispatch cost instead (see --host). With --megatron-log: fits the
+    cost model to a production log instead (see --megatron-log)."""
     from cgbench.cli.errors import err, out, user_errors
+
+    if megatron_log is not None:
+        with user_errors(), config_folders(config_dirs):
+            from cgbench.config.schema import ConfigError
+
+            if host:
+                raise ConfigError("--host: measures this host; --megatron-log fits a log: give one of them")
+            for name, unused in (("--repeat", repeat is not None), ("--warmup", warmup != 2),
+                                 ("--holdout", holdout != 0.25)):
+                if unused:
+                    raise ConfigError(f"{name}: times measured steps; --megatron-log fits the steps a log holds: "
+                                      "drop it")
+            _calibrate_log(megatron_log, list(overrides or []), megatron_args, out_path, rank, as_json, out, err,
+                           list(config_dirs or []))
+        return
+    if rank is not None:
+        with user_errors():
+            from cgbench.config.schema import ConfigError
+
+            raise ConfigError("--rank: reads a Megatron log: give --megatron-log LOG")
 
     if host:
         with user_errors(), config_folders(config_dirs):
-            _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,
-                            out, err, list(config_dirs or []))
+            ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+            _calibrate_host(ovr, out_path, 30 if repeat is None else repeat, warmup, as_json,
+                            out, err, list(config_dirs or []), megatron_args)
         return
     if repeat is None:
         repeat = 7
@@ -130,14 +166,14 @@ def calibrate_cmd(
         from cgbench.config.compose import load_config
         from cgbench.results.document import ensure_writable
 
-        ovr = list(overrides or [])
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
         cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         check_request(cfg, repeat=repeat, warmup=warmup, holdout=holdout)
         # fail before measuring, not after, when the table could not be written
         from cgbench.backends.torch.calibration import report_path
         from cgbench.cli.guards import declare_config_inputs
 
-        declare_config_inputs(cfg)
+        declare_config_inputs(cfg, megatron_args)
         table = out_path or default_table_path(cfg, "probe")
         ensure_writable(table)
         ensure_writable(report_path(table), "--out (its report)")
@@ -168,7 +204,7 @@ def calibrate_cmd(
 
 
 def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmup: int, as_json: bool,
-                    out: Any, err: Any, config_dirs: list[Path]) -> None:
+                    out: Any, err: Any, config_dirs: list[Path], megatron_args: str | None = None) -> None:
     """``cgbench calibrate --host``: measure, write the host calibration file, print the per-case table."""
     from cgbench.backends.torch.calibration import calibrate_host, check_host_request, default_host_path
     from cgbench.config.compose import load_config
@@ -178,7 +214,7 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
     check_host_request(cfg, repeat=repeat, warmup=warmup)
     from cgbench.cli.guards import declare_config_inputs
 
-    declare_config_inputs(cfg)
+    declare_config_inputs(cfg, megatron_args)
     path = out_path or default_host_path(cfg)
     ensure_writable(path)
     result, report = calibrate_host(cfg, repeat=repeat, warmup=warmup)
@@ -190,6 +226,45 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
         # its own line, never wrapped: the path is copied from here
         print_line(out, host_hint(result.host_op_us, path))
     err.print(f"host calibration: {path}", soft_wrap=True)
+
+
+def _calibrate_log(log: Path, ovr: list[str], megatron_args: Optional[str], out_path: Optional[Path],
+                   rank: Optional[int], as_json: bool, out: Any, err: Any, config_dirs: list[Path]) -> None:
+    """``cgbench calibrate --megatron-log LOG``: fit, write the calibration file, print the fit."""
+    from cgbench.analysis.megatron_log_calibrate import calibrate_megatron_log, default_calibration_path
+    from cgbench.analysis.megatron_log_config import log_config
+    from cgbench.cli.guards import declare_config_inputs
+    from cgbench.cli.render_megatron_log import calibration_table, host_evidence_table, log_progress, residual_table
+    from cgbench.results.document import ensure_writable
+    from cgbench.safeio import declare_inputs, write_json_atomic
+
+    declare_inputs({"--megatron-log": log})
+    lc = log_config(ovr, megatron_args, config_dirs)
+    if lc.translation:
+        err.print(lc.translation, end="", highlight=False, markup=False, soft_wrap=True)
+    if lc.cfg is not None:
+        declare_config_inputs(lc.cfg, megatron_args)
+    path = out_path or (default_calibration_path(lc.cfg, log) if lc.cfg is not None else None)
+    if path is not None:
+        ensure_writable(path)
+    with log_progress(log) as progress:
+        found = calibrate_megatron_log(log, lc, rank=rank, progress=progress)
+    assert path is not None
+    write_json_atomic(path, found.calibration.to_dict())
+    if as_json:
+        out.print_json(json.dumps({**found.calibration.to_dict(), "host_evidence": found.fit.host_evidence,
+                                   "file": str(path)}))
+    else:
+        out.print(calibration_table(found))
+        out.print(residual_table(found))
+        evidence = host_evidence_table(found)
+        if evidence is not None:
+            out.print(evidence)
+        for note in found.fit.notes:
+            out.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        print_line(out, f"use: cgbench run ... hardware.host_calibration={path} (add --sensitivity to price over "
+                        "the fitted ranges)")
+    err.print(f"log calibration: {path}", soft_wrap=True, markup=False, highlight=False)
 
 
 def host_table(result: Any, report: dict[str, Any]) -> Table:

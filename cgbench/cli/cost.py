@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
 
 CostOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, hardware and engine to price on, e.g. model=transformer hardware=a100.",
@@ -42,7 +42,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def price_step(cfg: Any, shape: tuple[int, int, int], context: int) -> dict[str, Any]:
     """The step ``shape`` with ``context`` cached tokens per request, priced graphed and eager (JSON)."""
     from cgbench.backends.sim.cost_model import BREAKDOWN_CLASSES
-    from cgbench.backends.sim.factory import make_roofline
+    from cgbench.backends.sim.factory import make_roofline, roofline_host_cost
     from cgbench.config.schema import ConfigError
     from cgbench.engine.contract import StepWork
     from cgbench.grids.build import build_grid
@@ -81,6 +81,7 @@ def price_step(cfg: Any, shape: tuple[int, int, int], context: int) -> dict[str,
         "graphed_ms": ms["graphed"], "eager_ms": ms["eager"], "eager_over_graphed": ms["eager"] / ms["graphed"],
         "host_dispatch_ms": cost.host_seconds(p) * 1e3, "kernels": cost.kernel_count(p),
         "host_ops": cost.host_ops_prefill if p else cost.host_ops_decode,
+        "host_cost": roofline_host_cost(cfg.hardware),
         "breakdown_classes": list(BREAKDOWN_CLASSES), "breakdown": parts,
     }
 
@@ -102,7 +103,8 @@ def cost_table(doc: dict[str, Any]) -> Any:
         table.add_row(cls, f"{doc['breakdown']['graphed'][cls]:.4f}", f"{doc['breakdown']['eager'][cls]:.4f}")
     table.add_row("total", f"{doc['graphed_ms']:.4f}", f"{doc['eager_ms']:.4f}", style="bold")
     table.caption = (f"eager / graphed {doc['eager_over_graphed']:.2f}x; graph from {doc['graph_source']}; eager host "
-                     f"dispatch {doc['host_dispatch_ms']:.3f} ms ({doc['host_ops']} ops, {doc['kernels']} kernels)")
+                     f"dispatch {doc['host_dispatch_ms']:.3f} ms ({doc['host_ops']} ops, {doc['kernels']} kernels) at "
+                     f"{doc['host_cost']}")
     return table
 
 
@@ -113,6 +115,7 @@ def cost_cmd(
     context: Annotated[int, typer.Option("--context", help="Cached tokens per request before the step.")] = 0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     config_dirs: ConfigDirs = None,
+    megatron_args: MegatronArgs = None,
 ) -> None:
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
@@ -128,7 +131,8 @@ def cost_cmd(
         if not shape:
             raise ConfigError("--shape: required, as T,P,D (e.g. --shape 1,0,1)")
         parsed = parse_shape(shape)
-        cfg = load_config(list(overrides or []), config_dirs=list(config_dirs or []))
+        ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
+        cfg = load_config(ovr, config_dirs=list(config_dirs or []))
         doc = price_step(cfg, parsed, context)
         if fmt == "json":
             sys.stdout.write(json.dumps(doc) + "\n")

@@ -45,3 +45,25 @@ def config_folders(dirs: Sequence[Path] | None) -> Iterator[None]:
 
     with plugin_folders(list(dirs or [])):
         yield
+
+
+MegatronArgs = Annotated[Optional[str], typer.Option(
+    "--megatron-args", metavar="ARGS|@FILE", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or "
+    "@FILE) translated into overrides first (printed on stderr); overrides typed here win. See "
+    "docs/megatron-args.md.", show_default=False)]
+
+
+def with_launch_line(value: str | None, overrides: list[str], config_dirs: Sequence[Path] | None = None, *,
+                     compose_with: list[str] | None = None) -> list[str]:
+    """``--megatron-args``, the same on every command: the translated overrides first, the typed
+    ones after (they win), and the translation printed on stderr (``megatron_args.with_megatron_args``).
+    ``compose_with``: one point's overrides, when ``overrides`` are a sweep's."""
+    if value is None:
+        return list(overrides)
+    from cgbench.cli.console import err
+    from cgbench.config.megatron_args import with_megatron_args
+
+    ovr, translation = with_megatron_args(value, list(overrides), config_dirs=list(config_dirs or []),
+                                          compose_with=compose_with)
+    err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
+    return ovr

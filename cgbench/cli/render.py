@@ -15,7 +15,7 @@ from rich.table import Table
 
 from cgbench.config.labels import header
 from cgbench.engine.kv_rules import DEFAULT_RULES, MEGATRON_RULES
-from cgbench.results.formatting import metric_value
+from cgbench.results.formatting import goodput_text, metric_value
 from cgbench.results.formatting import number as _num
 from cgbench.results.formatting import percent as _pct
 from cgbench.results.names import flatten
@@ -37,13 +37,17 @@ def _counts(d: dict[str, int] | None) -> str:
 
 
 def run_title(doc: dict[str, Any]) -> str:
-    """The run's header line: its config labels, then the Megatron rule set it ran under."""
+    """The run's header line: its config labels, the Megatron rule set it ran under and the host cost
+    that priced it (result files from before ``labels.host_cost`` have none)."""
     labels = doc.get("labels")
     c = doc["config"]
+    calibration = (doc.get("environment") or {}).get("calibration")
+    fitted = f" cost model: {calibration}" if calibration else ""  # a log calibration names its log
     if labels:
-        return "cgbench run: " + header(labels) + rules_part(c)
+        host = f" host: {labels['host_cost']}" if labels.get("host_cost") else ""
+        return "cgbench run: " + header(labels) + rules_part(c) + host + fitted
     return (f"cgbench run: model={c['model']['name']} policy={c['policy']['name']} "
-            f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c))
+            f"workload={c['workload']['name']} backend={c['backend']['name']}" + rules_part(c) + fitted)
 
 
 def rules_part(config: dict[str, Any]) -> str:
@@ -54,6 +58,23 @@ def rules_part(config: dict[str, Any]) -> str:
     return f" rules: {rules.label if rules is not None else name}"
 
 
+def _captured(doc: dict[str, Any]) -> str:
+    """The grid's graphs, or on a real engine how many of them it captured (``0 of 33`` on a CPU)."""
+    n = doc["metrics"]["num_graphs"]
+    br = doc.get("backend_report")
+    if not br:
+        return _num(n)
+    covered = (br.get("cuda_graphs") or {}).get("grid_shapes_covered", 0)
+    return _num(n) if covered == n else f"{_num(covered)} of {_num(n)}"
+
+
+def gating_text(doc: dict[str, Any]) -> str:
+    """``yes — why`` / ``no — why`` (a result from before the ``gating`` block: yes or no alone)."""
+    g = doc.get("gating")
+    active = doc["metrics"]["gating_active"]
+    return ("yes" if active else "no") + (f" — {g['reason']}" if g else "")
+
+
 def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """The run table's rows, every value formatted for a human."""
     m = doc["metrics"]
@@ -61,7 +82,7 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     req = m["requests"]
     rows: list[tuple[str, str]] = [
         ("outcome", m["outcome"] + (f" ({m['diagnosis']})" if m["diagnosis"] else "")),
-        ("graphs captured / gating active", f"{_num(m['num_graphs'])} / {'yes' if m['gating_active'] else 'no'}"),
+        ("graphs captured / gating active", f"{_captured(doc)} / {gating_text(doc)}"),
         ("steps (graphed / eager)", f"{_num(m['steps'])} ({_num(m['graphed_steps'])} / {_num(m['eager_steps'])})"),
         ("eager-step fraction", _pct(m["eager_step_fraction"])),
         ("eager steps by reason", _counts(m["eager_steps_by_reason"])),
@@ -89,12 +110,20 @@ def run_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
              f"{_num(m['output_throughput_tok_s'], 0)} / {_num(m['total_throughput_tok_s'], 0)}"),
             ("makespan (s)", _num(m["makespan_s"], 3)),
             ("time in eager steps (s)", f"{_num(m['eager_time_s'], 3)} ({_pct(m['eager_time_fraction'])})"),
-            ("goodput (req/s)", f"{_num(m['goodput_req_s'])} ({_pct(m['goodput_fraction'])} of requests)"),
+            ("goodput (req/s)", goodput_text(m)),
         ]
+    load = m.get("load")
+    if load:  # open-loop arrivals: what the workload offered, and what was served of it
+        rows.append(("offered / served output (tok/s)",
+                     f"{_num(load['offered_output_tok_s'], 0)} / {_num(load['served_output_tok_s'], 0)} "
+                     f"({_pct(load['served_fraction'])}; drain {_num(load['drain_s'])} s, "
+                     f"backlog {_num(load['backlog_s'])} s)"))
     br = doc.get("backend_report")
     if br and br.get("cuda_graphs") is None:
-        rows.append(("note", f"no CUDA graphs on {br['device']}: every step ran eager; 'graphed' counts the steps "
-                             "a captured graph would have served"))
+        served = m["eager_steps_by_reason"].get("not_captured", 0)
+        rows.append(("note", f"no CUDA graphs on {br['device']}: none of the grid's {_num(m['num_graphs'])} graphs "
+                             f"was captured and every step ran eager ({_num(served)} not_captured: the steps a "
+                             "graph would have served on a GPU); admission still follows the grid"))
     elif br:
         cg = br["cuda_graphs"]
         rows.append(("CUDA graphs captured / replayed steps",

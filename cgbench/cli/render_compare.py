@@ -8,6 +8,7 @@ from cgbench.analysis.compare import (
     CHANGED,
     DEFAULT_FAIL_ON,
     FAILED,
+    HEALTH,
     IMPROVED,
     MISSING,
     REGRESSED,
@@ -18,6 +19,7 @@ from cgbench.analysis.compare import (
     Delta,
     PointResult,
     class_text,
+    health_summary,
     is_number,
     severity,
     verdict,
@@ -33,9 +35,27 @@ def fmt_delta(d: Delta) -> tuple[str, str]:
     return (f"{diff:+,}" if isinstance(diff, int) else f"{diff:+.6g}"), pct
 
 
+def is_health(d: Delta) -> bool:
+    return d.metric.startswith(HEALTH)
+
+
+def shown(d: Delta, value) -> str:
+    """A check's value as the tables show it: a health flag as ``raised`` or ``-``."""
+    if is_health(d):
+        return "raised" if value else "-"
+    return significant(value)
+
+
+def health_text(codes: list[str] | None) -> str:
+    return "-" if codes is None else ", ".join(codes) or "ok"
+
+
 def describe_delta(d: Delta) -> str:
     """``eager_step_fraction 0.0171 -> 0.02 (+16.96%, regressed)``; a changed exact metric also says
-    which way the registry calls its move (``eager_steps 15 -> 12 (-20.00%, changed, better)``)."""
+    which way the registry calls its move (``eager_steps 15 -> 12 (-20.00%, changed, better)``); a
+    health flag ``health.overload raised in new (regressed)``."""
+    if is_health(d):
+        return f"{d.metric} {d.note or 'raised in both'} ({class_text(d.status)})"
     diff, pct = fmt_delta(d)
     extra = ", ".join(x for x in (pct or diff, class_text(d.status), d.trend if d.status == CHANGED else "", d.note)
                       if x)
@@ -50,7 +70,14 @@ def point_line(p: PointResult) -> str:
     worst = p.worst()
     more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(worst)
     detail = "; ".join(describe_delta(d) for d in worst) + (f"; +{more} more" if more > 0 else "")
-    return f"{head}: {p.label}" + (f": {detail}" if detail else "")
+    return f"{head}: {p.label}" + (f": {detail}" if detail else "") + f" [health {point_health(p)}]"
+
+
+def point_health(p: PointResult) -> str:
+    """A point's flags in NEW, and BASE's when they differ: ``overload (base ok)``."""
+    base, new = p.health.get("base"), p.health.get("new")
+    text = health_text(new)
+    return text if base == new or base is None else f"{text} (base {health_text(base)})"
 
 
 def detail_rows(comp: Comparison, show_all: bool = False) -> list[Delta]:
@@ -88,7 +115,7 @@ def comparison_table(comp: Comparison, show_all: bool = False):
             diff, pct = fmt_delta(d)
             trend_text = d.trend if d.status == CHANGED else ""
             status = class_text(d.status) + "".join(f" ({x})" for x in (trend_text, d.note) if x)
-            t.add_row(d.metric, significant(d.base), significant(d.new), pct or diff, d.rule, status,
+            t.add_row(d.metric, shown(d, d.base), shown(d, d.new), pct or diff, d.rule, status,
                       style=style[d.status])
     return t
 
@@ -115,8 +142,9 @@ def markdown(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FA
     for w in comp.warnings:
         lines += [f"> **warning:** {_md_cell(w)}", ""]
     moved = [p for p in comp.sorted_points() if p.status not in (SAME, SKIPPED)]
+    lines += [health_summary(comp), ""]
     if moved:
-        lines += ["| class | point | worst metrics |", "|---|---|---|"]
+        lines += ["| class | point | worst metrics | health |", "|---|---|---|---|"]
         for p in moved[:limit]:
             text = p.error if p.status in (FAILED, MISSING) else "; ".join(describe_delta(d) for d in p.worst())
             more = sum(d.status not in (SAME, SKIPPED) for d in p.deltas) - len(p.worst())
@@ -126,7 +154,7 @@ def markdown(comp: Comparison, fail_on: tuple[str, ...] | list[str] = DEFAULT_FA
                 text = text[:MARKDOWN_CELL - 1] + "…"
             cls = class_text(p.status)
             lines.append(f"| {'**' + cls + '**' if p in failing else cls} | {_md_cell(p.label[:120])} | "
-                         f"{_md_cell(text)} |")
+                         f"{_md_cell(text)} | {_md_cell(point_health(p)[:200])} |")
         if len(moved) > limit:
             lines.append(f"\n{len(moved) - limit} more points not shown (`cgbench compare --format json` lists all).")
     else:
@@ -150,6 +178,7 @@ def to_csv(comp: Comparison) -> str:
             w.writerow([p.label, p.status, "", "", "", "", "", p.status, "", "", p.error])
         for d in sorted(p.deltas, key=lambda d: severity(d.status)):
             diff, pct = fmt_delta(d)
-            w.writerow([p.label, p.status, d.metric, "" if d.base is None else d.base,
-                        "" if d.new is None else d.new, diff, pct, d.status, d.trend, d.rule, d.note])
+            base, new = (shown(d, d.base), shown(d, d.new)) if is_health(d) else (d.base, d.new)
+            w.writerow([p.label, p.status, d.metric, "" if base is None else base,
+                        "" if new is None else new, diff, pct, d.status, d.trend, d.rule, d.note])
     return buf.getvalue()

@@ -27,13 +27,28 @@ def sensitivity_table(block: dict[str, Any], subject: str = "this run") -> Table
         table.add_column(col)
     for comp in block["comparisons"]:
         evens = {e["metric"]: e for e in comp["break_even"]}
+        name = versus_name(comp)
         for metric, label in _NAMES.items():
-            won = {"a": subject, "b": comp["b"].split(" (")[0], "tie": "tie"}[comp["point_winner"][metric]]
+            won = {"a": subject, "b": name, "tie": "tie"}[comp["point_winner"][metric]]
             flips = [p["key"] for p in comp["parameters"]
                      if p.get("metrics", {}).get(metric, {}).get("flips")]
             shown = _break_even(evens.get(metric) or {})
-            table.add_row(comp["b"], label, won, ", ".join(flips) or "none", shown)
+            table.add_row(name, label, won, ", ".join(flips) or "none", shown)
     return table
+
+
+def versus_name(comp: dict[str, Any]) -> str:
+    """A comparison's short name (``gating off``, ``your launch line``, ...; an older block: its label's head)."""
+    return comp.get("name") or comp["b"].split(" (")[0]
+
+
+def sensitivity_baselines(block: dict[str, Any]) -> list[str]:
+    """One line per comparison: what it is and the overrides that run it; then the baselines not compared."""
+    lines = []
+    for comp in block["comparisons"]:
+        ran = f" [{' '.join(comp['overrides'])}]" if comp.get("overrides") else ""
+        lines.append(f"versus {versus_name(comp)}: {comp['b']}{ran}")
+    return lines + [f"not compared: {n}" for n in block.get("notes") or []]
 
 
 def _break_even(even: dict[str, Any]) -> str:
@@ -67,10 +82,10 @@ def sweep_sensitivity_table(folder: Path, points: list[tuple[str, str]]) -> Tabl
             table.add_row(label, "-", "-", "no sensitivity block: this point ran without --sensitivity", "-")
             continue
         for comp in block.get("comparisons", []):
-            won = {"a": "this point", "b": comp["b"].split(" ")[0], "tie": "tie"}[
+            won = {"a": "this point", "b": versus_name(comp), "tie": "tie"}[
                 comp["point_winner"]["output_throughput_tok_s"]]
             flipped = sorted({f.split(" under ")[0] for f in comp["flips"]})
             even = next((e for e in comp["break_even"] if e["metric"] == "output_throughput_tok_s"), {})
-            table.add_row(label, comp["b"], won, ", ".join(_NAMES.get(m, m) for m in flipped) or "none",
+            table.add_row(label, versus_name(comp), won, ", ".join(_NAMES.get(m, m) for m in flipped) or "none",
                           _break_even(even))
     return table

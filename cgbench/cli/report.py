@@ -12,11 +12,12 @@ import typer
 
 def report_cmd(
     target: Annotated[Path, typer.Argument(metavar="RESULT|SWEEP_DIR|ADVISE", show_default=False,
-                                           help="A result JSON of cgbench run, a sweep folder, or an advise.json.")],
+                                           help="A result JSON of cgbench run, a sweep folder, an advise.json, or the "
+                                                "JSON of cgbench explain --megatron-log.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", show_default=False,
                                            help="The HTML file to write (replaced if it exists; never an input).")],
 ) -> None:
-    """Write one self-contained HTML report of a run, a sweep or an advise report.
+    """Write one self-contained HTML report of a run, a sweep, an advise report or a Megatron log's explanation.
 
     A run: headline metrics, health flags, graph usage, timelines. A sweep: every point's headline
     metrics (sortable), health flags, graph usage, comparisons and load curves. An advise report: the
@@ -27,6 +28,7 @@ def report_cmd(
     from cgbench.cli.errors import err, user_errors
 
     with user_errors():
+        from cgbench.analysis.megatron_log_report import READERS
         from cgbench.analysis.report import build_report
         from cgbench.cli.report_html import render_html
         from cgbench.safeio import check_writable, declare_folder_inputs, declare_inputs, write_text_atomic
@@ -36,7 +38,7 @@ def report_cmd(
         else:
             declare_inputs({"RESULT": target})
         check_writable(out_path, "--out")
-        report = build_report(target)
+        report = build_report(target, READERS)
         write_text_atomic(out_path, render_html(report), "--out")
     if report.missing_figures:
         err.print(f"note: {len(report.missing_figures)} figure(s) not drawn: {report.figure_hint}", markup=False,

@@ -17,6 +17,8 @@ KIND_HELP = {
     "sweep": "a sweep folder's index, sweep.json",
     "advise": "the report of cgbench advise, advise.json",
     "state": "a state file of cgbench schedule",
+    "megatron-log": "cgbench explain --megatron-log LOG --format json",
+    "log-calibration": "the calibration file of cgbench calibrate --megatron-log",
 }
 
 
@@ -42,7 +44,8 @@ def schema_cmd(
         help="Which document: " + "; ".join(f"{k}: {v}" for k, v in KIND_HELP.items()) + ".",
         show_default=False, metavar="KIND")],
 ) -> None:
-    """Print the JSON Schema (draft 2020-12) of a document cgbench writes: result, sweep, advise or state."""
+    """Print the JSON Schema (draft 2020-12) of a document cgbench writes: result, sweep, advise, state,
+    megatron-log or log-calibration."""
     from cgbench.cli.errors import user_errors
 
     with user_errors():

@@ -17,10 +17,8 @@ from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children
 from cgbench.config.overrides import split_override
-from cgbench.results.formatting import metric_value
-from cgbench.results.formatting import percent as _pct
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -43,13 +41,23 @@ def _point_label(point: SweepPoint) -> str:
 
 
 def _point_line(r: PointResult, done: int, total: int) -> str | Text:
+    from cgbench.results.formatting import percent as _pct
+
     label = _point_label(r.point)
     if r.status != "done":
         return Text.assemble(f"[{done}/{total}] {label}: ", (r.status, "red"), f" {r.error or ''}")
     m = r.metrics
     ttft = f", p99 TTFT {m['ttft_ms.p99']:.1f} ms" if "ttft_ms.p99" in m else ""
     return (f"[{done}/{total}] {label}: eager {_pct(m.get('eager_step_fraction'))}, "
-            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft} ({r.wall_s:.2f} s)")
+            f"longest wait {m.get('max_cg_wait_iters', '-')} iters{ttft}, health {health_cell(r.health)} "
+            f"({r.wall_s:.2f} s)")
+
+
+def health_cell(codes: list[str] | None) -> str:
+    """A point's health, compactly: ``ok``, its flag codes (``overload, long_graph_wait``), or ``-``."""
+    if codes is None:
+        return "-"
+    return ", ".join(codes) or "ok"
 
 
 def _axes_table(plan: SweepPlan) -> Table:
@@ -92,11 +100,14 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     return t
 
 
-def summary_table(outcome: SweepOutcome) -> Table:
-    """One row per point: its varying axes, status and headline metrics (fits an 80-column CI log)."""
+def summary_table(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> Table:
+    """One row per point: its varying axes, status, health flags and metrics (``columns``, else
+    ``TABLE_METRICS``: fits an 80-column CI log)."""
     from rich import box
     from rich.table import Table
 
+
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying
     counts = ", ".join(f"{outcome.count(s)} {s}" for s in ("done", "failed", "pending") if outcome.count(s))
@@ -108,17 +119,32 @@ def summary_table(outcome: SweepOutcome) -> Table:
         # the point's identity stays readable; the numeric headers wrap instead
         t.add_column(k.rsplit(".", 1)[-1], no_wrap=True, min_width=max(len(row[i]) for row in labels))
     t.add_column("status", no_wrap=True)
-    for name in TABLE_METRICS:
+    t.add_column("health")
+    for name in names:
         t.add_column(_header(name), justify="right")
     for r, label in zip(outcome.results, labels, strict=True):
         m = r.metrics
         status = "kept" if r.reused else r.status
         if m.get("outcome") not in (None, "completed"):
             status = str(m["outcome"])
-        cells = [metric_value(name, m.get(name), 0 if name.endswith(("_ms.p99", "_tok_s")) else 2)
-                 for name in TABLE_METRICS]
-        t.add_row(*label, status, *cells, style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
+        cells = [_cell(name, _value(r, name)) for name in names]
+        t.add_row(*label, status, health_cell(r.health), *cells,
+                  style={"failed": "red", "pending": "yellow"}.get(r.status, ""))
     return t
+
+
+def _value(r: PointResult, name: str):
+    return r.metrics[name] if name in r.metrics else r.columns.get(name)
+
+
+def _cell(name: str, value) -> str:
+    if name in ("goodput_req_s", "goodput_fraction") and value is None:
+        return "n/a"  # no slo.* bound set: no goodput
+    # the default columns' p99 TTFT and throughput are whole numbers; a chosen column keeps two decimals
+    from cgbench.results.formatting import metric_value
+
+    whole = name in TABLE_METRICS and name.endswith(("_ms.p99", "_tok_s"))
+    return metric_value(name, value, 0 if whole else 2)
 
 
 # the summary table's metric columns (sweep.json and summary.csv hold every headline metric)
@@ -135,40 +161,44 @@ def _header(name: str) -> str:
     return f"{head}\n{unit.rstrip(')')}" if unit else head
 
 
-def summary_markdown(outcome: SweepOutcome) -> str:
+def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
     from cgbench.analysis.sweep import summary_records
 
+    names = columns or TABLE_METRICS
     plan = outcome.plan
     keys = plan.varying or ["overrides"]
-    heads = [*keys, "status", *(_header(n).replace("\n", " ") for n in TABLE_METRICS)]
+    heads = [*keys, "status", "health", *(_header(n).replace("\n", " ") for n in names)]
     lines = [f"### sweep {plan.name}: {len(plan.points)} points", "",
-             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|" + "---:|" * len(TABLE_METRICS)]
-    for rec in summary_records(plan, outcome.results):
-        cells = [str(rec[k]) for k in keys] + [str(rec["status"])]
-        cells += [metric_value(n, rec.get(n), 0 if n.endswith(("_ms.p99", "_tok_s")) else 2) for n in TABLE_METRICS]
+             "| " + " | ".join(heads) + " |", "|" + "---|" * len(keys) + "---|---|" + "---:|" * len(names)]
+    for rec in summary_records(plan, outcome.results, names):
+        cells = [str(rec[k]) for k in keys] + [str(rec["status"]), health_cell(rec["health"])]
+        cells += [_cell(n, rec.get(n)) for n in names]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def summary_json(outcome: SweepOutcome) -> str:
+def summary_json(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     import json
 
     from cgbench.analysis.sweep import summary_records
 
     plan = outcome.plan
     return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
-                       "points": summary_records(plan, outcome.results)}, indent=1) + "\n"
+                       "points": summary_records(plan, outcome.results, columns)}, indent=1) + "\n"
 
 
-def print_summary(outcome: SweepOutcome, fmt: str) -> None:
+def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | None = None) -> None:
+    """The summary on stdout; ``columns`` (``--columns``) replaces the default metric columns (the
+    table's ``TABLE_METRICS``; JSON and CSV: every headline metric)."""
     if fmt == "table":
-        ui.out.print(summary_table(outcome))
+        ui.out.print(summary_table(outcome, columns))
         return
     from cgbench.analysis.sweep import summary_csv
 
-    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results), "markdown": lambda: summary_markdown(outcome),
-            "json": lambda: summary_json(outcome)}[fmt]()
+    text = {"csv": lambda: summary_csv(outcome.plan, outcome.results, columns),
+            "markdown": lambda: summary_markdown(outcome, columns),
+            "json": lambda: summary_json(outcome, columns)}[fmt]()
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -183,44 +213,71 @@ def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None
 
 def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Executor | None, *,
                        outputs: PointOutputs) -> SweepOutcome:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
+    """The sweep with its progress on stderr (``cli/progress.py``): a bar with the time left on a
+    terminal; in a log a line per point, with the time left, and a line whenever a point (one with
+    ``--sensitivity``, say) keeps the log quiet for a while."""
     from cgbench.analysis.sweep import run_sweep
+    from cgbench.cli.progress import ProgressReport
 
-    err = ui.err
-    interactive = err.is_terminal
-    state = {"done": 0, "total": 0}
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True,
-                  disable=not interactive) as progress:
-        task = progress.add_task(f"sweep {plan.name}", total=None)
-
+    interactive = ui.err.is_terminal
+    with ProgressReport(f"sweep {plan.name}", console=ui.err) as report:
         def on_start(total: int) -> None:
-            state["total"] = total
-            progress.update(task, total=total)
+            report.stage("points", total)
 
         def on_done(r: PointResult) -> None:
-            state["done"] += 1
-            progress.update(task, advance=1, description=f"sweep {plan.name}: {_point_label(r.point)}")
-            if not interactive or r.status != "done":
-                progress.console.print(_point_line(r, state["done"], state["total"]), highlight=False,
-                                       soft_wrap=True)
-
-        def on_note(line: str) -> None:
-            progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            report.advance()
+            line = _point_line(r, report.done, report.total or 0)
+            if not interactive:
+                report.note(Text.assemble(line, report.eta_text()))
+            elif r.status != "done":
+                report.note(line)
 
         return run_sweep(plan, jobs=jobs, resume=resume, executor=executor, on_start=on_start, on_done=on_done,
-                         on_note=on_note, outputs=outputs)
+                         on_note=report.note, outputs=outputs)
 
 
-def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
+class SweepLaunchLine:
+    """``sweep --megatron-args``: every point runs the launch line's translation with its own overrides
+    winning (``megatron_args.with_megatron_args``, one point at a time: the KV sizing reads each
+    point's model); ``text`` is the translation to print, point 1's, with the axes that replace
+    translated keys named."""
+
+    def __init__(self, value: str, config_dirs: list[Path]) -> None:
+        from cgbench.config.megatron_args import read_launch_text, translate
+
+        self.value, self.config_dirs = value, config_dirs
+        self.line = read_launch_text(value)
+        t = translate(self.line)
+        t.check()  # a bad line is one --megatron-args error, before any point
+        self.translated = t.overrides
+        self.first: str | None = None
+
+    def __call__(self, point: list[str]) -> list[str]:
+        from cgbench.config.megatron_args import with_megatron_args
+
+        ovr, text = with_megatron_args(self.value, point, config_dirs=self.config_dirs)
+        if self.first is None:
+            self.first = text
+        return ovr
+
+    def text(self, plan: SweepPlan) -> str:
+        from cgbench.config.overrides import override_key
+
+        shown = [ln for ln in (self.first or "").splitlines()
+                 if not (ln.startswith("  yours wins   ") and override_key(ln.split()[2]) in plan.varying)]
+        lines = [*shown, "  (point 1's translation; every point is translated the same way, its own overrides "
+                 "winning)"]
+        for key in plan.varying:
+            hit = [o for o in self.translated if override_key(o) in (key, f"{key}.") or
+                   override_key(o).partition(".")[0] == key]
+            if hit:
+                lines.append(f"  axis wins    {key}={','.join(plan.axes[key])} (a sweep axis: each point's value "
+                             f"replaces the translated {' '.join(hit)})")
+        return "\n".join(lines) + "\n"
+
+
+def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
+                        launch: SweepLaunchLine | None = None) -> SweepPlan:
     """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
     log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
     limit, take ~15 s: never minutes without a word)."""
@@ -241,7 +298,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
                 err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
                           markup=False, highlight=False, soft_wrap=True)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note, launch=launch)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -251,7 +308,18 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
+        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress, launch=launch)
+
+
+def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    from cgbench.config.schema import ConfigError
+    from cgbench.results.names import parse_columns
+
+    if dry_run:
+        raise ConfigError("--columns: chooses the summary's columns, and --dry-run prints no summary")
+    return parse_columns(text)
 
 
 PLAN_NOTE_EVERY_S = 5.0
@@ -270,15 +338,18 @@ def _refuse_launcher(launcher: str) -> None:
                       "(see docs/sweeps.md)")
 
 
-def _check_outputs(plan: SweepPlan) -> None:
-    """Before any point runs: the files the points read (traces, calibration tables) are the
-    command's inputs, and the sweep's own files (index, summary, every point's result) replace
-    none of them (``cgbench.safeio.declare_inputs``)."""
+def _check_outputs(plan: SweepPlan, megatron_args: str | None = None) -> None:
+    """Before any point runs: the files the points read (traces, calibration tables, a
+    ``--megatron-args @FILE``) are the command's inputs, and the sweep's own files (index, summary,
+    every point's result) replace none of them (``cgbench.safeio.declare_inputs``)."""
     from cgbench import safeio
     from cgbench.analysis.fingerprint import input_paths
     from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
 
     seen: set[tuple[str, str]] = set()
+    if megatron_args is not None and megatron_args.startswith("@"):
+        safeio.declare_inputs({"--megatron-args": megatron_args[1:]})
+        seen.add(("--megatron-args", megatron_args[1:]))
     for point in plan.points:
         for key, path in input_paths(point.cfg).items():
             if (key, path) not in seen:
@@ -349,6 +420,12 @@ def sweep_cmd(
     with_sensitivity: Annotated[bool, typer.Option(
         "--sensitivity", help="Re-price every point over the cost model's uncertain parameters (as cgbench "
         "run --sensitivity): each point's JSON gets the block; a table says where a winner flips.")] = False,
+    megatron_args: MegatronArgs = None,
+    columns: Annotated[Optional[str], typer.Option(
+        "--columns", metavar="METRIC,...", help="The summary's metric columns, comma-separated registry names "
+        "(docs/metrics.md): tpot_ms.p99,ttft_ms.p50,load.served_fraction. Default: eager step fraction, "
+        "deferrals, longest wait, queue wait, p99 TTFT, output throughput (JSON and CSV: every headline "
+        "metric). The axes, status and health columns are always shown.", show_default=False)] = None,
 ) -> None:
     """Run a sweep: the Cartesian product of the axes, one result JSON per point plus sweep.json
     and summary.csv, in a new folder per sweep.
@@ -365,6 +442,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         from cgbench.config.schema import ConfigError
 
         check_format(fmt)
+        chosen = _parse_columns(columns, dry_run)
         if launcher is not None:
             _refuse_launcher(launcher)
         if executor not in EXECUTORS:
@@ -374,15 +452,20 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if resume and out_dir is None:
             raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
                               "(without --out every sweep gets a new folder)")
+        launch = None if megatron_args is None else SweepLaunchLine(megatron_args, list(config_dirs or []))
         warm = _warm_pool(jobs, executor, dry_run)
         try:
-            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir, launch=launch)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
             raise
+        if launch is not None:
+            ui.err.print(launch.text(plan), end="", highlight=False, markup=False, soft_wrap=True)
+        for line in plan.warnings:  # gating off, and points that run the same steps: before anything runs
+            print_warning(line)
         try:
-            _check_outputs(plan)
+            _check_outputs(plan, megatron_args)
             if with_sensitivity:
                 from cgbench.analysis.sensitivity import check_sensitivity
 
@@ -433,13 +516,16 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                          highlight=False, soft_wrap=True, markup=False)
             from cgbench.analysis.sweep import PointOutputs
 
-            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity)
+            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
+                                   launch_line=None if launch is None else launch.line, columns=chosen or ())
             outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
         finally:
             release_out_dir(plan)
         if export_dir is not None and not outcome.interrupted:
             _export(plan.out_dir, export_dir, formats)
-    print_summary(outcome, fmt)
+    print_summary(outcome, fmt, chosen)
+    for line in outcome.plan.warnings:  # again under the summary they qualify (also in sweep.json)
+        print_warning(line)
     if with_sensitivity and fmt == "table":
         from cgbench.cli.render_sensitivity import sweep_sensitivity_table
 
@@ -479,12 +565,19 @@ def compare_cmd(
         show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Table: also every changed metric.")] = False,
     show_all: Annotated[bool, typer.Option("--all", help="Table: every checked metric (implies -v).")] = False,
+    pair_by: Annotated[Optional[str], typer.Option(
+        "--pair-by", metavar="KEY,...", help="Pair the points of two sweeps by the values of these override keys "
+        "only (the swept axes: model,cg,policy), for sweeps that differ on purpose in another key (a 16-graph "
+        "baseline against an 8-graph candidate). Each differing config key is shown; exact checks are "
+        "skipped, as for any unequal configs. Default: points pair only when all their overrides are equal.",
+        show_default=False)] = None,
 ) -> None:
     """Compare two results metric by metric: a CI gate.
 
-    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides. \
-Each metric check is regressed, improved (beyond the tolerance, in the registry's direction), \
-within tolerance, or changed (an exact metric differs); a point is missing (not in NEW) or failed \
+    BASE and NEW are result JSONs or sweep folders; sweep points are matched by their overrides \
+(or by the [bold]--pair-by[/bold] keys). Each metric check is regressed, improved (beyond the \
+tolerance, in the registry's direction), within tolerance, or changed (an exact metric differs); a \
+health flag NEW raises and BASE did not is regressed; a point is missing (not in NEW) or failed \
 (failed in NEW). Rules come from [bold]--rules[/bold].
 
     Exit 0: no point or check in a --fail-on class; 1: one in a --fail-on class (default: regressed, \
@@ -502,7 +595,8 @@ unreadable JSON, schema mismatch, no common points, bad rules).
         safeio.declare_folder_inputs({"BASE": base, "NEW": new})
         if markdown is not None:
             safeio.check_writable(markdown, "--markdown")
-        comp = cmp.compare_paths(base, new, cmp.load_rules(rules))
+        keys = cmp.parse_pair_by(pair_by)
+        comp = cmp.compare_paths(base, new, cmp.load_rules(rules), keys)
         failing = comp.failing(classes)
         for w in comp.warnings:
             print_warning(w)
@@ -532,6 +626,7 @@ def _print_comparison(comp, classes: tuple[str, ...], details: bool, show_all: b
         ui.out.print(line, markup=False, highlight=False, soft_wrap=True, style=colour or None)
     if details and view.detail_rows(comp, show_all):
         ui.out.print(view.comparison_table(comp, show_all))
+    ui.out.print(cmp.health_summary(comp), markup=False, highlight=False, soft_wrap=True)
     for note in comp.notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     colour = "red" if failing else "green"

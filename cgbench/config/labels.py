@@ -2,6 +2,9 @@
 
 A label is the chosen option of a config group (``cg=dense``), followed by ``+key`` for every key
 of that group an override changed (``workload=default+trace``, ``engine=default+max_requests``).
+The chosen option is the one that ran: an option file's own defaults list may pick another group's
+option (``workload=azure_conv`` sets ``engine=azure_conv``), and a ``group=option`` typed on the
+command line wins over it, as Hydra composes them.
 The run header, the result file name and the result JSON's ``labels`` block all come from here.
 Under ``backend=torch`` the hardware label is the device the model ran on (``cpu``, ``cuda``): the
 ``hardware`` presets describe simulated GPUs, which a torch run does not use.
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from cgbench.config.errors import ConfigError
 from cgbench.config.overrides import split_override
 from cgbench.config.paths import config_dir
 from cgbench.config.schema import BenchConfig
@@ -34,20 +38,66 @@ def default_options() -> dict[str, str]:
 
 
 def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """group -> chosen option: the defaults list, replaced by ``group=option`` overrides."""
-    chosen = dict(default_options())
+    """group -> chosen option: the defaults list, replaced by the options' own ``override /group``
+    entries (``preset_choices``), then by ``group=option`` overrides."""
+    typed = {}
     for o in overrides:
         key, value = split_override(o)
         if key in LABEL_GROUPS or key == "sweep":
-            chosen[key] = value
-    return chosen
+            typed[key] = value
+    chosen = {**default_options(), **typed}
+    return {**chosen, **{g: v for g, v in preset_choices(chosen).items() if g not in typed}, **typed}
+
+
+def preset_choices(chosen: dict[str, str]) -> dict[str, str]:
+    """The group options that the ``chosen`` options' files pick in their defaults lists
+    (``- override /engine@_global_.engine: azure_conv``), the later group of the list winning."""
+    picked: dict[str, str] = {}
+    for group, option in chosen.items():
+        picked.update(_overrides_in(group, option))
+    return picked
+
+
+def _overrides_in(group: str, option: str) -> dict[str, str]:
+    path = _option_file(group, option)
+    if path is None:
+        return {}
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception:  # noqa: BLE001 - composing the config already named any fault of the file
+        return {}
+    out: dict[str, str] = {}
+    for item in (data.get("defaults") or []) if isinstance(data, dict) else []:
+        for key, value in (item.items() if isinstance(item, dict) else ()):
+            head, _, target = str(key).partition(" ")
+            target_group = target.lstrip("/").split("@", 1)[0]
+            if head == "override" and target_group in LABEL_GROUPS and value is not None:
+                out[target_group] = str(value)
+    return out
+
+
+def _option_file(group: str, option: str) -> Path | None:
+    """``<tree>/<group>/<option>.yaml`` in the shipped tree or a user tree (the first found, as
+    Hydra searches them)."""
+    from cgbench.config.paths import user_config_dirs
+
+    try:
+        trees = [config_dir(), *user_config_dirs()]
+    except ConfigError:
+        trees = [config_dir()]
+    for tree in trees:
+        path = tree / group / f"{option}.yaml"
+        if path.is_file():
+            return path
+    return None
 
 
 def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...],
                device: str | None = None) -> dict[str, object]:
     """The ``labels`` block of a result: one entry per group, ``chunked``, the trace file and
     ``name`` (the file-name stem: model, grid, policy, workload, then the engine, backend and hardware
-    labels where they differ from the defaults, and ``chunked`` when on). ``device``: what a
+    labels where they differ from the defaults (the engine: and from the one a preset picks), and
+    ``chunked`` when on). ``device``: what a
     ``backend=torch`` run runs on (``cgbench.pipeline.run_device``), its hardware label."""
     chosen = choices(overrides)
     touched: dict[str, list[str]] = {}
@@ -69,7 +119,7 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...],
         parts.append(Path(cfg.workload.trace).stem)
     engine = str(labels["engine"]).replace("+chunked_prefill", "")  # chunking has its own part
     defaults = default_options()
-    if engine not in ("default", "chunked"):
+    if engine not in ("default", "chunked", preset_choices(chosen).get("engine")):  # a preset's is implied
         parts.append(engine)
     parts += [str(labels[g]) for g in ("backend", "hardware") if labels[g] != defaults.get(g)]
     if cfg.engine.chunked_prefill:

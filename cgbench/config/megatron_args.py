@@ -29,6 +29,7 @@ from cgbench.config.overrides import override_key
 
 MEGATRON_VERSION = "0.19.2"
 NAMES_FILE = Path(__file__).with_name("data") / "megatron_args.txt"
+EXAMPLE_NAMES_FILE = NAMES_FILE.with_name("megatron_example_args.txt")
 GIB = 1024**3  # Megatron's buffer "GB" are GiB (buffer_size_gb * 1024**3)
 
 TRANSLATED, NO_EFFECT, NOT_MODELLED = "translated", "no effect", "not modelled"
@@ -44,6 +45,12 @@ class Rule:
     keys: str  # the cgbench keys it sets (docs)
     note: str
     neutral: tuple[str, ...] = ()
+    # the one cgbench setting the flag writes, read backwards by every printer of a launch line
+    # (``flag_for``, ``graph_launch_args``): a key (the flag carries its value) or ``key=value`` (a
+    # switch, or a flag whose value is always ``value``)
+    sets: str = ""
+    value: str = ""
+    alias_of: str = ""  # an older spelling of that flag: same meaning, never printed
 
 
 _T, _N, _X = TRANSLATED, NO_EFFECT, NOT_MODELLED
@@ -57,7 +64,7 @@ RULES: tuple[Rule, ...] = (
          "M Mamba-2, * attention, - MLP, E MoE (with --num-experts); kind hybrid when it has an M. G, "
          "pipe '|' and MTP '/' segments are refused"),
     Rule("--hybrid-override-pattern", _T, "model.layer_pattern, model.pattern_repeat=1, model.kind",
-         "deprecated spelling of --hybrid-layer-pattern (same meaning)"),
+         "deprecated spelling of --hybrid-layer-pattern (same meaning)", alias_of="--hybrid-layer-pattern"),
     Rule("--is-hybrid-model", _T, "model.kind=hybrid", "marks a hybrid model (the pattern sets the layers)"),
     Rule("--hidden-size", _T, "model.hidden_size", ""),
     Rule("--ffn-hidden-size", _T, "model.ffn_hidden_size", "Megatron's default 4 x hidden when absent"),
@@ -85,7 +92,7 @@ RULES: tuple[Rule, ...] = (
     Rule("--position-embedding-type", _T, "engine.max_sequence_length",
          "only learned_absolute changes anything (with --max-position-embeddings); rope / none price alike"),
     # parallelism
-    Rule("--tensor-model-parallel-size", _T, "engine.tp_size", ""),
+    Rule("--tensor-model-parallel-size", _T, "engine.tp_size", "", sets="engine.tp_size"),
     Rule("--expert-model-parallel-size", _T, "engine.ep_size", ""),
     Rule("--inference-moe-token-dispatcher-type", _T, "engine.moe_dispatcher", "nccl | nvls"),
     Rule("--pipeline-model-parallel-size", _X, "", "pipeline parallelism (cgbench models one stage)",
@@ -105,19 +112,26 @@ RULES: tuple[Rule, ...] = (
          "GiB -> blocks as the buffer"),
     Rule("--inference-dynamic-batching-mamba-memory-ratio", _T, "engine.kv_blocks",
          "the buffer share kept for Mamba states, as Megatron"),
-    Rule("--inference-dynamic-batching-block-size", _T, "engine.block_size", "tokens per KV block"),
+    Rule("--inference-dynamic-batching-block-size", _T, "engine.block_size", "tokens per KV block",
+         sets="engine.block_size"),
     Rule("--inference-dynamic-batching-max-requests", _T, "engine.max_requests",
          "absent: Megatron's default, the KV blocks (minus the dummy), capped by Mamba state, rounded "
          "down to TP and 4"),
-    Rule("--inference-dynamic-batching-max-tokens", _T, "engine.max_tokens", "Megatron's default 16384"),
+    Rule("--inference-dynamic-batching-max-tokens", _T, "engine.max_tokens", "Megatron's default 16384",
+         sets="engine.max_tokens"),
     Rule("--inference-max-seq-length", _T, "engine.max_sequence_length",
          "Megatron's default 2560; raised to max_requests when smaller, as Megatron"),
-    Rule("--enable-chunked-prefill", _T, "engine.chunked_prefill=true", ""),
+    Rule("--enable-chunked-prefill", _T, "engine.chunked_prefill=true", "", sets="engine.chunked_prefill=true"),
     Rule("--num-speculative-tokens", _T, "engine.num_speculative_tokens", ""),
     Rule("--inference-dynamic-batching-unified-memory-level", _X, "",
          "unified (host) memory for the KV buffer", ("0",)),
-    Rule("--inference-dynamic-batching-prefix-caching", _T, "engine.prefix_caching=true",
-         "prefix caching with LRU eviction (docs/prefix-caching.md)"),
+    Rule("--inference-dynamic-batching-prefix-caching", _T,
+         "engine.prefix_caching=true, engine.prefix_caching_eviction",
+         "prefix caching (docs/prefix-caching.md), with Megatron's default eviction policy ref_zero unless "
+         "--inference-dynamic-batching-prefix-caching-eviction-policy says lru"),
+    Rule("--inference-dynamic-batching-prefix-caching-eviction-policy", _T, "engine.prefix_caching_eviction",
+         "ref_zero (Megatron's default: a block is freed when its last holder releases it) | lru (kept cached "
+         "until its room is needed); read with --inference-dynamic-batching-prefix-caching"),
     Rule("--no-inference-dynamic-batching-prefix-caching", _N, "", "prefix caching off: the default"),
     Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "",
          "prefix caching of Mamba states: set engine.prefix_caching_mamba_slots (the durable slots) instead"),
@@ -131,18 +145,24 @@ RULES: tuple[Rule, ...] = (
     Rule("--cuda-graph-impl", _T, "cg.num_cuda_graphs",
          "local: Megatron's inference graphs; none, transformer_engine, full_iteration: eager inference "
          "(no inference graph scope), cg.num_cuda_graphs=null. Absent with --inference-dynamic-batching: "
-         "none"),
-    Rule("--enable-cuda-graph", _T, "cg.num_cuda_graphs", "deprecated spelling of --cuda-graph-impl local"),
+         "none", sets="cg.kind=megatron", value="local"),
+    Rule("--enable-cuda-graph", _T, "cg.num_cuda_graphs", "deprecated spelling of --cuda-graph-impl local",
+         alias_of="--cuda-graph-impl"),
     Rule("--external-cuda-graph", _T, "cg.num_cuda_graphs=null",
-         "deprecated spelling of --cuda-graph-impl transformer_engine (eager inference)"),
-    Rule("--inference-dynamic-batching-num-cuda-graphs", _T, "cg.num_cuda_graphs", "-1 = auto, as Megatron"),
-    Rule("--decode-only-cuda-graphs", _T, "cg.non_decode=false", "no prefill / mixed graphs"),
+         "deprecated spelling of --cuda-graph-impl transformer_engine (eager inference)", alias_of="--cuda-graph-impl"),
+    Rule("--inference-dynamic-batching-num-cuda-graphs", _T, "cg.num_cuda_graphs", "-1 = auto, as Megatron",
+         sets="cg.num_cuda_graphs"),
+    Rule("--decode-only-cuda-graphs", _T, "cg.non_decode=false", "no prefill / mixed graphs",
+         sets="cg.non_decode=false"),
     Rule("--inference-cuda-graph-all-prefills", _T, "cg.all_prefills=true",
-         "absent with graphs on: cg.all_prefills=false (Megatron's default; cgbench's is true)"),
-    Rule("--inference-cuda-graph-max-tokens", _T, "cg.cuda_graph_max_tokens", ""),
-    Rule("--inference-dynamic-batching-cuda-graph-mixed-prefill-count", _T, "cg.mixed_prefill_count", ""),
+         "absent with graphs on: cg.all_prefills=false (Megatron's default; cgbench's is true). Since PR #4870 "
+         "it also switches admission gating on", sets="cg.all_prefills=true"),
+    Rule("--inference-cuda-graph-max-tokens", _T, "cg.cuda_graph_max_tokens",
+         "ignored with --inference-cuda-graph-all-prefills, as Megatron", sets="cg.cuda_graph_max_tokens"),
+    Rule("--inference-dynamic-batching-cuda-graph-mixed-prefill-count", _T, "cg.mixed_prefill_count", "",
+         sets="cg.mixed_prefill_count"),
     Rule("--inference-dynamic-batching-cuda-graph-sizing-distribution", _T, "cg.distribution",
-         "exponential | linear | hybrid (hybrid: PR #6667, not in 0.19.2)"),
+         "exponential | linear | hybrid (hybrid: PR #6667, not in 0.19.2)", sets="cg.distribution"),
     Rule("--inference-cuda-graph-scope", _X, "", "the graph ownership boundary (layer / block)"),
     Rule("--cuda-graph-modules", _X, "", "partial-layer training graphs"),
     # mixture of experts (cgbench.backends.sim.moe_cost)
@@ -204,8 +224,28 @@ def inference_config_fields() -> frozenset[str]:
     return frozenset(n.partition(".")[2] for n in _read_names() if n.startswith("InferenceConfig."))
 
 
-def _read_names() -> list[str]:
-    return [ln.strip() for ln in NAMES_FILE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+def _read_names(path: Path = NAMES_FILE) -> list[str]:
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+@cache
+def example_names() -> dict[str, tuple[str, ...]]:
+    """The arguments Megatron-LM's own inference scripts add to its parser (``examples/inference/``,
+    ``megatron/inference/``'s ``add_inference_args``, the text-generation server) -> the files that add
+    them, from the committed list (``scripts/megatron_arg_names.py --examples``)."""
+    out = {}
+    for line in _read_names(EXAMPLE_NAMES_FILE):
+        flag, *files = line.split()
+        out[flag] = tuple(files)
+    return out
+
+
+def example_note(flag: str) -> str:
+    """Why an argument of Megatron's inference scripts changes nothing here."""
+    files = example_names()[flag]
+    where = ", ".join(files[:2]) + (" ..." if len(files) > 2 else "")
+    return (f"added by Megatron's inference scripts ({where}): sampling, prompts, arrivals or output; no effect "
+            "on what cgbench models (its requests come from workload=...)")
 
 
 def rule_of(flag: str) -> Rule:
@@ -222,13 +262,15 @@ def rule_of(flag: str) -> Rule:
 def launch_tokens(text: str) -> tuple[list[str], list[str]]:
     """(launcher prefix, Megatron arguments): shell words of ``text`` (comments, ``\\`` line
     continuations and quotes as a shell reads them); what precedes the last ``*.py`` word is the
-    launcher (``torchrun ... script.py``), dropped."""
+    launcher (``torchrun ... script.py``, or ``... -m package.module``), dropped."""
     try:
         words = shlex.split(text.replace("\\\n", " "), comments=True)
     except ValueError as e:
         raise ConfigError(f"--megatron-args: cannot read the launch line as shell words: {e}") from None
     last_py = max((i for i, w in enumerate(words) if w.endswith(".py")), default=-1)
-    return words[: last_py + 1], words[last_py + 1:]
+    module = max((i + 1 for i, w in enumerate(words[:-1]) if w == "-m"), default=-1)
+    end = max(last_py, module)
+    return words[: end + 1], words[end + 1:]
 
 
 def parse_flags(words: list[str]) -> list[tuple[str, list[str]]]:
@@ -249,7 +291,8 @@ def parse_flags(words: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def closest_name(flag: str) -> str | None:
-    hits = difflib.get_close_matches(flag, sorted(megatron_names()), n=1, cutoff=0.6)
+    """The nearest known name: Megatron's, or one its inference scripts add (``--top-k``: ``--top_k``)."""
+    hits = difflib.get_close_matches(flag, sorted(megatron_names() | set(example_names())), n=1, cutoff=0.6)
     return hits[0] if hits else None
 
 
@@ -339,7 +382,11 @@ def translate(text: str) -> Translation:
     t = Translation(launcher=launcher)
     given: dict[str, list[str]] = {}
     names = megatron_names()
+    examples = example_names()
     for flag, values in parse_flags(words):
+        if flag not in names and flag in examples:
+            t.no_effect.append((flag, example_note(flag)))
+            continue
         if flag not in names:
             t.unknown.append((flag, closest_name(flag)))
             continue
@@ -506,9 +553,17 @@ def _translate_engine(g: dict[str, list[str]], t: Translation) -> None:
     if "--enable-chunked-prefill" in g:
         _switch("--enable-chunked-prefill", g["--enable-chunked-prefill"])
         _add(t, "--enable-chunked-prefill", [], ["engine.chunked_prefill=true"])
+    policy_flag = "--inference-dynamic-batching-prefix-caching-eviction-policy"
     if "--inference-dynamic-batching-prefix-caching" in g:
         _switch("--inference-dynamic-batching-prefix-caching", g["--inference-dynamic-batching-prefix-caching"])
+        policy = _one(policy_flag, g[policy_flag]) if policy_flag in g else "ref_zero"
+        if policy not in ("ref_zero", "lru"):
+            raise ConfigError(f"--megatron-args: {policy_flag} takes ref_zero or lru, got {policy!r}")
         _add(t, "--inference-dynamic-batching-prefix-caching", [], ["engine.prefix_caching=true"])
+        _add(t, policy_flag, g.get(policy_flag, []), [f"engine.prefix_caching_eviction={policy}"],
+             "" if policy_flag in g else "Megatron's default")
+    elif policy_flag in g:
+        t.no_effect.append((policy_flag, "prefix caching is off (no --inference-dynamic-batching-prefix-caching)"))
     seq = _int("--inference-max-seq-length", g["--inference-max-seq-length"]) \
         if "--inference-max-seq-length" in g else None
     note = ""
@@ -731,9 +786,12 @@ def read_launch_text(value: str) -> str:
 # Into a run's overrides
 
 
-def with_megatron_args(value: str, user_overrides: list[str], *, config_dirs: Any = ()) -> tuple[list[str], str]:
+def with_megatron_args(value: str, user_overrides: list[str], *, config_dirs: Any = (),
+                       compose_with: list[str] | None = None) -> tuple[list[str], str]:
     """The overrides of a run given ``--megatron-args VALUE`` and the user's own overrides (which win:
-    a translated key the user also sets is dropped), and the translation to print."""
+    a translated key the user also sets is dropped), and the translation to print. ``compose_with``:
+    the overrides the model is composed with for the KV sizing, when ``user_overrides`` are a
+    sweep's (with its axes) rather than one point's."""
     from cgbench.config.compose import load_config
 
     t = translate(read_launch_text(value))
@@ -750,7 +808,8 @@ def with_megatron_args(value: str, user_overrides: list[str], *, config_dirs: An
     base = t.overrides
     kv = None
     if t.kv is not None and not ({"engine", "engine.kv_blocks"} & user_keys):
-        cfg = load_config(base + user_overrides, config_dirs=config_dirs)
+        cfg = load_config(base + list(user_overrides if compose_with is None else compose_with),
+                          config_dirs=config_dirs)
         kv = kv_blocks_for(t.kv, cfg.model, cfg.engine)
         kept = [o for o in kv_overrides(kv) if not replaced_by(o)]
         t.dropped += [o for o in kv_overrides(kv) if o not in kept]

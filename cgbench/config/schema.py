@@ -7,7 +7,7 @@ see. They import nothing from Hydra, so library users and tests can build them d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -47,6 +47,7 @@ TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
 KV_CORNERS = ("megatron", "safe")
 MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
 PREFIX_GATES = ("full", "computed")  # full: Megatron 0.19.2's non-chunked candidate; computed: cgbench-only
+PREFIX_EVICTIONS = ("lru", "ref_zero")  # Megatron's prefix_caching_eviction_policy (its default: ref_zero)
 MOE_DISPATCHERS = ("nccl", "nvls", "te")
 LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
 MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
@@ -222,6 +223,12 @@ class WorkloadConfig:
     window: TraceWindowConfig = field(default_factory=TraceWindowConfig)
     prefix: PrefixModelConfig = field(default_factory=PrefixModelConfig)  # generated workloads' prefixes
 
+    @property
+    def open_loop(self) -> bool:
+        """Whether the arrival times are fixed in advance, whatever the engine does (a trace at its
+        times, or any generated process but ``closed_loop``, which releases a request per completion)."""
+        return self.arrival.process != "closed_loop"
+
 
 @dataclass
 class PolicyConfig:
@@ -292,6 +299,9 @@ class EngineConfig:
     # the non-chunked gating candidate under prefix caching: "full" = the whole remaining prompt
     # (Megatron 0.19.2, conservative); "computed" = only the tokens the step computes (cgbench-only)
     prefix_gate: str = "full"
+    # Megatron's prefix_caching_eviction_policy: "lru" keeps released prompt blocks cached until their
+    # room is needed; "ref_zero" (Megatron's own default) frees a block when its last holder releases it
+    prefix_caching_eviction: str = "lru"
 
     def resolved_kv_blocks(self) -> int:
         if self.kv_blocks > 0:
@@ -325,7 +335,7 @@ class HardwareConfig:
     # kernel floors: the shortest a kernel of each class runs, in µs
     floor_gemm_us: float = 4.0
     floor_attention_us: float = 16.0
-    floor_scan_us: float = 2.5
+    floor_scan_us: float = 2.1
     floor_elementwise_us: float = 2.0
     # problem-size efficiency (docs/cost-model.md): GEMM tile/wave quantisation, attention and scan rates
     sm_count: int = 132
@@ -335,7 +345,7 @@ class HardwareConfig:
     attention_efficiency: float = 0.65  # fraction of peak a long attention prefill reaches
     attention_half_tokens: float = 600.0  # chunk tokens at which a chunk over a long cache reaches half of that
     attention_bandwidth_efficiency: float = 0.85  # fraction of peak bandwidth decode attention streams KV at
-    scan_efficiency: float = 0.13  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
+    scan_efficiency: float = 0.077  # fraction of peak FLOP/s Mamba-2's chunked-scan kernels reach
     # host and launch
     host_profile: str = "megatron"  # megatron | vllm | sglang | measured (cgbench.backends.sim.host_profiles)
     host_op_us: Optional[float] = None  # host time per framework op; None = the host profile's
@@ -346,17 +356,38 @@ class HardwareConfig:
     graph_launch_us: float = 10.0  # one graph replay
     sync_us: float = 20.0  # end-of-step synchronisation and sampled-token copy
     # tensor-parallel interconnect
-    interconnect_bandwidth: float = 370e9  # bytes/s a ring collective moves per link
-    interconnect_latency_us: float = 32.0  # per collective (alpha)
+    interconnect_bandwidth: float = 365e9  # bytes/s a ring collective moves per link
+    interconnect_latency_us: float = 30.0  # per collective (alpha)
     interconnect_hop_us: float = 0.0  # per ring step or tree level
     allreduce_algorithm: str = "auto"  # auto (the faster) | ring | tree
+    # NCCL's low-latency protocols, which small messages take: fixed cost, cost per ring step, and bytes/s
+    # per link (0 = none; cgbench.backends.sim.collectives)
+    interconnect_ll_latency_us: float = 6.6
+    interconnect_ll_hop_us: float = 1.15
+    interconnect_ll_bandwidth: float = 238e9
 
 
 @dataclass
 class SloConfig:
+    """Goodput's bounds (vLLM bench serve's ``--goodput ttft:MS tpot:MS e2el:MS``): a request is good
+    when it completed and each bound set holds for it; null = not set. No bound set: no goodput."""
+
     ttft_ms: Optional[float] = None
     tpot_ms: Optional[float] = None
     e2e_ms: Optional[float] = None
+
+    @property
+    def bounds(self) -> dict[str, float]:
+        """The bounds set, by key (``{"ttft_ms": 500.0}``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @property
+    def is_set(self) -> bool:
+        return bool(self.bounds)
+
+    def describe(self) -> str:
+        """``ttft_ms<=500 tpot_ms<=50``, or ``none`` when no bound is set."""
+        return " ".join(f"{k}<={v:g}" for k, v in self.bounds.items()) or "none"
 
 
 @dataclass
@@ -466,7 +497,8 @@ HARDWARE_POSITIVE = ("peak_flops", "hbm_bandwidth", "flops_efficiency", "bandwid
                      "gemm_overlap_exponent")
 HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us", "floor_elementwise_us",
                          "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
-                         "sync_us", "interconnect_latency_us", "interconnect_hop_us")
+                         "sync_us", "interconnect_latency_us", "interconnect_hop_us",
+                         "interconnect_ll_latency_us", "interconnect_ll_hop_us", "interconnect_ll_bandwidth")
 HOST_PROFILE_NAMES = ("megatron", "vllm", "sglang", "measured")
 ALLREDUCE_ALGORITHMS = ("auto", "ring", "tree")
 
@@ -616,14 +648,20 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         _require(e.ep_size == 1, "engine.prefix_caching", "is modelled on one engine: use engine.ep_size=1")
         _require(e.dp_size == 1, "engine.prefix_caching", "is modelled on one engine (one KV pool): use "
                  "engine.dp_size=1 (engine.dp_routing=prefix_* routes by the trace's block hashes without it)")
-        _require(e.megatron_rules == "0.19.2", "engine.prefix_caching",
-                 "is modelled under megatron-core 0.19.2's rules (main's #5995 counts shared blocks once when it "
-                 "evicts; not modelled yet): use engine.megatron_rules=0.19.2")
         _require(cfg.backend.name == "sim", "engine.prefix_caching", "is simulated only: use backend=sim")
+        _require(not (e.batch_invariant and m.kind == "hybrid"), "engine.prefix_caching",
+                 "Megatron main's batch-invariant mode does not support Mamba prefix caching (its context "
+                 "asserts): use engine.batch_invariant=false or a transformer model")
+        _require(not e.handoff_pinning, "engine.prefix_caching",
+                 "with engine.handoff_pinning a handed-off request keeps its KV blocks referenced, which is "
+                 "not modelled: use engine.handoff_pinning=false")
     else:
         _require(e.prefix_caching_mamba_slots == 0, "engine.prefix_caching_mamba_slots",
                  "needs engine.prefix_caching=true")
     _check_choice(e.prefix_gate, PREFIX_GATES, "engine.prefix_gate")
+    _check_choice(e.prefix_caching_eviction, PREFIX_EVICTIONS, "engine.prefix_caching_eviction")
+    _require(e.prefix_caching_eviction == "lru" or e.prefix_caching, "engine.prefix_caching_eviction",
+             "needs engine.prefix_caching=true")
     _require(e.prefix_gate == "full" or e.prefix_caching, "engine.prefix_gate", "needs engine.prefix_caching=true")
 
     grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean
@@ -681,9 +719,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
                  "the torch backend runs no draft model; use 0")
     h = cfg.hardware
     check_hardware(h)
-    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        v = getattr(cfg.slo, key)
-        _require(v is None or v > 0, f"slo.{key}", f"must be > 0 or null, got {v}")
+    for f in fields(cfg.slo):
+        v = getattr(cfg.slo, f.name)
+        _require(v is None or v > 0, f"slo.{f.name}", f"must be a number > 0 (ms) or null, got {v}")
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
     return cfg
@@ -769,6 +807,10 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         if p.name != section:
             unread[f"policy.{section}"] = f"policy={p.name} (read with policy={section})"
 
+    if cfg.hardware.interconnect_ll_bandwidth == 0:
+        for k in ("interconnect_ll_latency_us", "interconnect_ll_hop_us"):
+            unread[f"hardware.{k}"] = ("hardware.interconnect_ll_bandwidth=0 (no low-latency protocol; read "
+                                       "with a bandwidth > 0)")
     if b.name == "sim":
         # backend.device / dtype / capture_* stay allowed: `cgbench calibrate` reads them with any backend
         unread["backend.host_memory_gb"] = "backend=sim (read with backend=torch)"
@@ -782,7 +824,8 @@ def unread_keys(cfg: BenchConfig) -> dict[str, str]:
         for k in ("peak_flops", "hbm_bandwidth", "kernel_launch_us", "graph_launch_us", "flops_efficiency",
                   "bandwidth_efficiency", "sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_overlap_exponent",
                   "attention_efficiency", "attention_half_tokens", "attention_bandwidth_efficiency",
-                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm"):
+                  "scan_efficiency", "host_profile", "interconnect_hop_us", "allreduce_algorithm",
+                  "interconnect_ll_latency_us", "interconnect_ll_hop_us", "interconnect_ll_bandwidth"):
             unread[f"hardware.{k}"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
         unread["model.padded_slot_cost"] = f"backend={b.name} (the simulator's cost model; read with backend=sim)"
     return unread

@@ -34,7 +34,7 @@ from cgbench.engine.ep import RankStream as GroupRankStream
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.policies import Policy
 from cgbench.engine.policy_registry import needs_oracle
-from cgbench.engine.prefix_cache import PrefixCache
+from cgbench.engine.prefix_cache import PrefixCache, new_prefix_cache
 from cgbench.engine.router import Router
 from cgbench.engine.scheduler import GatingCounters, Scheduler, SchedulerOptions, gating_active
 from cgbench.grids.lookup import Grid
@@ -108,8 +108,7 @@ def prefix_cache(e: EngineConfig, model: ModelConfig, source_tokens: int) -> Pre
     hybrid model its Mamba-state slots."""
     if not e.prefix_caching:
         return None
-    return PrefixCache(e.block_size, source_tokens or e.block_size, hybrid=model.kind == "hybrid",
-                       mamba_slots=e.prefix_caching_mamba_slots)
+    return new_prefix_cache(e, model.kind == "hybrid", source_tokens or e.block_size)
 
 
 def build_scheduler(ctx: Context, e: EngineConfig, cg: CGConfig, grid: Grid, policy: Policy) -> Scheduler:
@@ -178,7 +177,9 @@ def build_engine(parts: Parts, stream: RequestStream) -> Engine | EPEngine | DPE
                 return build_core(parts, streams[0], prefix=False)
             return build_group(parts, streams, stream)
 
-        return DPEngine(stream, Router(e.dp_size, e.dp_routing, e.dp_routing_alpha, e.max_requests),
+        router = Router(e.dp_size, e.dp_routing, e.dp_routing_alpha, e.max_requests, e.block_size,
+                        prefix_source_tokens(parts.cfg.workload) or e.block_size)
+        return DPEngine(stream, router,
                         units=e.dp_size // e.ep_size, ep_size=e.ep_size, build_unit=unit, trace=parts.trace)
     if e.ep_size > 1:
         return build_group(parts, [GroupRankStream(stream) for _ in range(e.ep_size)], stream)

@@ -18,6 +18,7 @@ from cgbench.config.schema import EngineConfig
 from cgbench.engine.acceptance import AcceptanceModel, acceptance_model
 from cgbench.engine.contract import Admission
 from cgbench.engine.handoff import HandoffPins
+from cgbench.engine.invariants import MegatronAssertion
 from cgbench.engine.kv_rules import KVRules, default_rules, kv_rules
 from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
@@ -88,7 +89,7 @@ class Context:
         self.active_tokens = decodes * self.decode_tokens
         self.admitted = []  # a new list: the last step's StepWork may still hold the old one
         if self.prefix is not None:
-            self.prefix.tick()
+            self.prefix.begin_round()
 
     def blocks_for(self, finished: int, tokens: int) -> int:
         """New blocks needed to append ``tokens`` after ``finished`` stored tokens."""
@@ -105,25 +106,14 @@ class Context:
             m = self.prefix.match(req.id, req.finished_chunk, req.remaining_prompt)
             self.head_computed = m.computed
             tokens_ok = self.active_tokens + m.computed <= self.max_tokens
-            kv_ok = (self.free_blocks >= m.from_pool
-                     or self.free_blocks + self.prefix.cached - m.cached_matched >= m.from_pool)
-            return request_ok, tokens_ok, kv_ok
+            return request_ok, tokens_ok, self.prefix.is_memory_available(m.from_pool, m.cached_matched)
         tokens_ok = self.active_tokens + req.remaining_prompt <= self.max_tokens
         kv_ok = self.free_blocks >= self.blocks_for(req.finished_chunk, req.remaining_prompt)
         return request_ok, tokens_ok, kv_ok
 
     def allocatable(self) -> int:
-        """Blocks an allocation can get: the free pool, and the cached blocks it may evict."""
+        """Blocks an allocation can get: the free pool, and the cached blocks it may evict (LRU)."""
         return self.free_blocks + (self.prefix.cached if self.prefix is not None else 0)
-
-    def _take(self, n: int) -> None:
-        """Take ``n`` blocks from the free pool, evicting cached blocks first when it is short."""
-        short = n - self.free_blocks
-        if short > 0:
-            if self.prefix is None or self.prefix.evict(short) < short:
-                raise AssertionError(f"{n} KV blocks wanted, {self.free_blocks} free")
-            self.free_blocks += short
-        self.free_blocks -= n
 
     def add_request(self, req: Request, chunk: int) -> Admission:
         """Admit ``chunk`` tokens of ``req`` (the whole remaining prompt when final)."""
@@ -152,10 +142,13 @@ class Context:
             raise AssertionError(f"request {req.id}: add_request({chunk}) breaks a budget")
         m = pc.match(req.id, req.finished_chunk, chunk)
         if self.active_tokens + m.computed > self.max_tokens:
-            raise AssertionError(f"request {req.id}: add_request({chunk}) computes past max_tokens")
-        pc.pin(m)
-        self._take(m.from_pool)
-        pc.admit(req.id, req.finished_chunk, chunk, m, m.from_pool)
+            # the scheduler sized the chunk with the skip of the whole remaining prompt; add_request's
+            # own (a hybrid's Mamba back-off, the two-token clamp) can compute more
+            raise MegatronAssertion(
+                f"add_request raises TokenOverflowError: request {req.id}'s {chunk}-token chunk computes "
+                f"{m.computed} tokens, {self.active_tokens} already in the step, max_tokens {self.max_tokens}")
+        pc.admit(req.id, req.finished_chunk, chunk, req.finished_chunk + req.remaining_prompt, m)
+        self.free_blocks = pc.free_count
         req.blocks += len(m.blocks) + m.from_pool
         req.finished_chunk += chunk
         req.remaining_prompt -= chunk
@@ -167,16 +160,32 @@ class Context:
         self.admitted.append(adm)
         return adm
 
-    def release(self, req: Request) -> None:
-        """``req`` gives back every block it holds (finished or evicted); under prefix caching its
-        registered blocks lose a reference and stay cached."""
-        shared = self.prefix.release(req.id) if self.prefix is not None else 0
-        self.free_blocks += req.blocks - shared
+    def release(self, req: Request, group: str = "finish") -> None:
+        """``req`` gives back every block it holds: finished (``group`` ``finish``) or evicted
+        (``evict``). Under prefix caching its blocks lose a reference; registered ones with none left
+        stay cached (LRU); the group is Megatron's release call (the order blocks go back in)."""
+        if self.prefix is not None:
+            self.prefix.release(req.id, group)
+            self.free_blocks = self.prefix.free_count
+        else:
+            self.free_blocks += req.blocks
         req.blocks = 0
 
     def unique_held(self, held: int) -> int:
         """``held`` blocks summed over requests, each shared block counted once."""
         return held - self.prefix.shared_extra() if self.prefix is not None else held
+
+    def held_blocks(self, reqs: Sequence[Request]) -> int:
+        """The blocks ``reqs`` hold, a shared block counted once under prefix caching (Megatron's
+        ``get_active_used`` / ``get_paused_used``), else per request."""
+        if self.prefix is not None:
+            return self.prefix.unique_blocks(r.id for r in reqs)
+        return sum(r.blocks for r in reqs)
+
+    def after_step(self) -> None:
+        """The step's forward ran (before its update): the prefix cache records its Mamba states."""
+        if self.prefix is not None:
+            self.prefix.after_step()
 
     def cached_blocks(self) -> int:
         return self.prefix.cached if self.prefix is not None else 0
@@ -198,7 +207,8 @@ class Context:
             if cum > avail:
                 break
             n += 1
-        return max(0, min(n, self.allocatable(), room))
+        # capped by the free pool: 0.19.2 does not count the cached blocks an allocation could evict
+        return max(0, min(n, self.free_blocks, room))
 
     def rewind(self, req: Request) -> None:
         """After a decode step whose rejected drafts moved ``req.kv_tokens`` back: the block past the
@@ -206,11 +216,24 @@ class Context:
         the rewind crosses back into the one before it; the rewind is shorter than a block)."""
         extra = req.blocks - -(-req.kv_tokens // self.block_size)
         if extra > 0:
-            self.free_blocks += extra
+            if self.prefix is not None:
+                self.prefix.release_last(req.id, extra)
+                self.free_blocks = self.prefix.free_count
+            else:
+                self.free_blocks += extra
             req.blocks -= extra
 
-    def grant_decode_blocks(self, req: Request) -> None:
-        """Give a resuming request the blocks its next decode step needs."""
-        need = self.decode_blocks_needed(req)
-        self._take(need)
-        req.blocks += need
+    def grant_decode_blocks(self, reqs: Sequence[Request]) -> None:
+        """Give resuming requests (in row order) the blocks their next decode step needs: one
+        allocation, handed out in row order (under main it may evict cached blocks)."""
+        grants = [(r, self.decode_blocks_needed(r)) for r in reqs]
+        total = sum(n for _, n in grants)
+        if self.prefix is not None:
+            self.prefix.allocate_rows([(r.id, n) for r, n in grants])
+            self.free_blocks = self.prefix.free_count
+        else:
+            if total > self.free_blocks:
+                raise AssertionError(f"{total} KV blocks wanted, {self.free_blocks} free")
+            self.free_blocks -= total
+        for r, n in grants:
+            r.blocks += n

@@ -148,9 +148,12 @@ class StretchPricer(StepPricer, Protocol):
 class StepBackend(Protocol):
     """Runs (or prices) the engine's steps. ``pricer`` is the backend's ``StretchPricer`` when its step
     times come from one (then it reads no decode rows and the event-proportional engine may run it),
-    ``None`` when steps really run."""
+    ``None`` when steps really run. ``captured`` is the set of grid shapes it replays as captured
+    graphs, ``None`` when it replays every graph of the grid (the simulator prices them all): a step
+    whose grid graph is not in the set runs eager, for ``scheduler.NOT_CAPTURED``."""
 
     pricer: StretchPricer | None
+    captured: frozenset[tuple[int, int, int]] | None
 
     def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:
         """Run (or price) one step; ``decodes`` are the running requests in row order, up to date.

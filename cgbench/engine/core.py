@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Protocol
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
 from cgbench.engine.drive import RunState, Stop, Watchdog, drive
-from cgbench.engine.invariants import InvariantError
+from cgbench.engine.invariants import InvariantError, MegatronAssertion
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
 from cgbench.engine.prefix_cache import PrefixCache
@@ -128,7 +128,7 @@ class Engine:
         self.chunked_prefill = scheduler.chunked_prefill
         self.ctx = scheduler.ctx
         self.scheduler = scheduler
-        self.graphs = GraphChoice(scheduler.grid, scheduler.policy)
+        self.graphs = GraphChoice(scheduler.grid, scheduler.policy, backend.captured)
         self.q = self.ctx.decode_tokens  # tokens per decode row
         self.check = options.check_invariants
         self.watchdog = Watchdog(options.stall_steps)
@@ -270,7 +270,11 @@ class Engine:
         observer = self.round_observer
         if observer is not None:
             observer.before(self.queue)
-        result = self.scheduler.schedule(self.queue)
+        try:
+            result = self.scheduler.schedule(self.queue)
+        except MegatronAssertion as e:
+            self._megatron_raised(e)
+            result = RoundResult(stop_reason="engine_assertion")
         if observer is not None:
             observer.after(result)
         if ctx.admitted and (len(self.queue) < queued_before
@@ -357,9 +361,20 @@ class Engine:
                                        len(self.paused)))
         self._step_start_s = st.now_s
         st.now_s += duration_s
-        if self._update():
-            self.last_progress = self.step
+        try:
+            if self._update():
+                self.last_progress = self.step
+        except MegatronAssertion as e:
+            self._megatron_raised(e)
         self.step += 1
+
+    def _megatron_raised(self, e: MegatronAssertion) -> None:
+        """Megatron's own code raises here (an assertion or error of its allocators): the run stops,
+        as Megatron's engine does, with outcome ``engine_assertion``."""
+        st = self.state
+        st.outcome = "engine_assertion"
+        st.diagnosis = f"step {self.step}: {e}"
+        self.halted = True
 
     def finish(self) -> RunState:
         """The run is over: every row's counters brought up to the last step, every finished request
@@ -407,8 +422,7 @@ class Engine:
             req.first_token_step = self.step
             req.first_token_s = now
         elif req.last_token_s >= 0:
-            itl, gap = self.state.stats.itl, now - req.last_token_s
-            itl[gap] = itl.get(gap, 0) + n
+            self.state.stats.itl.add(now - req.last_token_s, n)
         req.generated += n
         req.last_token_s = now
 
@@ -430,6 +444,7 @@ class Engine:
         q, ctx, rows, now = self.q, self.ctx, self.rows, self.state.now_s
         finished: list[Request] = []
         needing: list[Request] = []
+        ctx.after_step()
         if ctx.acceptance is not None:
             self._step_speculative(rows.stepped(self.step, self._step_start_s, now), finished, needing)
         else:
@@ -464,6 +479,8 @@ class Engine:
             self._kv_pressure(needing, ran_chunk)
         if ran_chunk is not None:
             self._hide_chunked(ran_chunk)
+        if ctx.prefix is not None:  # the step's last release group goes back to the pool
+            ctx.prefix.flush()
         if self.check:
             self._check_blocks()
         return done or bool(finished)
@@ -563,14 +580,16 @@ class Engine:
             return
         ctx, paused = self.ctx, self.paused
         # the active rows: the running decodes and the chunked request only if its chunk ran
-        held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
+        if ctx.prefix is not None:  # a shared block counts once (get_active_used)
+            held = ctx.held_blocks(self.order)
+        else:
+            held = self.rows.held_blocks + (ran_chunk.blocks if ran_chunk is not None else 0)
         k = ctx.rules.resumable(ctx, paused, held, ctx.max_requests - len(self.order))
         if k == 0:
             return
         resumed = paused[len(paused) - k:]
         del paused[len(paused) - k:]
-        for r in resumed:
-            ctx.grant_decode_blocks(r)
+        ctx.grant_decode_blocks(resumed)
         self.rows.add(resumed, self.step + 1, self.state.now_s)
         self.order[:0] = resumed  # they join the active region on its left
 
@@ -588,7 +607,7 @@ class Engine:
         del self.paused[len(self.paused) - e:]
         self.order = rotate_into_evicted(self.order, e)
         for r in evicted:
-            self.ctx.release(r)
+            self.ctx.release(r, "evict")
             self.backend.release(r)
             r.evictions += 1
             r.kv_tokens = 0
@@ -607,6 +626,8 @@ class Engine:
                 self._fail(r, "evicted_prompt_exceeds_max_tokens")
                 continue
             r.start_prefill(new_prompt)
+            if self.ctx.prefix is not None:
+                self.ctx.prefix.requeued(r.id, new_prompt, self.ctx.rules.evicted_keeps_hashes)
             self.queue.insert(at, r)
 
     def _crash(self, evicted: list[Request]) -> None:
@@ -700,7 +721,10 @@ class Engine:
             raise InvariantError(f"step {self.step}: KV blocks not conserved: held {held} + cached {cached} + "
                                  f"free {ctx.free_blocks} != pool {ctx.pool_blocks}")
         if ctx.prefix is not None:
-            why = ctx.prefix.check()
+            live = [*self.order, *self.paused]
+            if self.chunked is not None and all(r is not self.chunked for r in self.order):
+                live.append(self.chunked)
+            why = ctx.prefix.check({r.id: r.blocks for r in live if r.blocks})
             if why is not None:
                 raise InvariantError(f"step {self.step}: prefix cache: {why}")
         self.rows.check(self.step)

@@ -236,13 +236,16 @@ class Drive:
                 break
             unit = units[u]
             ready = unit.schedule_round()
-            while not ready and unit.await_pulls():  # a released slot may admit the head now
+            while not ready and not unit.halted and unit.await_pulls():  # a released slot may admit the head now
                 ready = unit.schedule_round()
-            if not ready:
+            if unit.halted:  # Megatron's code raised while scheduling (prefix caching): no step runs
+                stop = unit.halt()
+            elif not ready:
                 busy[u] = False
                 continue
-            unit.run_step()
-            stop = unit.watchdog.verdict(unit)
+            else:
+                unit.run_step()
+                stop = unit.watchdog.verdict(unit)
             if stop is not None:
                 busy[u], retired[u] = False, True
                 stops += 1
@@ -276,13 +279,16 @@ class Drive:
                     system.stalled(-1 if unit.drained else 0)
                 break
             ready = unit.schedule_round()
-            while not ready and unit.await_pulls():  # a released slot may admit the head now
+            while not ready and not unit.halted and unit.await_pulls():  # a released slot may admit the head now
                 ready = unit.schedule_round()
-            if not ready:
+            if unit.halted:  # Megatron's code raised while scheduling (prefix caching): no step runs
+                stop = unit.halt()
+            elif not ready:
                 busy = False
                 continue
-            unit.run_step()
-            stop = watchdog.verdict(unit)
+            else:
+                unit.run_step()
+                stop = watchdog.verdict(unit)
             if stop is not None:
                 busy = False
                 retired = True

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cgbench.config.schema import CGConfig
+from cgbench.config.schema import BenchConfig, CGConfig
 from cgbench.engine.contract import StepWork
 from cgbench.engine.core import Engine
 from cgbench.engine.drive import RunState, Stop, Watchdog, drive
@@ -76,6 +76,18 @@ class RankStream:
 def matches_ep_token_counts(dispatcher: str) -> bool:
     """Under ``nccl`` / ``te`` the ranks agree on the token count (non-decode graphs off)."""
     return dispatcher in MATCHES_EP_TOKEN_COUNTS
+
+
+def ep_graphs(cfg: BenchConfig, grid: Grid) -> tuple[CGConfig, Grid, str]:
+    """The cg settings and grid every EP rank gates and matches on, and why non-decode graphs are off
+    when the config's are not: a dispatcher that matches EP token counts (nccl, te) turns them off,
+    as Megatron 0.19.2."""
+    e = cfg.engine
+    if e.ep_size > 1 and matches_ep_token_counts(e.moe_dispatcher):
+        why = (f"engine.moe_dispatcher={e.moe_dispatcher} under expert parallelism turns prefill and mixed "
+               "graphs off, as Megatron (engine.moe_dispatcher=nvls keeps them)") if cfg.cg.non_decode else ""
+        return group_cg(cfg.cg, e.moe_dispatcher), group_grid(grid, e.moe_dispatcher), why
+    return cfg.cg, grid, ""
 
 
 def decode_only_grid(grid: Grid) -> Grid:

@@ -162,7 +162,7 @@ class AnchoredRows:
         regular = d - len(special)
         if regular:
             gap = now_s - start_s
-            self.itl[gap] = self.itl.get(gap, 0) + regular * q
+            self.itl.add(gap, regular * q)
         self.stored_kv += d * q
         self._fired = special
         if not special:
@@ -216,7 +216,9 @@ class FastEngine(Engine):
         self._decode_steps: dict[int, _DecodeStep] = {}  # per decode count
 
     def _kv_pressure(self, needing: list[Request], ran_chunk: Request | None) -> None:
-        if self.paused or not needing or not self._pause_and_resume_at_once(needing, ran_chunk):
+        # under prefix caching block ids and shared blocks matter: the full pass, always
+        if self.paused or not needing or self.ctx.prefix is not None or not self._pause_and_resume_at_once(
+                needing, ran_chunk):
             Engine._kv_pressure(self, needing, ran_chunk)
 
     def _pause_and_resume_at_once(self, needing: list[Request], ran_chunk: Request | None) -> bool:
@@ -237,8 +239,8 @@ class FastEngine(Engine):
             return False
         move_pausing_left(order, {order.index(r) for r in needing})
         resumed = order[:m]
+        ctx.grant_decode_blocks(resumed)
         for r in resumed:
-            ctx.grant_decode_blocks(r)
             r.pauses += 1  # Megatron counts the pause; ``paused_events`` does not (no step missed)
         self.rows.reanchor(resumed, self.step + 1, self.state.now_s, granted)
         return True
@@ -393,13 +395,13 @@ class FastEngine(Engine):
                 run_tokens += T
             else:
                 if run_tokens:
-                    itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+                    itl.add(run_gap, run_tokens)
                 run_gap, run_tokens = gap, T
             context += context_step
             pairs += pairs_step
             step += 1
         if run_tokens:
-            itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+            itl.add(run_gap, run_tokens)
         waits = step - begin - (1 if begin == first and step > begin else 0)
         if self.scheduler.async_overlap:  # every later round is an overlap step (decode-only, none paused)
             waits = 0
@@ -419,7 +421,6 @@ class FastEngine(Engine):
         stop, first, nxt = stretch.stop, stretch.first, stretch.next_arrival_s
         head = stretch.head
         itl = st.stats.itl
-        itl_get = itl.get
         context_step, pairs_step = decode_growth(work)
         context, T = work.context_tokens, work.tokens
         pairs = work.attention_pairs
@@ -447,8 +448,7 @@ class FastEngine(Engine):
             waits = n - (1 if self.step == first else 0)
             if head is not None and waits > 0 and not self.scheduler.async_overlap:
                 self.scheduler.register_waits(head, waits, stretch.result)
-            for gap in (clock[1:n + 1] - clock[:n]).tolist():
-                itl[gap] = itl_get(gap, 0) + T
+            itl.add_each((clock[1:n + 1] - clock[:n]).tolist(), T)
             durations.extend(dts[:n].tolist())
             now = float(clock[n])
             context += n * context_step

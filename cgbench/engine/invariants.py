@@ -12,3 +12,8 @@ class InvariantError(AssertionError):
 
 class LedgerError(InvariantError):
     """A request was retired twice or before its end, or changed after it was retired."""
+
+
+class MegatronAssertion(AssertionError):
+    """Megatron's own code raises at this point (an assertion or an error of its block allocators,
+    reproduced): the run stops with outcome ``engine_assertion``, as Megatron's engine does."""

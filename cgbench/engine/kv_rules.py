@@ -38,6 +38,15 @@ from cgbench.engine.rows import evict_count as evict_count_0192_blocks
 DEFAULT_RULES = "0.19.2"
 
 
+class SharedBlocks(Protocol):
+    """What the rules read of the pool's prefix cache (``cgbench.engine.prefix_cache.PrefixCache``
+    meets it; the cache reads the rule sets, so they name it here rather than import it)."""
+
+    def unique_prefix_within(self, rids: Sequence[int], budget: int) -> int: ...
+
+    def releasable_by_suffix(self, rids: Sequence[int]) -> list[int]: ...
+
+
 class KVPool(Protocol):
     """What the rules read of the KV pool (``cgbench.engine.context.Context`` meets it): the rule sets
     are the context's, so they name what they need here rather than import the context."""
@@ -47,7 +56,12 @@ class KVPool(Protocol):
     paused_block_budget: int
     free_blocks: int
 
+    @property
+    def prefix(self) -> SharedBlocks | None: ...
+
     def allocatable(self) -> int: ...
+
+    def held_blocks(self, reqs: Sequence[Request]) -> int: ...
 
     def decode_blocks_needed(self, req: Request) -> int: ...
 
@@ -71,6 +85,14 @@ class KVRules:
     evict_count: Callable[[KVPool, Sequence[Request], int], int]
     # Megatron asserts when update_requests leaves no active row, no chunked request and no paused row
     asserts_when_emptied: bool
+    # prefix caching: a chunk ending mid-block matched a cached block that the next chunk registers
+    # again (0.19.2: its parent then counts it twice; main's registration skips it)
+    reregisters_matched: bool
+    # prefix caching: an evicted request comes back with its block hashes (main) or without (0.19.2)
+    evicted_keeps_hashes: bool
+    # hybrid prefix caching: more new Mamba states in a step than slots raises (0.19.2) or drops the
+    # states that do not fit (main)
+    mamba_overflow_raises: bool
 
 
 # -- megatron-core 0.19.2 ---------------------------------------------------------------------------
@@ -85,11 +107,14 @@ def _resumable_0192(ctx: KVPool, paused: Sequence[Request], held_active: int, ro
 
 
 def _resumes_at_once_0192(ctx: KVPool, held_active: int, granted: int, m: int, rows: int) -> bool:
-    return held_active <= ctx.active_blocks and m <= ctx.allocatable() and rows <= ctx.max_requests
+    return held_active <= ctx.active_blocks and m <= ctx.free_blocks and rows <= ctx.max_requests
 
 
 def _evict_count_0192(ctx: KVPool, paused: Sequence[Request], room: int) -> int:
-    return evict_count_0192_blocks([r.blocks for r in paused], ctx.paused_block_budget)
+    """Nothing goes while the paused rows hold no more than the budget, a shared block counted once
+    under prefix caching (``get_paused_used``); the rest counts each row's own blocks."""
+    return evict_count_0192_blocks([r.blocks for r in paused], ctx.paused_block_budget,
+                                   ctx.held_blocks(paused))
 
 
 # -- Megatron-LM main d98e8a64 (#5950, #5995) -------------------------------------------------------
@@ -110,9 +135,12 @@ def _resumable_main(ctx: KVPool, paused: Sequence[Request], held_active: int, ro
     """The first ``min(paused, room)`` rows from the right are candidates; of those, the longest run
     whose new blocks (one per row with a full last block) fit the free pool resumes."""
     candidates = min(len(paused), room) if room > 0 else 0
+    rows = paused[len(paused) - candidates:]
+    wanted = sum(_needs_block(ctx, r) for r in rows)
+    # the free pool, or when that is short what an allocation can get (cached blocks it may evict)
+    avail = ctx.free_blocks if wanted <= ctx.free_blocks else ctx.allocatable()
     n = new = 0
-    avail = ctx.free_blocks
-    for r in reversed(paused[len(paused) - candidates:]):
+    for r in reversed(rows):
         new += _needs_block(ctx, r)
         if new > avail:
             break
@@ -129,8 +157,11 @@ def _evict_count_main(ctx: KVPool, paused: Sequence[Request], room: int) -> int:
     the fewest right-most ``e`` whose released blocks, with the free pool, give every surviving
     overflow row the new block it needs (and leave no more survivors than free row slots)."""
     budget = ctx.paused_block_budget
+    pc = ctx.prefix
     retained = held = 0
-    if budget > 0:
+    if budget > 0 and pc is not None:  # shared blocks once (_get_paused_request_count_within_block_budget)
+        retained = pc.unique_prefix_within([r.id for r in paused], budget)
+    elif budget > 0:
         for r in paused:
             held += r.blocks
             if held > budget:
@@ -143,22 +174,27 @@ def _evict_count_main(ctx: KVPool, paused: Sequence[Request], room: int) -> int:
     new_by_survivors = [0]  # new blocks the left-most s overflow rows need, for s = 0 .. overflow
     for r in rows:
         new_by_survivors.append(new_by_survivors[-1] + _needs_block(ctx, r))
-    released = 0
-    avail = ctx.free_blocks
+    if pc is not None:  # a block is released once every holder is evicted (_get_releasable_block_counts)
+        releasable = pc.releasable_by_suffix([r.id for r in rows])
+    else:
+        releasable = [0]
+        for r in reversed(rows):
+            releasable.append(releasable[-1] + r.blocks)
+    avail = ctx.allocatable()
     for e in range(overflow + 1):
-        if e:
-            released += rows[-e].blocks
         survivors = overflow - e
-        if survivors <= room and new_by_survivors[survivors] <= avail + released:
+        if survivors <= room and new_by_survivors[survivors] <= avail + releasable[e]:
             return e
     return overflow  # unreachable: e = overflow leaves no survivor
 
 
 MEGATRON_RULES: dict[str, KVRules] = {
     "0.19.2": KVRules("0.19.2", "megatron-core 0.19.2", _arrival_blocks_0192, _resumable_0192,
-                      _resumes_at_once_0192, _evict_count_0192, asserts_when_emptied=True),
+                      _resumes_at_once_0192, _evict_count_0192, asserts_when_emptied=True,
+                      reregisters_matched=True, evicted_keeps_hashes=False, mamba_overflow_raises=True),
     "main": KVRules("main", "Megatron main d98e8a64", _arrival_blocks_main, _resumable_main,
-                    _resumes_at_once_main, _evict_count_main, asserts_when_emptied=False),
+                    _resumes_at_once_main, _evict_count_main, asserts_when_emptied=False,
+                    reregisters_matched=False, evicted_keeps_hashes=True, mamba_overflow_raises=False),
 }
 
 

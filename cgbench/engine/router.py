@@ -12,10 +12,15 @@ data-parallel one (``cgbench.engine.dp``). The policies are Megatron 0.19.2's co
   ``free = max(0, max_requests - in_flight)`` and ``match`` is ``(i + 1) / n`` for the ranks that were
   routed the request's deepest known block hash ``i`` (of its ``n`` hashes; ``first_prefix_block``
   looks at the first hash only, so its match is 0 or 1), 0 for the others. Ties go to the rank that
-  was routed that hash most recently, then to the lowest index. A request without hashes is routed
-  ``least_loaded``. The coordinator remembers every hash it routed (never forgets one: it does not
-  see the ranks' prefix caches), and so does this router: its own per-rank table, independent of any
-  engine's cache.
+  was routed that hash most recently, then to the lowest index. A request without hashes (a prompt
+  shorter than a block) is routed ``least_loaded``. The hashes are the engine's block hashes of the
+  prompt (``compute_request_hashes``: every complete ``block_size``-token block, chained, as the
+  prefix cache hashes them), not the trace's source-block ids. The coordinator remembers every hash
+  it routed (never forgets one: it does not see the ranks' prefix caches), and so does this router:
+  its own per-rank table, independent of any engine's cache.
+
+``scripts/megatron_diff.py routing`` checks the choices against the coordinator's own message
+handlers (``handle_submit_request``, ``handle_engine_reply``) on random submissions and completions.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cgbench.workload.prefix_hashes import engine_block_hashes, own_block_hashes
 from cgbench.workload.stream import RequestSpec
 
 LEAST_LOADED = "least_loaded"
@@ -47,6 +53,8 @@ class Router:
     policy: str = LEAST_LOADED
     alpha: float = 0.5
     max_requests: int = 1
+    block_size: int = 256  # the engine's KV block: the size of the blocks the coordinator hashes
+    source_tokens: int = 512  # tokens per source block of the requests' prefix ids
     _next: int = 0
     _stamp: int = 0
     # block hash -> {rank: the assignment stamp of the last request with it routed there}
@@ -68,7 +76,7 @@ class Router:
             return i
         if self.policy == LEAST_LOADED:
             return least_loaded(loads) if alive is None else min(ranks, key=lambda r: (loads[r], r))
-        hashes = list(spec.prefix_blocks) if spec.prefix_blocks is not None else []
+        hashes = self.request_hashes(spec)
         if self.policy == PREFIX_FIRST_BLOCK:
             hashes = hashes[:1]
         if not hashes:
@@ -81,6 +89,13 @@ class Router:
         for h in hashes:
             self._hashes.setdefault(h, {})[best] = self._stamp
         return best
+
+    def request_hashes(self, spec: RequestSpec) -> list[int]:
+        """The prompt's block hashes, as the coordinator computes them from its tokens."""
+        ids = spec.prefix_blocks
+        described = (engine_block_hashes(ids, spec.prompt_tokens, self.source_tokens, self.block_size)
+                     if ids is not None and len(ids) > 0 else [])
+        return own_block_hashes(described, spec.id, spec.prompt_tokens // self.block_size)
 
     def match(self, hashes: Sequence[int]) -> tuple[list[float], list[int]]:
         """Per rank: the match of ``hashes`` (``(i + 1) / n`` for the ranks holding the deepest hash ``i``

@@ -60,12 +60,13 @@ def move_pausing_left(rows: list[R], pausing: Collection[int]) -> None:
         rows[a], rows[b] = rows[b], rows[a]
 
 
-def evict_count(paused_blocks: Sequence[int], budget: int) -> int:
+def evict_count(paused_blocks: Sequence[int], budget: int, held: int = -1) -> int:
     """How many right-most paused rows are evicted. Nothing is evicted while the paused rows hold no
-    more than ``budget`` blocks. Otherwise the rows past the longest left run that fits the budget
-    overflow, and the fewest ``e`` right-most rows go whose blocks cover the ``overflow - e`` rows
-    that then stay paused."""
-    if sum(paused_blocks) <= budget:
+    more than ``budget`` blocks (``held``: what they hold together, when shared blocks make it less
+    than their sum). Otherwise the rows past the longest left run that fits the budget overflow, and
+    the fewest ``e`` right-most rows go whose blocks cover the ``overflow - e`` rows that then stay
+    paused."""
+    if (held if held >= 0 else sum(paused_blocks)) <= budget:
         return 0
     held = valid = 0
     for b in paused_blocks:
@@ -74,6 +75,8 @@ def evict_count(paused_blocks: Sequence[int], budget: int) -> int:
         held += b
         valid += 1
     overflow = len(paused_blocks) - valid
+    if overflow == 0:
+        return 0
     freed = 0
     for e in range(1, overflow + 1):
         freed += paused_blocks[-e]

@@ -15,15 +15,20 @@ from dataclasses import dataclass, fields
 from cgbench.config.schema import CGConfig
 from cgbench.engine.batch_invariant import aligned_chunk
 from cgbench.engine.context import Context
+from cgbench.engine.gating import gating_status
 from cgbench.engine.policies import DEFER, Policy
 from cgbench.engine.request import Request
 from cgbench.grids.lookup import Grid
 
 _CACHE_LIMIT = 1 << 18
+# The eager reason of a step whose grid graph the backend holds no capture of: every step of
+# backend=torch on a CPU (no CUDA graphs), a graph past the capture budget on a GPU.
+NOT_CAPTURED = "not_captured"
 
 
 def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
-    """Whether admission is gated on the grid.
+    """Whether admission is gated on the grid: ``gating.gating_status`` (the one condition, with its
+    reason).
 
     The policies that reproduce Megatron's code (``megatron``, ``megatron_6675``:
     ``Policy.megatron_conditions``) gate on Megatron's three conditions only: ``cg.all_prefills``,
@@ -33,9 +38,7 @@ def gating_active(policy: Policy, cg: CGConfig, grid: Grid) -> bool:
     running). The cgbench-only gating policies (``defer``, ``wait_timeout``, ``cover``) add a fourth
     condition, a prefill/mixed graph in the list, so that such a list admits on budgets and runs
     prefills eager instead."""
-    if not (policy.gates and cg.all_prefills and cg.non_decode and len(grid.graphs) > 0):
-        return False
-    return grid.non_decode or policy.megatron_conditions
+    return gating_status(policy, cg, grid).active
 
 
 def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, chunked_prefill: bool) -> str | None:
@@ -54,13 +57,17 @@ def gating_without_prefill_graphs(policy: Policy, cg: CGConfig, grid: Grid, *, c
 
 class GraphChoice:
     """The graph a step of real shape ``(T, P, D)`` replays: the grid's match, unless the policy's
-    forward guard refuses it; ``(None, reason)`` when the step runs eager. Memoized per shape."""
+    forward guard refuses it or the backend captured no graph of that shape (``captured``: the grid
+    shapes it can replay; ``None``: all of them, as the simulator prices them); ``(None, reason)``
+    when the step runs eager. Memoized per shape."""
 
-    __slots__ = ("grid", "policy", "_cache")
+    __slots__ = ("grid", "policy", "captured", "_cache")
 
-    def __init__(self, grid: Grid, policy: Policy) -> None:
+    def __init__(self, grid: Grid, policy: Policy,
+                 captured: frozenset[tuple[int, int, int]] | None = None) -> None:
         self.grid = grid
         self.policy = policy
+        self.captured = captured
         self._cache: dict[tuple[int, int, int], tuple[tuple[int, int, int] | None, str | None]] = {}
 
     def resolve(self, T: int, P: int, D: int) -> tuple[tuple[int, int, int] | None, str | None]:
@@ -73,7 +80,8 @@ class GraphChoice:
         if graph is not None and self.policy.forward_guard(T, P, graph.token_count):
             choice = (None, "pad_guard")
         elif graph is not None:
-            choice = ((graph.token_count, graph.prefill_req_count, graph.decode_req_count), reason)
+            shape = (graph.token_count, graph.prefill_req_count, graph.decode_req_count)
+            choice = (shape, reason) if self.captured is None or shape in self.captured else (None, NOT_CAPTURED)
         else:
             choice = (None, reason)
         if len(self._cache) >= _CACHE_LIMIT:
@@ -168,8 +176,10 @@ class Scheduler:
     def _schedule_with_prefix(self, queue: deque[Request]) -> RoundResult:
         """A pass under prefix caching (Megatron's pending-hash coordination): a request sharing a
         block hash that an admission of this pass registers is taken off the queue for the pass (a
-        coordination wait) and the pass goes on behind it; the held requests go back to the queue's
-        front in their order at the end, behind a chunked request left at its head."""
+        coordination wait); without chunked prefill the pass goes on behind it, with chunked prefill
+        the wait ends the pass (``schedule_chunked_prefill``'s loop runs while a request was
+        scheduled). The held requests go back to the queue's front in their order at the end, behind
+        a chunked request left at its head."""
         self._held = []
         self._pending = set()
         result = (self._schedule_chunked(queue) if self.chunked_prefill
@@ -270,7 +280,8 @@ class Scheduler:
             req = queue[0]
             continuing = ctx.chunked_request_id >= 0
             if pc is not None and not continuing and self._conflicts(req, queue):
-                continue
+                result.stop_reason = "prefix_conflict"
+                return result
             rem = req.remaining_prompt
             request_ok, _, kv_ok = ctx.check_availability(req)
             request_ok = request_ok or continuing

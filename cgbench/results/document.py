@@ -139,11 +139,13 @@ def dumps(doc: dict) -> str:
     return safeio.dumps_strict(doc)
 
 
-def write_json_atomic(path: Path, doc: dict, *, durable: bool = True) -> Path:
+def write_json_atomic(path: Path, doc: dict, *, durable: bool = True, clean: bool = True,
+                      compact: bool = False) -> Path:
     """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync unless ``durable=False``,
     rename over a regular file or nothing): never a partial file, never a special file replaced,
-    never NaN/Infinity."""
-    return safeio.write_json_atomic(path, doc, durable=durable)
+    never NaN/Infinity. ``clean=False``: the caller removed the folder's stale temporary files
+    once for all its writes (a sweep); ``compact``: one line, C-encoded (a sweep's point files)."""
+    return safeio.write_json_atomic(path, doc, durable=durable, clean=clean, compact=compact)
 
 
 def ensure_writable(path: Path, what: str = "--out") -> None:

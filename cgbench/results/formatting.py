@@ -56,3 +56,12 @@ def metric_value(name: str, x: Any, digits: int = 2) -> str:
     if m is not None and m.unit == FRACTION:
         return percent(x, digits)
     return number(x, digits)
+
+
+def goodput_text(metrics: dict[str, Any]) -> str:
+    """``1.23 (97.50% of requests; slo ttft_ms<=500)``, or ``n/a (no SLO set)``: a run without an SLO
+    has no goodput (``slo.*`` unset; a result from before ``goodput_slo`` existed shows its numbers)."""
+    rate, share, slo = metrics.get("goodput_req_s"), metrics.get("goodput_fraction"), metrics.get("goodput_slo")
+    if rate is None or slo == "none":
+        return "n/a (no SLO set)"
+    return f"{number(rate)} ({percent(share)} of requests" + (f"; slo {slo})" if slo else ")")

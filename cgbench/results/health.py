@@ -12,9 +12,9 @@ Flags:
 * ``incomplete``: the run stalled or hit its step bound (``metrics.outcome``).
 * ``failed_requests``: the engine rejected requests (``requests.failed``).
 * ``starvation``: the engine's starvation warning fired (a request waited ``max(100, msl)``
-  consecutive iterations for a graph).
-* ``long_graph_wait``: a request waited at least ``threshold`` iterations for a graph (default
-  ``max(100, engine.max_sequence_length)``, the engine's own starvation threshold).
+  consecutive iterations for a graph): Megatron's rule, as Megatron counts it.
+* ``long_graph_wait``: a request waited long for a graph for this run and this request: a share of
+  the run's steps, of the request's own life, or a time (``cgbench.results.graph_wait``).
 * ``heavy_deferral``: gating deferred a request in at least half of the steps (the queue is admitted
   one request at a time while decodes run: a serialised workload, whatever the per-request wait).
 * ``memory``: weights + the modelled KV pool exceed ``hardware.memory_gb`` per GPU.
@@ -37,9 +37,15 @@ Trace flags (``trace_warnings``, from the ``TraceSummary`` of a replayed trace):
   ``engine.max_sequence_length``) or whose outputs it cuts (prompt + output longer), counted, with
   the value of the key that fits every request; ``trace_beyond_max_tokens``: without chunked
   prefill, prompts longer than ``engine.max_tokens`` fail.
-* ``trace_overload``: the engine finished the last request long after the last arrival (more than
-  half the trace's span and a minute; open loop only): the offered load exceeds what it serves, and the replay
-  measures a growing queue rather than the trace's latencies.
+
+Load flag (open-loop arrivals only: a rate or a trace at its times; the ``load`` block):
+
+* ``overload``: the workload offers more than the engine serves: the served output rate is below
+  ``OVERLOAD_SERVED_SHARE`` of the offered one while the last arrivals waited at least
+  ``OVERLOAD_BACKLOG_SHARE`` of the arrival span (and ``OVERLOAD_MIN_BACKLOG_S``) to be admitted, or
+  the last request finished more
+  than ``OVERLOAD_DRAIN`` of the span (and ``OVERLOAD_MIN_DRAIN_S``) after the last arrival. The
+  latencies then measure a growing queue. A closed loop or ``all_at_once`` offers no load: no flag.
 """
 
 from __future__ import annotations
@@ -50,26 +56,28 @@ from typing import Any
 
 from cgbench.config.schema import BenchConfig
 from cgbench.results.formatting import number, percent
+from cgbench.results.graph_wait import long_graph_wait_flag, starvation_threshold
 from cgbench.workload.trace_summary import TraceSummary
 
 COLLAPSE_FACTOR = 2.0
 TTFT_COLLAPSE_FACTOR = 10.0  # "many times": a gate that waits for nothing, not a few slower first tokens
 HEAVY_DEFERRAL = 0.5  # deferral events per step
-OVERLOAD_DRAIN = 0.5  # of the trace's span: the last request finishing this much later means a backlog
-OVERLOAD_MIN_DRAIN_S = 60.0
+# overload (docs/metrics.md, "Health flags", gives the reasoning and the figures behind each value)
+OVERLOAD_SERVED_SHARE = 0.95  # served output rate / offered, below it ...
+OVERLOAD_BACKLOG_SHARE = 0.05  # ... with the last arrivals waiting this share of the span for admission ...
+OVERLOAD_MIN_BACKLOG_S = 5.0  # ... and at least this long
+OVERLOAD_DRAIN = 0.25  # or the last request finishing this share of the span after the last arrival ...
+OVERLOAD_MIN_DRAIN_S = 60.0  # ... and more than this
 GATING_FLAGS = ("long_graph_wait", "heavy_deferral", "starvation")
 DP_EAGER_GAP = 0.05  # eager step fraction above the other ranks' mean
 DP_EAGER_RATIO = 2.0
 
 
-def wait_threshold(cfg: BenchConfig) -> int:
-    return max(100, cfg.engine.max_sequence_length)
-
-
-def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig,
-                    trace: TraceSummary | None = None) -> list[dict[str, Any]]:
-    """The flags that ``metrics`` (a result's ``metrics`` block) raises, and ``trace``'s."""
-    flags: list[dict[str, Any]] = trace_warnings(trace, cfg, metrics) if trace is not None else []
+def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig, trace: TraceSummary | None = None,
+                    deferrals: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The flags that ``metrics`` (a result's ``metrics`` block) raises, ``trace``'s, and with the
+    result's ``deferrals`` record the waits that are long for their own request."""
+    flags: list[dict[str, Any]] = trace_warnings(trace, cfg) if trace is not None else []
     if metrics.get("outcome") not in (None, "completed"):
         flags.append({"code": "incomplete",
                       "message": f"run {metrics['outcome']}: {metrics.get('diagnosis') or 'no diagnosis'}"})
@@ -80,17 +88,15 @@ def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig,
         flags.append({"code": "failed_requests",
                       "message": f"{req['failed']} of {req.get('total', '?')} requests failed ({reasons})"
                                  + _failure_fix(by_reason, cfg, trace)})
-    threshold = wait_threshold(cfg)
     worst, who = metrics.get("max_cg_wait_iters") or 0, metrics.get("max_cg_wait_request")
     if metrics.get("starvation_warnings"):
         flags.append({"code": "starvation",
                       "message": f"{metrics['starvation_warnings']} starvation warnings: requests waited "
-                                 f"{number(threshold)}+ consecutive iterations for a graph "
+                                 f"{number(starvation_threshold(cfg))}+ consecutive iterations for a graph "
                                  f"(longest: request {who}, {number(worst)} iterations)"})
-    if worst >= threshold:
-        flags.append({"code": "long_graph_wait", "request": who, "iterations": worst, "threshold": threshold,
-                      "message": f"request {who} waited {number(worst)} iterations for a graph "
-                                 f"(threshold {number(threshold)})"})
+    long_wait = long_graph_wait_flag(metrics, cfg, deferrals)
+    if long_wait is not None:
+        flags.append(long_wait)
     steps, deferrals = metrics.get("steps") or 0, metrics.get("deferral_events") or 0
     if steps and deferrals >= HEAVY_DEFERRAL * steps:
         flags.append({"code": "heavy_deferral",
@@ -99,7 +105,32 @@ def health_warnings(metrics: Mapping[str, Any], cfg: BenchConfig,
                                  f"{number(worst)} iterations, request {who}): the queue is served one at a time"})
     flags += memory_flags(cfg)
     flags += dp_eager_rank_flag(metrics)
+    flags += overload_flag(metrics, cfg)
     return flags
+
+
+def overload_flag(metrics: Mapping[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
+    """``overload`` (see the module docstring), from the ``load`` block of an open-loop run."""
+    load = metrics.get("load")
+    if not isinstance(load, Mapping):
+        return []  # a closed loop or all_at_once: no offered load to fall short of
+    span, drain, backlog = load["arrival_span_s"], load["drain_s"], load["backlog_s"]
+    short = (load["served_fraction"] < OVERLOAD_SERVED_SHARE
+             and backlog >= max(OVERLOAD_BACKLOG_SHARE * span, OVERLOAD_MIN_BACKLOG_S))
+    long_drain = drain > max(OVERLOAD_DRAIN * span, OVERLOAD_MIN_DRAIN_S)
+    if not (short or long_drain):
+        return []
+    w = cfg.workload
+    fix = ("raise workload.time_scale (it stretches the arrivals)" if w.trace
+           else "lower workload.arrival.rate")
+    return [{"code": "overload", "served_fraction": load["served_fraction"], "backlog_s": backlog, "drain_s": drain,
+             "message": f"the {'trace' if w.trace else 'workload'} offers {number(load['offered_req_s'], 2)} req/s "
+                        f"({number(load['offered_output_tok_s'], 0)} output tok/s over {number(span)} s); the "
+                        f"engine served {number(load['served_output_tok_s'], 0)} tok/s "
+                        f"({percent(load['served_fraction'], 0)}), the last arrivals waited {number(backlog)} s "
+                        f"to be admitted and the last request finished {number(drain)} s after the last arrival: "
+                        f"latencies measure a growing queue, not the engine; {fix}, or give the engine more "
+                        "capacity"}]
 
 
 def dp_eager_rank_flag(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -135,10 +166,10 @@ def fitting_length(tokens: int, cfg: BenchConfig) -> int:
     return -(-tokens // block) * block
 
 
-def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+def trace_warnings(trace: TraceSummary, cfg: BenchConfig) -> list[dict[str, Any]]:
     """The trace flags (module docstring) of a replayed trace."""
     flags: list[dict[str, Any]] = []
-    timed = cfg.workload.arrival.process != "closed_loop"  # a closed loop ignores the trace's arrival times
+    timed = cfg.workload.open_loop  # a closed loop ignores the trace's arrival times
     assumed_seconds = trace.arrival_unit == "s" and trace.unit_how != "workload.trace_arrival_unit"
     if timed and assumed_seconds and trace.looks_like_ms():
         flags.append({"code": "trace_arrival_units",
@@ -164,19 +195,6 @@ def trace_warnings(trace: TraceSummary, cfg: BenchConfig, metrics: Mapping[str, 
                           "message": f"{number(long_prompts)} prompts are longer than engine.max_tokens="
                                      f"{e.max_tokens} and fail without chunked prefill: set "
                                      "engine.chunked_prefill=true or raise engine.max_tokens"})
-    makespan, span = metrics.get("makespan_s"), trace.span_s
-    if timed and isinstance(makespan, (int, float)) and span > 0:
-        end_of_arrivals = trace.last_arrival_s * trace.time_scale
-        drain = makespan - end_of_arrivals
-        if drain > max(OVERLOAD_DRAIN * span, OVERLOAD_MIN_DRAIN_S):
-            offered = (trace.requests - 1) / span
-            prompt_rate, output_rate = number(trace.prompt_tokens / span, 0), number(trace.output_tokens / span, 0)
-            flags.append({"code": "trace_overload", "drain_s": drain,
-                          "message": f"the trace offers {number(offered, 2)} req/s ({prompt_rate} prompt + "
-                                     f"{output_rate} output tok/s over "
-                                     f"{number(span)} s), more than the engine serves: the last request finished "
-                                     f"{number(drain)} s after the last arrival, so latencies measure a growing queue; "
-                                     "raise workload.time_scale or replay a workload.window"})
     return flags
 
 
@@ -227,6 +245,11 @@ def _p99_ttft(metrics: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def flag_codes(doc: Mapping[str, Any]) -> list[str]:
+    """The codes of a result document's warnings (its health flags), in order, each once; [] is healthy."""
+    return list(dict.fromkeys(str(w.get("code", "")) for w in doc.get("warnings") or []))
+
+
 def gating_flag(warnings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first gating flag among ``warnings``: the one a saved ``cgbench schedule`` state explains."""
     return next((w for w in warnings if w["code"] in GATING_FLAGS), None)
@@ -238,6 +261,10 @@ def link_state_file(flag: dict[str, Any], state_path: Path) -> None:
     flag["state_file"] = str(state_path)
 
 
-def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig) -> int:
-    """The wait whose first case best shows a gating flag: the longest wait, capped at the threshold."""
-    return max(1, min(metrics.get("max_cg_wait_iters") or 1, wait_threshold(cfg)))
+def explain_wait_limit(metrics: Mapping[str, Any], cfg: BenchConfig, flag: Mapping[str, Any] | None = None) -> int:
+    """The wait whose first case best shows a gating flag: the longest wait, capped at the flag's
+    threshold (``long_graph_wait``'s), else at Megatron's starvation threshold."""
+    cap = flag.get("threshold") if flag is not None else None
+    if not isinstance(cap, int):
+        cap = starvation_threshold(cfg)
+    return max(1, min(metrics.get("max_cg_wait_iters") or 1, cap))

@@ -19,20 +19,6 @@ from cgbench.engine.stats import StepStats
 PERCENTILES = (50, 90, 95, 99)
 
 
-def weighted_percentile(items: Sequence[tuple[float, int]], q: float) -> float:
-    """Nearest-rank percentile over (value, count) pairs sorted by value."""
-    total = sum(c for _, c in items)
-    if total == 0:
-        return 0.0
-    rank = _nearest_rank(total, q)
-    seen = 0
-    for value, count in items:
-        seen += count
-        if seen >= rank:
-            return float(value)
-    return float(items[-1][0])
-
-
 def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float]:
     """Count, min, mean, standard deviation, percentiles and max of a numpy array ``values``, each
     value scaled by ``scale`` (elementwise ``v * scale``: the same float as in Python). The mean is
@@ -76,18 +62,53 @@ def _python_sum(vals: Any) -> float:
 
 def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
     """The ``summary`` of (value, count) pairs sorted by value (each value counted ``count`` times),
-    scaled after the statistics are taken (the ITL histogram's record)."""
-    total = sum(c for _, c in items)
+    scaled after the statistics are taken."""
+    import numpy as np
+
+    values = np.fromiter((v for v, _ in items), dtype=np.float64, count=len(items))
+    counts = np.fromiter((c for _, c in items), dtype=np.int64, count=len(items))
+    return _weighted_arrays(values, counts, scale, digits)
+
+
+def histogram_summary(histogram: dict[float, int], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+    """``weighted_summary`` of a histogram (value -> count; the ITL's record), without building its
+    sorted list of pairs: the values and counts go into two numpy arrays, sorted by value once."""
+    import numpy as np
+
+    n = len(histogram)
+    values = np.fromiter(histogram.keys(), dtype=np.float64, count=n)
+    counts = np.fromiter(histogram.values(), dtype=np.int64, count=n)
+    order = np.argsort(values, kind="stable")  # a dict's keys are distinct: the order of sorted(items)
+    return _weighted_arrays(values[order], counts[order], scale, digits)
+
+
+def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dict[str, float]:
+    """The weighted summary of ascending ``values`` (float64) counted ``counts`` (int64) times, in one
+    cumulative pass: the running count gives the total and every nearest rank (a binary search each);
+    the mean and the squared deviations are Python's ``sum`` over the elementwise products, in value
+    order, so each float is the one the pairwise loop ``sum(v * c for v, c in items)`` and
+    ``sum(c * (v - mean) * (v - mean) ...)`` gives (numpy's ``c * d`` converts ``c`` to a float as
+    Python does)."""
+    import numpy as np
+
+    if len(counts) == 0:
+        return empty_summary()
+    running = np.cumsum(counts)
+    total = int(running[-1])
     if total == 0:
         return empty_summary()
-    mean = sum(v * c for v, c in items) / total
-    spread = sum(c * (v - mean) * (v - mean) for v, c in items)
-    out: dict[str, float] = {"count": total, "min": round(items[0][0] * scale, digits),
+    mean = _python_sum(values * counts) / total
+    deviation = values - mean
+    spread = _python_sum((counts * deviation) * deviation)
+    del deviation
+    out: dict[str, float] = {"count": total, "min": round(float(values[0]) * scale, digits),
                              "mean": round(mean * scale, digits),
                              "std": round(math.sqrt(spread / total) * scale, digits)}
-    for q in PERCENTILES:
-        out[f"p{q}"] = round(weighted_percentile(items, q) * scale, digits)
-    out["max"] = round(items[-1][0] * scale, digits)
+    ranks = np.array([_nearest_rank(total, q) for q in PERCENTILES], dtype=np.int64)
+    at = np.searchsorted(running, ranks, side="left")  # the first value whose running count reaches the rank
+    for q, i in zip(PERCENTILES, at.tolist(), strict=True):
+        out[f"p{q}"] = round(float(values[i]) * scale, digits)
+    out["max"] = round(float(values[-1]) * scale, digits)
     return out
 
 
@@ -233,8 +254,7 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
         good &= e2e_all * ms <= slo.e2e_ms
     e2e = summary(e2e_all[k.done], ms)
     del e2e_all
-    itl_items = sorted(stats.itl.items())
-    itl = weighted_summary(itl_items, ms)
+    itl = _weighted_arrays(*stats.itl.arrays(), ms, 6)
     n_good, n_done = int(good.sum()), int(k.done.sum())
     return {
         "makespan_s": round(makespan_s, 6),
@@ -249,8 +269,10 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
         "total_throughput_tok_s": round((output_tokens + prompt_tokens) / makespan_s, 3)
         if makespan_s > 0 else 0.0,
         "request_throughput_req_s": round(n_done / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_req_s": round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0,
-        "goodput_fraction": _ratio(n_good, len(requests)),
+        # vLLM bench's rule: no SLO, no goodput (null, never every completed request)
+        "goodput_slo": slo.describe(),
+        "goodput_req_s": (round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0) if slo.is_set else None,
+        "goodput_fraction": _ratio(n_good, len(requests)) if slo.is_set else None,
         "graphed_time_s": round(stats.graphed_time_s, 6),
         "eager_time_s": round(stats.eager_time_s, 6),
         "eager_time_fraction": _ratio(stats.eager_time_s, stats.eager_time_s + stats.graphed_time_s),

@@ -41,6 +41,7 @@ class Metric:
     per_rank: bool = False  # a list of values, one per expert-parallel (or data-parallel) rank
     needs_prefix: bool = False  # present only with prefix caching (engine.prefix_caching)
     needs_dp: bool = False  # present only with data parallelism (engine.dp_size > 1)
+    needs_open_loop: bool = False  # present only when the arrivals offer a load (cgbench.results.load_metrics)
 
 
 _M = Metric
@@ -59,7 +60,8 @@ METRICS: tuple[Metric, ...] = (
     _M("eager_step_fraction", FRACTION, LOWER, "eager steps", "eager steps / steps", deterministic=True),
     _M("eager_steps_by_reason", ITERATIONS, LOWER, "eager steps by reason",
        "why no graph applied: no_graphs, tokens_over_max, shape, decode_only_over_max, no_mixed_graphs, "
-       "pad_guard", keyed=True, deterministic=True),
+       "pad_guard, not_captured (the grid has a graph for the shape, the backend no capture of it: "
+       "backend=torch on a CPU, or past the capture budget on a GPU)", keyed=True, deterministic=True),
     _M("eager_token_fraction", FRACTION, LOWER, "eager tokens", "tokens computed in eager steps / all tokens",
        deterministic=True),
     _M("padded_token_fraction", FRACTION, LOWER, "padding",
@@ -135,13 +137,32 @@ METRICS: tuple[Metric, ...] = (
        "requests) / makespan", needs_clock=True),
     _M("request_throughput_req_s", REQ_S, HIGHER, "request throughput", "completed requests / makespan",
        needs_clock=True),
-    _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan",
-       needs_clock=True),
-    _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests",
-       needs_clock=True),
+    _M("goodput_slo", TEXT, NEITHER, "goodput SLO", "the slo.* bounds goodput counts against "
+       "(ttft_ms<=500 tpot_ms<=50), or none: no bound set, and then no goodput", needs_clock=True),
+    _M("goodput_req_s", REQ_S, HIGHER, "goodput", "completed requests meeting every slo.* bound / makespan "
+       "(vLLM bench's request_goodput); null when no slo.* bound is set", needs_clock=True),
+    _M("goodput_fraction", FRACTION, HIGHER, "goodput", "requests meeting every slo.* bound / all requests; "
+       "null when no slo.* bound is set", needs_clock=True),
     _M("graphed_time_s", S, NEITHER, "graphed time", "time spent in graphed steps", needs_clock=True),
     _M("eager_time_s", S, LOWER, "eager time", "time spent in eager steps", needs_clock=True),
     _M("eager_time_fraction", FRACTION, LOWER, "eager time", "eager time / step time", needs_clock=True),
+    # the load offered (open-loop arrivals: a rate, or a trace at its times; not closed_loop or
+    # all_at_once, which offer none) and what was served of it (cgbench.results.load_metrics)
+    _M("load.arrival_span_s", S, NEITHER, "arrival span", "time from the first arrival to the last",
+       needs_clock=True, needs_open_loop=True),
+    _M("load.offered_req_s", REQ_S, NEITHER, "offered rate", "(arrivals - 1) / arrival span: the workload's "
+       "request rate", needs_clock=True, needs_open_loop=True),
+    _M("load.offered_output_tok_s", TOK_S, NEITHER, "offered output", "offered rate x the mean output tokens "
+       "the requests ask for (failed ones included)", needs_clock=True, needs_open_loop=True),
+    _M("load.served_output_tok_s", TOK_S, HIGHER, "served output", "output tokens / (makespan - first arrival)",
+       needs_clock=True, needs_open_loop=True),
+    _M("load.served_fraction", FRACTION, HIGHER, "served share", "served / offered output rate: short of 1 by "
+       "the last requests' own lives, or by a backlog", needs_clock=True, needs_open_loop=True),
+    _M("load.drain_s", S, LOWER, "drain", "makespan - last arrival: how long the engine ran after the last "
+       "request arrived", needs_clock=True, needs_open_loop=True),
+    _M("load.backlog_s", S, LOWER, "backlog", "the median wait for admission of the last tenth of the arrivals "
+       "(one never admitted: until the run ended): the queue left when the arrivals stopped",
+       needs_clock=True, needs_open_loop=True),
     # the run's setup
     _M("gating_active", FLAG, NEITHER, "gating active",
        "whether graph-aware admission gating was active for this policy, grid and engine"),
@@ -271,6 +292,44 @@ def metric(name: str) -> Metric | None:
         return Metric(name, parent.unit, parent.better, f"{parent.label} {tail}", parent.description,
                       deterministic=parent.deterministic, needs_clock=parent.needs_clock)
     return None
+
+
+def column_names() -> list[str]:
+    """Every name a table column can show: the scalar metrics and each summary's fields, in registry
+    order (a keyed record's keys depend on the run: ``eager_steps_by_reason.shape`` is accepted too)."""
+    out: list[str] = []
+    for m in METRICS:
+        if m.summary:
+            out += [f"{m.name}.{f}" for f in SUMMARY_FIELDS]
+        elif not (m.keyed or m.per_rank):
+            out.append(m.name)
+    return out
+
+
+def parse_columns(text: str, option: str = "--columns") -> tuple[str, ...]:
+    """``ttft_ms.p99,tpot_ms.p50`` -> the metric names, each checked against the registry; a
+    ``ConfigError`` (one line, with the nearest name) for the first that is no column."""
+    from cgbench.config.errors import ConfigError, did_you_mean
+
+    names = [t.strip() for t in text.split(",")]
+    if not any(names):
+        raise ConfigError(f"{option}: name at least one metric (e.g. ttft_ms.p99,tpot_ms.p99)")
+    known = column_names()
+    for name in names:
+        m = REGISTRY.get(name)
+        if not name:
+            raise ConfigError(f"{option}: an empty name in {text!r}")
+        if m is not None and m.summary:
+            raise ConfigError(f"{option}: {name} is a summary; name one of its fields: "
+                              + ", ".join(f"{name}.{f}" for f in ("p50", "p99", "mean", "max")))
+        if m is not None and m.keyed:
+            raise ConfigError(f"{option}: {name} is keyed by name; name a key ({name}.KEY)")
+        if m is not None and m.per_rank:
+            raise ConfigError(f"{option}: {name} is a list, one value per rank: no column")
+        if metric(name) is None:
+            raise ConfigError(f"{option}: {name!r} is not a metric{did_you_mean(name, known)} "
+                              "(docs/metrics.md lists them)")
+    return tuple(dict.fromkeys(names))
 
 
 def label(name: str, *, with_unit: bool = True) -> str:

@@ -44,7 +44,9 @@ ADDED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
                "dp_size", "dp_routing", "dp_routing_alpha"),
 }
 # metrics whose JSON type the unit does not say
-_METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]}}
+_METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]},
+                                           "goodput_req_s": {"type": ["number", "null"]},
+                                           "goodput_fraction": {"type": ["number", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
 
 STRING: dict[str, Any] = {"type": "string"}
@@ -165,7 +167,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
 
 
 def _always_there(m: Metric) -> bool:
-    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp)
+    return not (m.needs_clock or m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp or m.needs_open_loop)
 
 
 def metrics_schema() -> dict[str, Any]:
@@ -252,7 +254,9 @@ def sensitivity_schema() -> dict[str, Any]:
                         "metrics": {"type": "object", "additionalProperties": metric_row}}, ("key", "values", "point"))
     even = record({"metric": STRING, "host_op_us": nullable(NUMBER), "below": STRING, "above": STRING,
                    "eager_graphed_ratio": nullable(NUMBER)}, ("metric", "host_op_us", "below", "above"))
-    comparison = record({"b": STRING, "same_steps": BOOLEAN,
+    kind = {**STRING, "description": "gating_off, launch_line, megatron_default, no_graphs or default_grid "
+             "(cgbench.analysis.baselines)"}
+    comparison = record({"b": STRING, "baseline": kind, "name": STRING, "overrides": STRINGS, "same_steps": BOOLEAN,
                          "point": record({"a": numbers, "b": numbers}, ("a", "b")),
                          "point_winner": {"type": "object", "additionalProperties": STRING},
                          "parameters": {"type": "array", "items": parameter}, "flips": STRINGS,
@@ -263,9 +267,17 @@ def sensitivity_schema() -> dict[str, Any]:
     return {**record({"method": {"enum": ["repriced", "rerun"]}, "why_rerun": nullable(STRING),
                       "eager_graphed_ratio": nullable(NUMBER),
                       "parameters": {"type": "array", "items": described},
-                      "comparisons": {"type": "array", "items": comparison}},
+                      "comparisons": {"type": "array", "items": comparison},
+                      "notes": {**STRINGS, "description": "the baselines not compared, and why"}},
                      ("method", "why_rerun", "eager_graphed_ratio", "parameters", "comparisons")),
             "description": "the run re-priced over the cost model's uncertain parameters (cgbench run --sensitivity)"}
+
+
+def gating_schema() -> dict[str, Any]:
+    """Whether the run gated admission and why (``cgbench.engine.gating``); results written before it
+    lack it (they hold ``metrics.gating_active`` only)."""
+    return record({"active": BOOLEAN, "reason": STRING}, ("active", "reason"),
+                  description="metrics.gating_active and its reason: every failing condition, or what gates")
 
 
 def result_schema() -> dict[str, Any]:
@@ -290,6 +302,7 @@ def result_schema() -> dict[str, Any]:
         "deferrals": _deferrals(),
         "wall_s": {**NUMBER, "description": "wall-clock seconds of the run, recorded by scripts/gpu_check.py"},
         "sensitivity": sensitivity_schema(),
+        "gating": gating_schema(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("result"), "title": "cgbench result document"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "overrides", "config", "environment", "metrics")))
@@ -323,7 +336,7 @@ def state_schema() -> dict[str, Any]:
                                            STATE_KEYS["chunked_request"])),
         "queue": {"type": "array", "items": record({k: count for k in STATE_KEYS["queue"]}, ("id",))},
         "prefix_cache": {"type": "object", "description": "engine.prefix_caching: the prefix cache "
-                         "(PrefixCache.to_state: clock, next_id, blocks, tables, hashes, mamba)"},
+                         "(PrefixCache.to_state: clock, free, blocks, map, tables, hashes, mamba)"},
     }
     missing = set(STATE_KEYS["top"]) ^ set(props)
     if missing:

@@ -23,9 +23,9 @@ Decisions about the format (docs/schedule.md gives the user's view):
   it, it is inserted at the head. It is hidden: not counted in ``batch``.
 * Every other queued request has ``finished`` 0: only the chunked request has prefilled tokens.
 * ``prefix_cache`` (only with ``engine.prefix_caching``): the KV pool's prefix cache as
-  ``PrefixCache.to_state`` writes it (its LRU clock, registered blocks with their references, stamps
-  and parents, the requests' block tables and block hashes, the cached Mamba states); without it the
-  cache starts empty.
+  ``PrefixCache.to_state`` writes it (its LRU clock, the free blocks in bag order, every block's hash,
+  references, stamp, parent and child count, the hash map, the requests' block tables and block
+  hashes, the Mamba slots and cached states); without it the cache starts empty.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from cgbench.config.plugin_schema import schema_types
 from cgbench.config.registry.plugins import plugin_names
 from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
 from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, ModelConfig, PolicyConfig
-from cgbench.engine.prefix_cache import PrefixCache
+from cgbench.engine.prefix_cache import new_prefix_cache
 from cgbench.engine.replay import Batch, QueueEntry, RoundState
 from cgbench.grids.build import build_grid
 
@@ -221,7 +221,7 @@ def _parse(doc: Any, source: str) -> RoundState:
         if not engine.prefix_caching:
             raise ConfigError("prefix_cache: needs engine.prefix_caching true")
         try:
-            PrefixCache(engine.block_size, engine.block_size).load_state(prefix_doc)
+            new_prefix_cache(engine, model.kind == "hybrid", engine.block_size).load_state(prefix_doc)
         except ValueError as e:
             raise ConfigError(f"prefix_cache.{e}") from None
     return RoundState(source=source, model=model, engine=engine, cg=cg, policy=policy,

@@ -34,6 +34,23 @@ def mix(h: int, v: int) -> int:
     return x if x else 1
 
 
+# mixed into the hash of a block holding content no other request has (see ``own_block_hashes``)
+OWN_CONTENT = 0x5EED_0F_0C0FFEE
+
+
+def own_block_hashes(hashes: Sequence[int], request_id: int, blocks: int) -> list[int]:
+    """``hashes`` continued to ``blocks`` blocks: a block past the described ones (prompt tokens
+    without a source id, or tokens a request generated before it was evicted) holds content only
+    this request has, so its chained hash mixes in the request's id and the block's index (the
+    same request hashes it alike again; no other request does)."""
+    out = list(hashes[:blocks])
+    h = out[-1] if out else 0
+    for j in range(len(out), blocks):
+        h = mix(h, mix(OWN_CONTENT, mix(request_id, j)))
+        out.append(h)
+    return out
+
+
 def engine_block_hashes(source_ids: Sequence[int], prompt_tokens: int, source_tokens: int,
                         block_size: int) -> list[int]:
     """The chained hashes of the complete ``block_size``-token blocks of a ``prompt_tokens``-token

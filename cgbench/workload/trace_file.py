@@ -50,30 +50,31 @@ class _Limited(io.RawIOBase):
         return len(data)
 
 
-def _open_binary(path: Path, label: str) -> io.BufferedReader:
+def _open_binary(path: Path, label: str, key: str = "workload.trace") -> io.BufferedReader:
+    """``key``: the option or config key an error names first."""
     try:
         # O_NONBLOCK: opening a FIFO with no writer would block forever
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ConfigError(f"workload.trace: {label}: no such file") from None
+        raise ConfigError(f"{key}: {label}: no such file") from None
     except IsADirectoryError:
-        raise ConfigError(f"workload.trace: {label}: {describe_missing(path, 'a regular file')}") from None
+        raise ConfigError(f"{key}: {label}: {describe_missing(path, 'a regular file')}") from None
     except OSError as e:
-        raise ConfigError(f"workload.trace: {label}: cannot read: {e.strerror or e}") from None
+        raise ConfigError(f"{key}: {label}: cannot read: {e.strerror or e}") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise ConfigError(f"workload.trace: {label}: is {kind_of(st.st_mode)}, not a regular file")
+        raise ConfigError(f"{key}: {label}: is {kind_of(st.st_mode)}, not a regular file")
     if st.st_size > MAX_TRACE_BYTES:
         os.close(fd)
-        raise ConfigError(f"workload.trace: {label}: is {st.st_size:,} bytes, more than the "
+        raise ConfigError(f"{key}: {label}: is {st.st_size:,} bytes, more than the "
                           f"{MAX_TRACE_BYTES:,}-byte limit")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
 
-def is_gzip(path: Path, label: str) -> bool:
-    with _open_binary(path, label) as f:
+def is_gzip(path: Path, label: str, key: str = "workload.trace") -> bool:
+    with _open_binary(path, label, key) as f:
         return f.read(2) == GZIP_MAGIC
 
 
@@ -86,9 +87,18 @@ def count_lines(path: Path, label: str) -> int:
     return newlines + 1
 
 
-def trace_lines(path: Path, label: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` for every line of the file (newlines kept, as ``csv`` wants them)."""
-    raw = _open_binary(path, label)
+def file_size(path: Path, label: str, key: str = "workload.trace") -> int:
+    """The file's size in bytes (as stored: compressed for a gzip'd file)."""
+    with _open_binary(path, label, key) as f:
+        return os.fstat(f.fileno()).st_size
+
+
+def trace_lines(path: Path, label: str, key: str = "workload.trace",
+                consumed: list[int] | None = None) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every line of the file (newlines kept, as ``csv`` wants them).
+    ``key``: the option or config key an error names first; ``consumed``: a one-item list kept at the
+    bytes of the file read so far (compressed bytes for a gzip'd file), for a progress display."""
+    raw = _open_binary(path, label, key)
     try:
         binary: io.BufferedIOBase = raw
         if raw.peek(2)[:2] == GZIP_MAGIC:
@@ -100,14 +110,16 @@ def trace_lines(path: Path, label: str) -> Iterator[tuple[int, str]]:
             try:
                 line = text.readline(MAX_LINE_CHARS + 1)
             except UnicodeDecodeError:
-                raise ConfigError(f"workload.trace: {label}:{lineno + 1}: cannot read: not a UTF-8 text "
+                raise ConfigError(f"{key}: {label}:{lineno + 1}: cannot read: not a UTF-8 text "
                                   "file") from None
             except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-                raise ConfigError(f"workload.trace: {label}: cannot read: a damaged gzip file ({e or 'truncated'})") \
+                raise ConfigError(f"{key}: {label}: cannot read: a damaged gzip file ({e or 'truncated'})") \
                     from None
             if not line:
                 return
             lineno += 1
+            if consumed is not None and not lineno & 0xFFFF:
+                consumed[0] = raw.tell()
             if len(line) > MAX_LINE_CHARS:
                 raise ConfigError(f"{label}:{lineno}: line longer than {MAX_LINE_CHARS:,} characters")
             yield lineno, line

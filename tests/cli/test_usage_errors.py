@@ -58,7 +58,7 @@ def test_a_bad_format_is_the_same_one_line_everywhere(command, tmp_path, monkeyp
     (["compare"], "Missing argument"),
     (["schedule"], "Missing argument 'STATE.json'"),
     (["schema"], "Missing argument 'KIND'"),
-    (["explain"], "Missing argument 'RUN.json'"),
+    (["explain"], "name a result (RUN.json) or a log (--megatron-log LOG)"),  # RUN.json is optional with a log
     (["export", "r.json"], "Missing option '--out'"),
     (["run", "--out"], "requires an argument"),
     (["no-such-command"], "No such command 'no-such-command'"),

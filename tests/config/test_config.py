@@ -123,3 +123,31 @@ def test_labels_follow_the_defaults_list_and_the_overrides():
     assert labels["name"] == "hybrid_linear_megatron_default_chunked"
     ovr = ["engine=kv_tight", "hardware=h200", "engine.max_requests=128"]
     assert run_labels(load_config(ovr), ovr)["name"] == "hybrid_megatron_megatron_default_kv-tight+max-requests_h200"
+
+
+@pytest.mark.parametrize("workload", group_options("workload"))
+def test_every_label_names_the_option_that_ran(workload):
+    """A preset's own defaults list picks the engine (workload=azure_conv sets engine=azure_conv): the
+    label names it, and composing that engine option explicitly gives the very config that ran
+    (Hydra is the oracle). A typed engine=... wins over the preset, in the label as in the config."""
+    from cgbench.config.labels import run_labels
+
+    ovr = [f"workload={workload}"]
+    cfg = load_config(ovr)
+    labels = run_labels(cfg, ovr)
+    assert all(load_config([*ovr, f"{g}={labels[g]}"]) == cfg for g in ("model", "cg", "policy", "engine"))
+    typed = [*ovr, "engine=chunked"]
+    assert run_labels(load_config(typed), typed)["engine"] == "chunked"
+    assert load_config(typed).engine == load_config(["engine=chunked"]).engine
+
+
+def test_a_trace_preset_is_labelled_with_its_engine():
+    from cgbench.config.labels import header, run_labels
+
+    for workload, engine in (("azure_conv", "azure_conv"), ("mooncake_conv", "mooncake_conv")):
+        ovr = [f"workload={workload}"]
+        labels = run_labels(load_config(ovr), ovr)
+        assert labels["engine"] == engine and f"engine={engine} " in header(labels)
+        assert engine not in labels["name"].removeprefix(f"hybrid_megatron_megatron_{workload.replace('_', '-')}")
+        ovr = [*ovr, "engine.max_requests=64"]
+        assert run_labels(load_config(ovr), ovr)["engine"] == f"{engine}+max_requests"

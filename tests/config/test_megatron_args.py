@@ -107,6 +107,22 @@ def test_decode_only_graphs_eager_default_and_absent_defaults_follow_megatron():
                            "model.dtype_bytes=4"]
 
 
+def test_prefix_caching_takes_megatrons_default_eviction_policy_ref_zero():
+    """--inference-dynamic-batching-prefix-caching-eviction-policy defaults to ref_zero in Megatron's
+    arguments (and InferenceConfig): cgbench's own default, lru, is not what such a launch runs."""
+    t = translate("--inference-dynamic-batching-prefix-caching")
+    assert {"engine.prefix_caching=true", "engine.prefix_caching_eviction=ref_zero"} <= set(t.overrides)
+    t = translate("--inference-dynamic-batching-prefix-caching "
+                  "--inference-dynamic-batching-prefix-caching-eviction-policy lru")
+    assert {"engine.prefix_caching=true", "engine.prefix_caching_eviction=lru"} <= set(t.overrides)
+    t = translate("--inference-dynamic-batching-prefix-caching-eviction-policy lru")
+    assert not any("prefix" in o for o in t.overrides) and [f for f, _ in t.no_effect] == [
+        "--inference-dynamic-batching-prefix-caching-eviction-policy"]
+    with pytest.raises(ConfigError, match="takes ref_zero or lru"):
+        translate("--inference-dynamic-batching-prefix-caching "
+                  "--inference-dynamic-batching-prefix-caching-eviction-policy fifo")
+
+
 def test_every_rule_names_a_megatron_argument():
     names = megatron_names()
     for r in RULES:

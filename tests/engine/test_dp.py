@@ -207,9 +207,12 @@ def test_a_gating_flag_saves_the_round_of_the_rank_that_shows_it(tmp_path):
                             "workload.num_requests=120", "engine.dp_size=2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
-    flag = next(w for w in doc["warnings"] if w["code"] == "heavy_deferral")
+    flag = next(w for w in doc["warnings"] if "state_file" in w)  # the first gating flag's
+    assert flag["code"] == "long_graph_wait"
     state = load_state(flag["state_file"])
-    assert state.description.startswith("data-parallel rank 1 of 2")
+    # the first rank whose round reaches the flag's threshold (142 consecutive waits here)
+    assert flag["threshold"] < doc["metrics"]["max_cg_wait_iters"]
+    assert state.description.startswith("data-parallel rank 0 of 2")
     assert state.engine.dp_size == 1  # a rank is one engine
     s = runner.invoke(app, ["schedule", flag["state_file"], "--policy", "defer", "--format", "json"])
     assert s.exit_code == 0 and json.loads(s.stdout)["deferred"] is not None  # the round defers again

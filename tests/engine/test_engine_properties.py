@@ -26,6 +26,11 @@ def _gating_active(eng) -> bool:
     return eng.gating_active if isinstance(eng, EPEngine) else eng.scheduler.gating_active
 
 
+# where Megatron's own prefix-caching code raises (the functions the diagnosis names)
+PREFIX_CACHE_RAISES = ("MambaSlotAllocator", "evict_lru_blocks", "_find_kv_match_count", "allocate_memory_blocks",
+                       "TokenOverflowError")
+
+
 @pytest.mark.slow  # a deep property search over random engine runs
 @settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
@@ -38,6 +43,9 @@ def test_engine_invariants(scenario):
         assert cfg.engine.kv_blocks > 0 and ("kv_blocks" in state.diagnosis or "paused" in state.diagnosis
                                              or "max_tokens" in state.diagnosis)
         return
+    if state.outcome == "engine_assertion" and cfg.engine.prefix_caching and any(
+            f in state.diagnosis for f in PREFIX_CACHE_RAISES):
+        return  # Megatron's block or Mamba-slot allocator raised (reproduced: test_megatron_golden.py)
     if state.outcome == "engine_assertion":
         # Megatron asserts when KV pressure leaves no active row and no chunked request; only its
         # own corner setting reaches it, and KV blocks are still conserved at the crash

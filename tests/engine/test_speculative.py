@@ -151,12 +151,12 @@ def test_rewind_releases_a_block_only_rejected_drafts_used():
     r = Request(0, 6, 20, kv_tokens=6, blocks=1)
     ctx.free_blocks -= 1
     assert ctx.decode_blocks_needed(r) == 1
-    ctx.grant_decode_blocks(r)
+    ctx.grant_decode_blocks([r])
     free = ctx.free_blocks
     r.kv_tokens += 1 + 0
     ctx.rewind(r)
     assert (r.blocks, ctx.free_blocks, ctx.decode_blocks_needed(r)) == (1, free + 1, 1)
-    ctx.grant_decode_blocks(r)
+    ctx.grant_decode_blocks([r])
     r.kv_tokens += 1 + 3
     ctx.rewind(r)
     assert (r.blocks, ctx.free_blocks, r.kv_tokens) == (2, free, 11)
@@ -209,7 +209,10 @@ def _check_tokens_and_counts(eng, state, model):
         assert r.generated <= r.output_len
         if r.outcome == Outcome.COMPLETED:
             assert r.generated == r.output_len
-    assert model.draws == state.stats.decode_rows
+    if state.outcome == "engine_assertion":  # Megatron's code raised in the update: its step's draws were never made
+        assert model.draws <= state.stats.decode_rows
+    else:
+        assert model.draws == state.stats.decode_rows
 
 
 @pytest.mark.slow  # a property over random configs, each run twice

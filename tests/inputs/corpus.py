@@ -148,12 +148,21 @@ CASES: list[Case] = [
         ("run model.padded_slot_cost=half", ("model.padded_slot_cost", "full, shared or a fraction")),
         ("run model.padded_slot_cost=1.5", "model.padded_slot_cost"),
         ("run slo.ttft_ms=-5", "slo.ttft_ms"),
+        ("run slo.tpot_ms=0", ("slo.tpot_ms", "> 0")),
+        ("run slo.ttft=500", ("slo.ttft", "did you mean slo.ttft_ms")),
+        ("run slo.itl_ms=20", "slo.itl_ms"),
         ("run engine.prefix_caching=maybe", "prefix_caching"),
         ("run engine.prefix_caching_mamba_slots=4", ("engine.prefix_caching_mamba_slots", "prefix_caching=true")),
         ("run engine.prefix_caching=true engine.prefix_caching_mamba_slots=-1", "prefix_caching_mamba_slots"),
         ("run engine.prefix_caching=true engine.ep_size=2", ("engine.prefix_caching", "ep_size=1")),
         ("run workload.prefix.session_turns=0", "workload.prefix.session_turns"),
         ("run engine.prefix_gate=computed", ("engine.prefix_gate", "prefix_caching=true")),
+        ("run engine.prefix_caching_eviction=ref_zero", ("engine.prefix_caching_eviction", "prefix_caching=true")),
+        ("run engine.prefix_caching=true engine.prefix_caching_eviction=fifo", "engine.prefix_caching_eviction"),
+        ("run model=hybrid engine.prefix_caching=true engine.megatron_rules=main engine.batch_invariant=true",
+         ("engine.prefix_caching", "batch-invariant")),
+        ("run model=hybrid engine.prefix_caching=true engine.megatron_rules=main engine.handoff_pinning=true",
+         ("engine.prefix_caching", "handoff_pinning")),
         ("run engine.prefix_caching=true engine.prefix_gate=half", "engine.prefix_gate"),
         ("run workload.prefix.system_prompts=2", "workload.prefix.system_prompt_tokens"),
         ("run workload=mooncake_conv workload.prefix.session_turns=2", ("workload.prefix", "hash_ids")),
@@ -307,6 +316,32 @@ CASES: list[Case] = [
         ("export {wrong_schema} -o exported", "wrong.json"),
         ("run " + SMALL + " --export {not_json}", "not a directory"),
         ("sweep model=hybrid " + SMALL + " --export {not_json}", "not a directory"),
+    ),
+    # -- Megatron step logs (docs/megatron-logs.md)
+    *_section(
+        ("explain --megatron-log /nonexistent/run.log", ("--megatron-log", "no such file")),
+        ("explain --megatron-log {empty_log}", ("no step line", "an empty file")),
+        ("explain --megatron-log {not_json}", ("no step line", "--inference-logging-step-interval")),
+        ("explain --megatron-log {malformed_log}", ("do not parse", "line 2")),
+        ("explain --megatron-log {empty_dir}", "a regular file"),
+        ("explain --megatron-log {fifo_json}", "FIFO"),
+        ("explain --megatron-log {malformed_log} --format yaml", "--format"),
+        ("explain --megatron-log {malformed_log} --what-if cg=dense", "--what-if: needs the config"),
+        ("explain --megatron-log {malformed_log} -O model=nope", "model/nope"),
+        ("calibrate --megatron-log {malformed_log}", "name the model"),
+        ("calibrate --megatron-log {malformed_log} model=hybrid", "do not parse"),
+        ("calibrate --megatron-log {malformed_log} --host model=tiny_transformer", "give one of them"),
+        ("calibrate --megatron-log {malformed_log} model=hybrid -o {malformed_log}", "this command's input"),
+        ("calibrate --rank 0", ("--rank", "--megatron-log LOG")),
+        ("calibrate --megatron-log {malformed_log} model=hybrid --repeat 3", ("--repeat", "drop it")),
+        ("run --cfg job --emit-megatron-log x.log", ("--emit-megatron-log", "--cfg")),
+        ("run " + SMALL + " engine.num_speculative_tokens=1 --emit-megatron-log x.log", "speculative decoding"),
+        ("explain --megatron-log {malformed_log} --rank 0 --format json", ("--rank", "every rank")),
+        ("run model=tiny_transformer engine=small workload=small backend=torch --emit-megatron-log x.log",
+         ("--emit-megatron-log", "backend=sim")),
+        ("run " + SMALL + " --emit-megatron-log {empty_dir}", "is a directory"),
+        ("run " + SMALL + " hardware.host_calibration={bad_log_calibration}",
+         ("fitted.hardware.bandwidth_efficiency", "(0, 1]")),
     ),
     # -- report
     *_section(
@@ -567,6 +602,12 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
                                    "queue": []}), "bad_state")
     text("rules.yaml", "metrics: [1, 2\n", "bad_rules")
     text("a_file", "x")
+    text("empty.log", "", "empty_log")
+    text("malformed.log", "banner\n* rank 0 | step 1 | 00:00:00 ... time: 1.000 ms [decode + real config [1]: 0 P + 1 D"
+                          " + cuda graph OFF] ... reqs: b 1/2\n", "malformed_log")
+    text("bad_log_cal.json", json.dumps({"schema": "cgbench.log_calibration/1", "hardware": "h100",
+                                         "model": {"name": "transformer", "kind": "transformer"},
+                                         "fitted": {"hardware.bandwidth_efficiency": 1.5}}), "bad_log_calibration")
     f["empty_dir"] = d / "empty_dir"
     f["empty_dir"].mkdir()
 

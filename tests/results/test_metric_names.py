@@ -41,14 +41,14 @@ def dp_metrics() -> dict:
 
 def test_every_computed_metric_is_registered(metrics: dict, ep_metrics: dict, spec_metrics: dict,
                                              dp_metrics: dict) -> None:
-    optional = ("needs_ep", "needs_prefix", "needs_spec", "needs_dp")
+    optional = ("needs_ep", "needs_prefix", "needs_spec", "needs_dp", "needs_open_loop")
 
     def without(*kinds: str) -> set[str]:
         return {m.name.split(".", 1)[0] for m in METRICS if not any(getattr(m, k) for k in kinds)}
-    assert set(metrics) == without(*optional)
-    assert set(ep_metrics) == without("needs_prefix", "needs_spec", "needs_dp")
-    assert set(spec_metrics) == without("needs_ep", "needs_prefix", "needs_dp")
-    assert set(dp_metrics) == without("needs_ep", "needs_prefix", "needs_spec")
+    assert set(metrics) == without(*optional)  # all at once: no offered load
+    assert set(ep_metrics) == without("needs_prefix", "needs_spec", "needs_dp", "needs_open_loop")
+    assert set(spec_metrics) == without("needs_ep", "needs_prefix", "needs_dp", "needs_open_loop")
+    assert set(dp_metrics) == without("needs_ep", "needs_prefix", "needs_spec", "needs_open_loop")
     for name, _ in [*flatten(metrics), *flatten(ep_metrics), *flatten(spec_metrics), *flatten(dp_metrics)]:
         assert metric(name) is not None, name
 
@@ -83,13 +83,37 @@ def test_every_registered_prefix_metric_is_computed_with_prefix_caching_only(met
     assert with_prefix["prefix_cache"]["saved_prefill_tokens"] > 0
 
 
+def test_every_registered_load_metric_is_computed_with_open_loop_arrivals_only(metrics: dict) -> None:
+    cfg = load_config(["workload.num_requests=24", "workload.arrival.process=poisson", "workload.arrival.rate=20"])
+    open_loop = run_point(cfg, [])["metrics"]
+    assert set(open_loop) == set(metrics) | {"load"}
+    assert set(open_loop["load"]) == {m.name.split(".", 1)[1] for m in METRICS if m.needs_open_loop}
+    closed = load_config(["workload.num_requests=24", "workload.arrival.process=closed_loop",
+                          "workload.arrival.concurrency=4"])
+    assert "load" not in run_point(closed, [])["metrics"]  # a closed loop offers what it is served
+
+
 def test_every_registered_metric_is_computed(metrics: dict) -> None:
     for m in METRICS:
-        if m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp:
+        if m.needs_ep or m.needs_prefix or m.needs_spec or m.needs_dp or m.needs_open_loop:
             continue
         assert m.name.split(".", 1)[0] in metrics, m.name
         if not m.keyed:
-            assert lookup(metrics, m.name) is not None or m.name in ("max_cg_wait_request",), m.name
+            assert lookup(metrics, m.name) is not None or m.name in NULL_WITHOUT_CAUSE, m.name
+
+
+# metrics that are null when their cause is absent: no request waited; no slo.* bound set
+NULL_WITHOUT_CAUSE = ("max_cg_wait_request", "goodput_req_s", "goodput_fraction")
+
+
+def test_goodput_is_null_without_an_slo_and_a_number_with_one(metrics: dict) -> None:
+    assert metrics["goodput_slo"] == "none"
+    assert metrics["goodput_req_s"] is None and metrics["goodput_fraction"] is None
+    cfg = load_config(["workload.num_requests=24", "slo.ttft_ms=1e9", "slo.tpot_ms=1e9"])
+    m = run_point(cfg, [])["metrics"]
+    assert m["goodput_slo"] == "ttft_ms<=1e+09 tpot_ms<=1e+09"
+    # bounds no request misses: goodput is every completed request, as vLLM bench counts it
+    assert m["goodput_fraction"] == 1.0 and m["goodput_req_s"] == m["request_throughput_req_s"]
 
 
 def test_summary_children_inherit_unit_and_direction() -> None:

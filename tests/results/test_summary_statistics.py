@@ -9,13 +9,16 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
-from cgbench.results.metrics import summary, weighted_summary
+from cgbench.results.metrics import histogram_summary, summary, weighted_summary
 from cgbench.results.names import METRICS, SUMMARY_FIELDS, lookup, metric
+from tests.helpers import examples
 
 NEW_FIELDS = ("min", "std", "p95")  # added after schema_version 1's first results
 
@@ -46,6 +49,54 @@ def test_weighted_equals_the_expanded_values() -> None:
     expanded = np.array([v for v, c in items for _ in range(c)])
     assert weighted_summary(items, 1.0) == summary(expanded)
     assert list(weighted_summary([], 1000.0)) == list(SUMMARY_FIELDS)
+
+
+def _pairwise_weighted_summary(items: list[tuple[float, int]], scale: float, digits: int) -> dict:
+    """The weighted summary as it was computed pair by pair (each percentile a rescan of the running
+    count): the oracle of the one-pass form."""
+    total = sum(c for _, c in items)
+    if total == 0:
+        return summary(np.array([], dtype=np.float64))
+    mean = sum(v * c for v, c in items) / total
+    spread = sum(c * (v - mean) * (v - mean) for v, c in items)
+    out = {"count": total, "min": round(items[0][0] * scale, digits), "mean": round(mean * scale, digits),
+           "std": round(math.sqrt(spread / total) * scale, digits)}
+    for q in (50, 90, 95, 99):
+        rank = min(max(1, math.ceil(q / 100.0 * total)), total)
+        seen = 0
+        for value, count in items:
+            seen += count
+            if seen >= rank:
+                out[f"p{q}"] = round(value * scale, digits)
+                break
+    out["max"] = round(items[-1][0] * scale, digits)
+    return out
+
+
+# rounding to 6 digits would hide a last-bit difference: 30 digits keep every float as it is
+EXACT = 30
+GAPS = st.floats(min_value=0.0, max_value=2.0, allow_nan=False, allow_subnormal=False)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.dictionaries(GAPS, st.integers(1, 10**9), max_size=60), st.sampled_from([1.0, 1000.0]))
+def test_the_one_pass_histogram_summary_is_the_pairwise_one(histogram: dict[float, int], scale: float) -> None:
+    """Every field the same float as the pair-by-pair computation over the sorted items, unrounded and
+    rounded, for histograms of any shape (one value, huge counts, values that differ in the last bit)."""
+    items = sorted(histogram.items())
+    for digits in (EXACT, 6):
+        expected = _pairwise_weighted_summary(items, scale, digits)
+        assert histogram_summary(histogram, scale, digits) == expected
+        assert weighted_summary(items, scale, digits) == expected
+
+
+def test_the_histogram_summary_of_a_long_run_of_distinct_gaps() -> None:
+    """More values than one chunk of the Python sum (which feeds 65,536 floats at a time)."""
+    rng = np.random.default_rng(0)
+    gaps = rng.uniform(0.005, 0.05, 150_000).tolist()
+    histogram = {g: int(c) for g, c in zip(gaps, rng.integers(1, 40, len(gaps)), strict=True)}
+    items = sorted(histogram.items())
+    assert histogram_summary(histogram, 1000.0, EXACT) == _pairwise_weighted_summary(items, 1000.0, EXACT)
 
 
 def test_new_fields_are_registered_metrics_with_the_parents_unit() -> None:

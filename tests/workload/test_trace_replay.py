@@ -69,7 +69,7 @@ def test_overload_is_flagged():
     # on one A100 the first 5 minutes of Mooncake's conversation trace take ~18 minutes to serve
     doc = run(["workload=mooncake_conv", "engine.tp_size=1", "engine.kv_blocks=1920", "workload.window={end_s: 300}",
                "hardware=a100"])
-    assert any(w["code"] == "trace_overload" for w in doc["warnings"])
+    assert any(w["code"] == "overload" for w in doc["warnings"])
 
 
 @pytest.mark.e2e

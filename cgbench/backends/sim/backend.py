@@ -47,6 +47,7 @@ def stretch_pricer(pricer: StepPricer) -> StretchPricer:
 
 class SimBackend:
     device: ClassVar[str] = "cpu (simulated)"
+    captured: ClassVar[None] = None  # every graph of the grid is priced as captured
 
     def __init__(self, pricer: StepPricer) -> None:
         self.pricer: StretchPricer = stretch_pricer(pricer)

@@ -8,6 +8,7 @@ the pool holds the largest graph's activations once, plus a small per-node overh
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from cgbench.backends.sim.cost_model import RooflineCostModel
@@ -46,11 +47,34 @@ def activation_bytes(model: ModelConfig, tokens: int, rows: int, tp_size: int = 
     return tokens * max(widths) * model.dtype_bytes + rows * model.vocab_size / t * LOGIT_BYTES
 
 
+# The estimates of the last few (grid, model, hardware, engine): the points of a sweep mostly share
+# them (a seed or a workload axis), and pricing every graph of a grid is most of a small point's time.
+_ESTIMATES: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+_ESTIMATES_KEPT = 32
+
+
 def grid_capture_estimate(grid: Any, model: ModelConfig, hardware: HardwareConfig,
                           engine: EngineConfig) -> dict[str, Any]:
     """Estimated capture time and graph-pool memory of ``grid`` (a ``cgbench.grids.lookup.Grid``), and the
     device-memory check: weights + KV pool + Mamba state + eager activations + graph pool vs
-    ``hardware.memory_gb``. Plain JSON types; the run document records it as ``capture``."""
+    ``hardware.memory_gb``. Plain JSON types; the run document records it as ``capture``.
+
+    A pure function of the grid's shapes (in stored order) and the three records, so it is worked out
+    once per distinct set of them in a process (the records by their ``repr``, which shows every
+    field) and each caller gets its own copy."""
+    key = (tuple((g.token_count, g.prefill_req_count, g.decode_req_count) for g in grid.graphs),
+           repr(model), repr(hardware), repr(engine))
+    found = _ESTIMATES.get(key)
+    if found is None:
+        found = _ESTIMATES[key] = _estimate(grid, model, hardware, engine)
+        while len(_ESTIMATES) > _ESTIMATES_KEPT:
+            _ESTIMATES.popitem(last=False)
+    else:
+        _ESTIMATES.move_to_end(key)
+    return {**found, "memory_gb": dict(found["memory_gb"])}
+
+
+def _estimate(grid: Any, model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> dict[str, Any]:
     from cgbench.backends.sim.factory import make_roofline
 
     cost: RooflineCostModel = make_roofline(model, hardware, engine)

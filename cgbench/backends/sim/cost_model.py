@@ -8,11 +8,12 @@ in short, per tensor-parallel rank:
 * every kernel of the step costs ``max(floor, FLOPs / F, bytes / B)`` (``F``, ``B``: the preset's
   peak rates times its efficiencies; ``floor``: the preset's minimum duration of the kernel's class);
   a GEMM's FLOP time is tile/wave quantised on the SM count, the attention core pays a per-key cost
-  for each prefill chunk (short chunks run far below peak), and Mamba-2's chunked scan runs at
-  ``hardware.scan_efficiency`` of peak;
+  for each prefill chunk (short chunks run far below peak), and Mamba-2's state update and chunked
+  scan pay ``floor_scan_us`` per launch on top of their roofline time, the scan's dots at
+  ``hardware.scan_efficiency`` of peak and its fp32 chunk states per SSD chunk;
 * the ``t - 1`` other ranks are reached by one all-reduce per layer output and per embedding, and
-  one all-gather of the logits: ``alpha + steps × hop + wire bytes / bandwidth`` each
-  (``cgbench.backends.sim.collectives``);
+  one all-gather of the logits: ``alpha + steps × hop + wire bytes / bandwidth`` each, by the cheaper
+  of NCCL's bulk and low-latency protocols (``cgbench.backends.sim.collectives``);
 * an **eager** step (Megatron's eager padding applied) costs
   ``max(GPU, host) + sync`` with ``GPU = Σ kernels + kernels × kernel_gap_us`` and
   ``host = host ops × host_op_us + kernels × kernel_launch_us`` (ops and µs per op: the engine's
@@ -126,6 +127,15 @@ def estimate_attention_pairs(tokens: int, prefills: int, decodes: int, context_t
     return cached + decodes + causal
 
 
+def ssd_chunks(prefill_tokens: int, prefills: int, chunk: int) -> float:
+    """The SSD chunks of a step's prefill chunks, ``Σ ceil(q_i / Q)`` (Megatron cuts every request's
+    chunk at multiples of Q), from their total: exact for one prefill; with more, each further one may
+    open one more partial chunk (``ceil(Tp / Q) + P − 1``), and a chunk holds at least one token."""
+    if prefill_tokens <= 0 or prefills <= 0:
+        return 0.0
+    return float(min(prefill_tokens, -(-prefill_tokens // chunk) + prefills - 1))
+
+
 @dataclass(frozen=True, slots=True)
 class GemmTiling:
     """Tile/wave quantisation of a GEMM ``(M × K) · (K × N)``: the output is cut into
@@ -168,7 +178,11 @@ class Kernel:
     computed tokens ``T``, request slots ``S``, decode tokens ``Td`` and prefill tokens ``Tp``;
     a GEMM (``gemm_n``, ``gemm_k`` set) takes its FLOP time from ``GemmTiling`` with ``M = T`` (``S``
     for the LM head); ``bytes_state`` is per request slot whose recurrent state is read and written,
-    ``flops_scale`` scales ``F`` for kernels that do not reach a GEMM's rate."""
+    ``bytes_chunk`` per SSD chunk of the step's prefill chunks (the chunked scan's fp32 chunk states),
+    ``flops_scale`` scales ``F`` for kernels that do not reach a GEMM's rate. With ``floor_adds`` the
+    floor is a fixed cost added to the roofline time instead of a lower bound: a small Triton kernel
+    (the Mamba state update, the chunked scan's launches) pays its launch and tail whatever its size
+    (docs/cost-model.md, "Mamba-2")."""
 
     cls: str
     name: str
@@ -182,20 +196,25 @@ class Kernel:
     bytes_tok: float = 0.0
     bytes_slot: float = 0.0
     bytes_state: float = 0.0
+    bytes_chunk: float = 0.0
     gemm_n: float = 0.0
     gemm_k: float = 0.0
     flops_scale: float = 1.0
+    floor_adds: bool = False
 
     def seconds(self, tokens: int, slots: int, decode_tok: int, prefill_tok: int, floor: float, flops: float,
-                bandwidth: float, tiling: GemmTiling | None = None, state_slots: float | None = None) -> float:
+                bandwidth: float, tiling: GemmTiling | None = None, state_slots: float | None = None,
+                chunks: float = 0.0) -> float:
         by = self.bytes_fixed + self.bytes_tok * tokens + self.bytes_slot * slots \
-            + self.bytes_state * (slots if state_slots is None else state_slots)
+            + self.bytes_state * (slots if state_slots is None else state_slots) + self.bytes_chunk * chunks
         if self.gemm_n and tiling is not None:
             compute = tiling.seconds(slots if self.flops_slot else tokens, self.gemm_n, self.gemm_k)
             return self.layers * max(self.launches * floor, tiling.combine(compute, by / bandwidth))
         f = self.flops_tok * tokens + self.flops_slot * slots + self.flops_decode * decode_tok \
             + self.flops_prefill * prefill_tok
         compute = f / (flops * self.flops_scale)
+        if self.floor_adds:
+            return self.layers * (self.launches * floor + max(compute, by / bandwidth))
         return self.layers * max(self.launches * floor, compute, by / bandwidth)
 
 
@@ -215,8 +234,9 @@ class RooflineCostModel:
 
     def __init__(self, model: ModelConfig, hardware: HardwareConfig, tp_size: int = 1, *,
                  eager_padding: EagerPadding | None = None, gated_mlp: bool | None = None, ep_size: int = 1,
-                 moe_dispatcher: str = "nccl", draft: DraftHead | None = None) -> None:
-        """``draft``: the MTP head of a speculative engine (``draft_head.py``), its own kernel class."""
+                 moe_dispatcher: str = "nccl", draft: DraftHead | None = None, ssd_chunk: int = SSD_CHUNK) -> None:
+        """``draft``: the MTP head of a speculative engine (``draft_head.py``), its own kernel class;
+        ``ssd_chunk``: the Mamba-2 chunked scan's chunk (Megatron's MambaMixer default, 128)."""
         if tp_size < 1:
             raise ConfigError(f"engine.tp_size: must be >= 1, got {tp_size}")
         layers = model.layers
@@ -305,16 +325,27 @@ class RooflineCostModel:
                    bytes_slot=(h + v) * b, gemm_n=v, gemm_k=h),
             Kernel("elementwise", "sampling", 1, launches=2, bytes_slot=2 * model.vocab_size * 4),
         ]
-        # SSD per prefill token (Mamba-2's chunked algorithm, chunk Q): chunk states B^T X and the state
-        # output C h (2·d_inner·N each), the intra-chunk C B^T (2·Q·G·N) and its causal (half) product
-        # with X (Q·d_inner).
-        ssd: dict[str, Any] = dict(flops_decode=6 * e * n, flops_prefill=4 * e * n + SSD_CHUNK * (e + 2 * gn),
-                   bytes_fixed=(3 * nh + e) * b, bytes_tok=(conv + nh + e) * b, bytes_state=2 * e * n * b)
-        decode_ssd = [Kernel("mamba_scan", "SSM update", nm, **ssd)] if nm else []
-        # The chunked scan's Triton kernels (fp32 accumulation, chunk-local matmuls of 128 x 64/128
-        # tiles, a sequential state pass) reach hardware.scan_efficiency of peak, not a GEMM's rate.
+        # Mamba-2's SSM (docs/cost-model.md, "Mamba-2"); both kernels pay floor_scan_us per launch on top
+        # of their roofline time (floor_adds: small Triton kernels, vLLM PR 43083's state-update timings).
+        # Decode: selective_state_update reads x, B, C, dt, writes y, and reads and writes the state.
+        self.ssd_chunk = q_ssd = ssd_chunk
+        g = math.ceil(model.mamba_num_groups / t)
+        state_update: dict[str, Any] = dict(flops_decode=6 * e * n, bytes_fixed=(3 * nh + e) * b,
+                                            bytes_state=2 * e * n * b)
+        decode_ssd = [Kernel("mamba_scan", "SSM update", nm, bytes_tok=(conv + nh + e) * b, floor_adds=True,
+                             **state_update)] if nm else []
+        # Prefill: the chunked scan (SSD, chunk Q) in five Triton kernels (chunk cumsum, chunk states,
+        # state passing, C·Bᵀ, chunk scan) and the decodes' state update. Its tensor-core dots run at
+        # hardware.scan_efficiency of peak: per token the chunk states Bᵀ·X and the state output C·h
+        # (2·d_inner·N each), the intra-chunk C·Bᵀ (2·Q·G·N) and its causal half product with X
+        # (Q·d_inner). Its bytes per token: x and B, C read twice, y written, dt and dA in fp32; per SSD
+        # chunk the fp32 chunk states (written, read and written by the state pass, read by the scan:
+        # 16·d_inner·N) and C·Bᵀ in fp32 (written and read: 8·G·Q²): a short chunk pays a whole chunk's.
         prefill_ssd = [Kernel("mamba_scan", "SSM chunked scan", nm, launches=1 + MAMBA_PREFILL_SCAN_KERNELS,
-                              flops_scale=hardware.scan_efficiency / hardware.flops_efficiency, **ssd)] if nm else []
+                              flops_prefill=4 * e * n + q_ssd * (e + 2 * gn),
+                              bytes_tok=(3 * e + 4 * gn) * b + 12 * nh, bytes_chunk=16 * e * n + 8 * g * q_ssd ** 2,
+                              flops_scale=hardware.scan_efficiency / hardware.flops_efficiency, floor_adds=True,
+                              **state_update)] if nm else []
         self.kernels_decode = tuple(common + decode_ssd)
         self.kernels_prefill = tuple(common + prefill_ssd)
         # MoE layers ('E'): priced by cgbench.backends.sim.moe_cost, added to the shape's classes
@@ -392,11 +423,19 @@ class RooflineCostModel:
             return float(real_slots + 1)
         return real_slots + fraction * padded
 
-    def shape_classes(self, tokens: int, prefills: int, decodes: int,
-                      real_slots: int | None = None, real_tokens: int | None = None) -> dict[str, float]:
+    def real_chunks(self, work: StepWork) -> float:
+        """The SSD chunks the step's real prefill chunks make (``ssd_chunks`` of its real prefill tokens;
+        0 without Mamba layers or prefills): padded tokens open no chunk of their own."""
+        if not self.n_mamba or not work.prefills:
+            return 0.0
+        return ssd_chunks(work.tokens - work.decodes, work.prefills, self.ssd_chunk)
+
+    def shape_classes(self, tokens: int, prefills: int, decodes: int, real_slots: int | None = None,
+                      real_tokens: int | None = None, chunks: float | None = None) -> dict[str, float]:
         """Seconds per kernel class (``KERNEL_CLASSES`` but the attention core) of the computed shape,
-        ``real_slots`` of its request slots real (the rest padding; None: all real) and ``real_tokens``
-        of its ``tokens`` (read by MoE layers only)."""
+        ``real_slots`` of its request slots real (the rest padding; None: all real), ``real_tokens``
+        of its ``tokens`` (read by MoE layers only) and ``chunks`` SSD chunks (None: those of the
+        computed shape's prefill tokens)."""
         slots = prefills + decodes
         state = self.state_slots(slots, real_slots)
         if prefills == 0:
@@ -407,8 +446,11 @@ class RooflineCostModel:
             kernels = self.kernels_prefill
         out = dict.fromkeys(KERNEL_CLASSES, 0.0)
         floors, fl, bw, tiling = self.floors, self.flops, self.bandwidth, self.tiling
+        if chunks is None:
+            chunks = ssd_chunks(prefill_tok, prefills, self.ssd_chunk) if self.n_mamba and prefills else 0.0
         for kn in kernels:
-            out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw, tiling, state)
+            out[kn.cls] += kn.seconds(tokens, slots, decode_tok, prefill_tok, floors[kn.cls], fl, bw, tiling, state,
+                                      chunks)
         if self.draft is not None:
             out["draft_head"] = self.draft.seconds(slots, fl, bw)
         if self.tp_size > 1:
@@ -434,10 +476,10 @@ class RooflineCostModel:
             return kernels * self._graph_node + self._graph_launch + self._input_copies
         return kernels * self._kernel_gap
 
-    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool,
-               real_slots: int | None = None, real_tokens: int | None = None) -> StepPrice:
+    def _price(self, tokens: int, prefills: int, decodes: int, graphed: bool, real_slots: int | None = None,
+               real_tokens: int | None = None, chunks: float | None = None) -> StepPrice:
         gpu = 0.0
-        for v in self.shape_classes(tokens, prefills, decodes, real_slots, real_tokens).values():
+        for v in self.shape_classes(tokens, prefills, decodes, real_slots, real_tokens, chunks).values():
             gpu += v
         gpu += self.launch_seconds(prefills, graphed)
         return StepPrice(gpu, 0.0 if graphed else self.host_seconds(prefills), self._sync)
@@ -452,12 +494,15 @@ class RooflineCostModel:
 
     def _shape_part(self, work: StepWork) -> tuple[float, float, float, int, float]:
         """``(gpu, host, sync, Tc, attention Q/O bytes time)`` of the step's shape, cached: graphed steps by
-        their graph, eager ones by their real shape."""
+        their graph (with a Mamba layer, and the real slots and SSD chunks), eager ones by their real shape."""
         graph = work.graph
         key: tuple[Any, ...]
         if graph is not None:
             cache = self._graphed
-            key = (graph, work.prefills + work.decodes) if self._slot_sensitive else graph
+            if self.n_mamba:
+                key = (graph, work.prefills + work.decodes if self._slot_sensitive else -1, self.real_chunks(work))
+            else:
+                key = graph
         else:
             cache, key = self._eager, (work.tokens, work.prefills, work.decodes)
         part = cache.get(key)
@@ -467,20 +512,22 @@ class RooflineCostModel:
             if len(cache) > 1 << 16:
                 cache.clear()
             tc, pc, dc = self.computed_shape(work)
-            price = self._price(tc, pc, dc, graph is not None, work.prefills + work.decodes, work.tokens)
+            price = self._price(tc, pc, dc, graph is not None, work.prefills + work.decodes, work.tokens,
+                                self.real_chunks(work))
             part = cache[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
     def _moe_graphed_part(self, work: StepWork, graph: tuple[int, int, int]) -> tuple[float, float, float, int, float]:
         """``_shape_part`` of a graphed step of an MoE model: its price depends on the real tokens too."""
         slots = work.prefills + work.decodes
-        key = (graph[0], graph[1], graph[2], work.tokens, slots if self._slot_sensitive else -1)
+        chunks = self.real_chunks(work)
+        key = (graph[0], graph[1], graph[2], work.tokens, slots if self._slot_sensitive else -1, chunks)
         part = self._graphed_moe.get(key)
         if part is None:
             if len(self._graphed_moe) > 1 << 16:
                 self._graphed_moe.clear()
             tc, pc, dc = graph
-            price = self._price(tc, pc, dc, True, slots, work.tokens)
+            price = self._price(tc, pc, dc, True, slots, work.tokens, chunks)
             part = self._graphed_moe[key] = (price.gpu, price.host, price.sync, tc, self._attn_q * tc)
         return part
 
@@ -583,7 +630,7 @@ class RooflineCostModel:
         end-of-step synchronisation."""
         tc, pc, dc = self.computed_shape(work)
         graphed = work.graph is not None
-        out = self.shape_classes(tc, pc, dc, work.prefills + work.decodes, work.tokens)
+        out = self.shape_classes(tc, pc, dc, work.prefills + work.decodes, work.tokens, self.real_chunks(work))
         out["attention"] = self.attention_seconds(work, tc)
         out["launch"] = self.launch_seconds(pc, graphed)
         gpu = sum(out.values())

@@ -11,16 +11,46 @@ from collections.abc import Callable
 from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.backends.sim.draft_head import draft_head
+from cgbench.backends.sim.host_profiles import host_cost_statement
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepPricer
 
 
 def resolve_hardware(hardware: HardwareConfig) -> HardwareConfig:
-    """The preset with ``hardware.host_calibration``'s measured ``host_op_us`` in place, if it names one."""
+    """The preset with ``hardware.host_calibration``'s values in place, if it names a file: a host
+    calibration's measured ``host_op_us``, or the parameters a log calibration fitted
+    (``cgbench calibrate --megatron-log``, ``cgbench.backends.sim.log_calibration``)."""
     if not hardware.host_calibration:
         return hardware
-    measured = HostCalibration.load(hardware.host_calibration)
-    return dataclasses.replace(hardware, host_op_us=measured.host_op_us)
+    from cgbench.backends.sim.log_calibration import LogCalibration, load_machine_calibration
+
+    found = load_machine_calibration(hardware.host_calibration)
+    if isinstance(found, LogCalibration):
+        return found.applied(hardware)
+    assert isinstance(found, HostCalibration)
+    return dataclasses.replace(hardware, host_op_us=found.host_op_us)
+
+
+def host_cost_label(backend: BackendConfig, hardware: HardwareConfig) -> str:
+    """The host cost that prices a simulated run's eager steps, and its source (``labels.host_cost``)."""
+    if backend.cost_model != "roofline":
+        return f"none: backend.cost_model={backend.cost_model} (its measured step times hold the host)"
+    return roofline_host_cost(hardware)
+
+
+def roofline_host_cost(hardware: HardwareConfig) -> str:
+    """The roofline model's host cost per op on ``hardware`` and where it comes from."""
+    if hardware.host_calibration:
+        from cgbench.backends.sim.log_calibration import LogCalibration, load_machine_calibration
+
+        found = load_machine_calibration(hardware.host_calibration)
+        if isinstance(found, LogCalibration):  # fitted to a production log: the log's server is the host
+            if "hardware.host_op_us" not in found.fitted:  # the log could not price an eager step
+                return host_cost_statement(dataclasses.replace(hardware, host_calibration=None)) + \
+                    f"; not fitted by megatron log {found.log_name()} ({found.kept.get('hardware.host_op_us', 'kept')})"
+            return host_cost_statement(found.applied(hardware), f"the server of megatron log {found.log_name()}")
+        return host_cost_statement(dataclasses.replace(hardware, host_op_us=found.host_op_us), found.host)
+    return host_cost_statement(hardware)
 
 
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:

@@ -32,12 +32,25 @@ class HostProfile:
 # Megatron's eager path issues every op of its layers through PyTorch (Transformer Engine modules,
 # Python per layer): the counts are the aten ops of cgbench's own unfused torch model (MLP 18, per
 # step 34, counted by `cgbench calibrate --host`), with a fused attention kernel and fused scan
-# kernels; the µs per op is what `cgbench calibrate --host` measured on a server core (issue 29:
-# 4.0-4.1 µs, the median 4.05).
+# kernels. The µs per op is DEFAULT_HOST_OP_SOURCE's (one statement, used by the docs and the run
+# header); its range, HOST_OP_RANGE_US, is what `--sensitivity` varies.
+DEFAULT_HOST_OP_US = 4.05
+DEFAULT_HOST_OP_SOURCE = (
+    "`cgbench calibrate --host model=tiny_transformer` on a 2-core AMD EPYC VM at a quiet moment (4.0-4.1 "
+    "µs); on the same, shared VM 12 runs gave 5.1 / 6.6 / 34 µs (min / median / max). A DGX H100's Xeon "
+    "Platinum 8480C is about as fast: a torch Linear costs 13.5 µs of CPU with its CUDA launch (Transformer "
+    "Engine issue 2053), 2-4 aten ops after the 2.5 µs launch, 2.7-5.5 µs each; a Grace CPU (GH200) "
+    "takes 33 µs, up to 15 µs per op. Megatron publishes no eager step time to check the product of op "
+    "counts and µs per op against: measure yours with `cgbench calibrate --host` or `cgbench calibrate "
+    "--megatron-log`")
+HOST_OP_RANGE_US = (2.7, 15.0)  # the fastest x86 server core estimate .. a Grace CPU (DEFAULT_HOST_OP_SOURCE)
+DEFAULT_HOST_OP_SUMMARY = (
+    f"{DEFAULT_HOST_OP_US:g} us is calibrate --host on a 2-core AMD EPYC VM (5.1-34 us over 12 runs on the "
+    "shared VM), about a DGX H100 Xeon's (2.7-5.5 us per aten op: Transformer Engine issue 2053); a Grace CPU "
+    "takes up to 15 us. Megatron publishes no eager step time to check it: calibrate --host / --megatron-log")
 MEGATRON = HostProfile(
-    "megatron", {"*": 50, "-": 18, "M": 40}, 20, 34, 2, 4.05,
-    source="op counts: cgbench's torch model (calibrate --host counts them); µs/op: calibrate --host, "
-           "4.0-4.1 µs measured on a server core (issue 29)")
+    "megatron", {"*": 50, "-": 18, "M": 40}, 20, 34, 2, DEFAULT_HOST_OP_US,
+    source="op counts: cgbench's torch model (calibrate --host counts them); µs/op: " + DEFAULT_HOST_OP_SOURCE)
 # vLLM and SGLang fuse norms, rotary, activation and the KV write into custom ops (one op each) and
 # call one attention op. Counted from vLLM's Llama decoder layer (vllm/model_executor/models/llama.py:
 # fused-add RMSNorm, qkv_proj, split, rotary, the attention call with its q/k/v views, KV write and
@@ -58,6 +71,22 @@ MEASURED = HostProfile("measured", MEGATRON.ops_per_layer, MEGATRON.ops_mamba_pr
                        source="Megatron's op counts; µs/op from hardware.host_calibration")
 
 HOST_PROFILES: dict[str, HostProfile] = {p.name: p for p in (MEGATRON, VLLM, SGLANG, MEASURED)}
+
+
+def host_cost_statement(hardware: HardwareConfig, calibration_host: str | None = None) -> str:
+    """Which host cost prices an eager step, and where it comes from: the run header's ``host`` part
+    and the result's ``labels.host_cost``. ``calibration_host``: the measured host of the
+    ``hardware.host_calibration`` file (whose µs per op is then ``hardware.host_op_us``)."""
+    profile = host_profile(hardware)
+    us = f"{profile.op_us:g} µs/op"
+    if hardware.host_calibration:
+        return f"{us} from hardware.host_calibration={hardware.host_calibration} (measured on {calibration_host})"
+    if hardware.host_op_us is not None:
+        return f"{us} set by hardware.host_op_us ({profile.name} profile's op counts)"
+    if profile is MEGATRON:
+        return f"{us}, the megatron profile's default (calibrate --host on a 2-core AMD EPYC VM; " \
+               f"--sensitivity: {HOST_OP_RANGE_US[0]:g}-{HOST_OP_RANGE_US[1]:g})"
+    return f"{us}, the {profile.name} profile's (fitted to a published eager step)"
 
 
 def host_profile(hardware: HardwareConfig) -> HostProfile:

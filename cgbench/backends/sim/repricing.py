@@ -95,6 +95,7 @@ class RecordingBackend:
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.device = backend.device
+        self.captured = backend.captured
         self.log = StepLog()
 
     def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cgbench.backends.sim.host_profiles import host_profile
+from cgbench.backends.sim.host_profiles import DEFAULT_HOST_OP_SUMMARY, HOST_OP_RANGE_US, host_profile
 from cgbench.config.schema import BenchConfig
 
 Value = float | str
@@ -68,11 +68,9 @@ class UncertainParameter:
 
 UNCERTAIN: tuple[UncertainParameter, ...] = (
     UncertainParameter(
-        "hardware.host_op_us", low=3.0, high=10.3, effective=lambda cfg: host_profile(cfg.hardware).op_us,
-        source="host time per framework op of an eager step: the megatron profile's 4.05 us was measured by "
-               "`cgbench calibrate --host` on a 2-core x86 VM (a faster server core: ~3 us); 10.3 us is the "
-               "sglang profile's fit to a published eager step. It depends on the CPU, Python and the engine's "
-               "own code, so it is the least known input"),
+        "hardware.host_op_us", low=HOST_OP_RANGE_US[0], high=HOST_OP_RANGE_US[1],
+        effective=lambda cfg: host_profile(cfg.hardware).op_us,
+        source="host time per framework op of an eager step (the megatron profile's): " + DEFAULT_HOST_OP_SUMMARY),
     UncertainParameter(
         "hardware.kernel_launch_us", low=2.0, high=5.0,
         source="host time per CUDA kernel launch: 2-5 us across published launch-latency measurements "
@@ -90,9 +88,10 @@ UNCERTAIN: tuple[UncertainParameter, ...] = (
         source="prefill attention rests on two published anchors only (a 512-token chunk at ~0.3 of peak, "
                "FlashAttention-2's long-sequence range), no per-shape profile"),
     UncertainParameter(
-        "hardware.scan_efficiency", scale=(0.6, 1.6), at_most=1.0,
-        source="the Mamba-2 chunked scan is validated on one kernel (tilelang's chunk_scan on H800); the other "
-               "SSD kernels are assumed to run at its rate"),
+        "hardware.scan_efficiency", scale=(0.85, 1.7), at_most=1.0,
+        source="fraction of peak FLOP/s the Mamba-2 chunked scan's tensor-core dots reach: fitted to vLLM's "
+               "end-to-end SSD benchmark on H100 (PR 27299; held-back points within 11 %); a tuned single "
+               "kernel (tilelang's chunk_scan, PR 1109) reaches 1.7 times it"),
     UncertainParameter(
         "model.padded_slot_cost", choices=("shared", "full"),
         source="what a padded request slot of a graph costs the Mamba state traffic: shared (Megatron's -1 "

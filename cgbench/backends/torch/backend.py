@@ -1,9 +1,12 @@
 """The ``torch`` backend: the engine's steps run on a real small model.
 
-On the CPU every step runs eagerly (the matcher still decides which graph *would* replay, so step
-metrics equal the ``sim`` backend's). On a CUDA device the grid is captured as CUDA graphs
-(``CudaGraphRunner``) and a hit replays its graph with the real batch copied into the static
-buffers; a miss runs eager. Step times are wall clock on the CPU and CUDA events on a GPU.
+On the CPU there are no CUDA graphs: every step runs eagerly and is recorded as eager (reason
+``not_captured`` where the grid has a graph for its shape), while admission still follows the grid,
+so the schedule (steps, deferrals, waits) is the ``sim`` backend's. On a CUDA device the grid is
+captured as CUDA graphs (``CudaGraphRunner``) and a hit replays its graph with the real batch copied
+into the static buffers; a miss, or a hit on a shape past the capture budget (``not_captured``), runs
+eager. ``captured`` tells the engine which shapes replay. Step times are wall clock on the CPU and
+CUDA events on a GPU.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ class TorchBackend:
         self.tokens: dict[int, list[int]] = {}  # request id -> tokens generated (kept across evictions)
         self.replayed = 0
         self.eager = 0
-        self.eager_instead_of_graph = 0  # matcher hit, but the shape was not captured (over budget)
+        self.eager_instead_of_graph = 0  # asked to replay a graph it had not captured (0: the engine asks `captured`)
+
+    @property
+    def captured(self) -> frozenset[tuple[int, int, int]]:
+        """The grid shapes that replay as CUDA graphs: none on the CPU."""
+        return self.graphs.replayable if self.graphs is not None else frozenset()
 
     @property
     def device_name(self) -> str:

@@ -82,6 +82,11 @@ class CudaGraphRunner:
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
 
+    @property
+    def replayable(self) -> frozenset[tuple[int, int, int]]:
+        """The grid shapes a captured graph serves (its own capture, or one it shares)."""
+        return frozenset(g for g, shape in self.shape_of.items() if shape in self.graphs)
+
     def run(self, rows: list[StepRow], graph: tuple[int, int, int] | None) -> tuple[list[int], float, bool]:
         """(tokens, seconds, replayed)."""
         runner = self.runner

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cgbench.config.errors import ConfigError, did_you_mean
 from cgbench.config.registry.plugin_files import declared, folders_in_effect
 from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = ["ENTRY_POINT_GROUPS", "PluginError", "PluginSource", "builtin_or_plugin", "clear_caches", "describe",
            "load_plugin", "loaded_count", "names_with_plugins", "plugin_error", "plugin_names"]
@@ -36,6 +38,8 @@ T = TypeVar("T")
 
 @cache  # installed metadata is read once a process (~4 ms a read): configs compose often
 def _entry_points(family: str) -> dict[str, EntryPoint]:
+    from importlib.metadata import entry_points  # ~40 ms to import: only once a plug-in name is asked for
+
     group = ENTRY_POINT_GROUPS[family]
     found: dict[str, EntryPoint] = {}
     for ep in entry_points(group=group):
