@@ -44,6 +44,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "cgbench.engine.rows",
     "cgbench.engine.scheduler",
     "cgbench.engine.stats",
+    "cgbench.engine.drive",
     "cgbench.engine.core",
     "cgbench.engine.fast",
     "cgbench.grids.lookup",

@@ -16,16 +16,15 @@ from cgbench.backends.sim.factory import host_cost_label
 from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
 from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
+from cgbench.engine import build
+from cgbench.engine.build import Topology
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.dp import DPEngine
 from cgbench.engine.ep import EPEngine, ep_graphs
-from cgbench.engine.fast import FastEngine
 from cgbench.engine.gating import GatingStatus, gating_status
 from cgbench.engine.policy_registry import make_policy
-from cgbench.engine.prefix_cache import PrefixCache, new_prefix_cache
-from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
-from cgbench.engine.selection import runs_step_by_step
+from cgbench.engine.scheduler import gating_without_prefill_graphs
 from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.megatron import idle_mixed_prefill_count
@@ -43,7 +42,6 @@ from cgbench.results.load_metrics import load_metrics
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
 from cgbench.results.prefix_metrics import prefix_metrics
 from cgbench.results.spec_metrics import spec_metrics
-from cgbench.workload.prefix_model import prefix_source_tokens
 from cgbench.workload.stream import RequestStream, make_stream, open_workload
 from cgbench.workload.trace_summary import TraceSummary
 
@@ -74,36 +72,16 @@ def run_device(cfg: BenchConfig) -> str | None:
 
 def build_engine(cfg: BenchConfig, *, trace: bool = False, backend: StepBackend | None = None,
                  grid: Grid | None = None, stream: RequestStream | None = None) -> Engine | EPEngine | DPEngine:
-    """The engine for ``cfg``; ``backend``, ``grid`` and ``stream`` when the caller built them already.
-    The event-proportional engine runs whenever the backend prices its steps (``backend.pricer``),
-    unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's own policy object, or a
-    stochastic ``engine.spec_acceptance``, needs it)."""
+    """The engine for ``cfg`` (``cgbench.engine.build``); ``backend``, ``grid`` and ``stream`` when the
+    caller built them already. The event-proportional engine runs whenever the backend prices its
+    steps (``backend.pricer``), unless ``engine.oracle`` asks for the step-by-step one (or a plug-in's
+    own policy object, or a stochastic ``engine.spec_acceptance``, needs it)."""
     grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
     if backend is None:
         backend, _, _ = make_backend(cfg, grid)
     if stream is None:
         stream = make_stream(cfg.workload, cfg.seed)
-    policy = make_policy(cfg.policy)
-    if cfg.engine.dp_size > 1:  # data-parallel ranks behind the coordinator (cgbench.engine.dp)
-        return DPEngine(cfg, grid, policy, backend, stream, trace=trace)
-    if cfg.engine.ep_size > 1:  # lockstep ranks: oracle cores (see cgbench.engine.ep for why)
-        return EPEngine(cfg, grid, policy, backend, stream, trace=trace)
-    gating = gating_active(policy, cfg.cg, grid)
-    prefix = build_prefix_cache(cfg)
-    if runs_step_by_step(cfg.engine, backend, policy):
-        return Engine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix,
-                      seed=cfg.seed)
-    return FastEngine(cfg.engine, grid, policy, backend, stream, gating=gating, trace=trace,
-                      pricer=backend.pricer, prefix=prefix)
-
-
-def build_prefix_cache(cfg: BenchConfig) -> PrefixCache | None:
-    """The KV pool's prefix cache when ``engine.prefix_caching`` is on: the engine's block size, the
-    size of the workload's source blocks, and on a hybrid model its Mamba-state slots."""
-    e = cfg.engine
-    if not e.prefix_caching:
-        return None
-    return new_prefix_cache(e, cfg.model.kind == "hybrid", prefix_source_tokens(cfg.workload) or e.block_size)
+    return build.build_engine(build.Parts(cfg, grid, make_policy(cfg.policy), backend, trace), stream)
 
 
 def gating_of(cfg: BenchConfig, grid: Grid | None = None) -> GatingStatus:
@@ -126,42 +104,30 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
     return out
 
 
-def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloConfig,
+def metrics_of(engine: Topology, state: RunState, slo: SloConfig,
                engine_cfg: EngineConfig | None = None, *, open_loop: bool = False) -> dict[str, Any]:
-    """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates, ``open_loop``
-    (arrivals fixed in advance) the ``load`` block when they span some time."""
-    sched = engine.counters
-    counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
-                "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
+    """The run's metrics: those of every run, then the blocks of the engine's topology (``ep``, ``dp``),
+    the prefix cache's (one engine's KV pool), when ``engine_cfg`` speculates the ``spec`` block, and
+    when ``open_loop`` (arrivals fixed in advance) the ``load`` block if they span some time."""
+    counters = engine.counters
     m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
-                        diagnosis=state.diagnosis, counters=counters)
+                        diagnosis=state.diagnosis, counters=asdict(counters))
     if open_loop:
         load = load_metrics(state.requests, state.now_s)
         if load is not None:
             m["load"] = load
     m["gating_active"] = engine.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
-    if isinstance(engine, EPEngine):
-        m["ep"] = engine.ep_metrics()
-    if isinstance(engine, DPEngine):
-        m["dp"] = engine.dp_metrics()
-        if engine.ep_size > 1:
-            m["ep"] = engine.ep_metrics()
-    elif not isinstance(engine, EPEngine) and engine.ctx.prefix is not None:
-        m["prefix_cache"] = prefix_metrics(engine.ctx.prefix.counters, sched.prefix_full_size_deferrals)
+    m.update(engine.metric_blocks())
+    pc = engine.prefix_cache
+    if pc is not None:
+        m["prefix_cache"] = prefix_metrics(pc.counters, counters.prefix_full_size_deferrals)
     if engine_cfg is not None and engine_cfg.num_speculative_tokens > 0:
-        m["spec"] = _spec_block(engine, state, engine_cfg, m["output_tokens"])
+        ranks = engine.ranks
+        kind = "event_proportional" if all(r.event_proportional for r in ranks) else "step_by_step"
+        m["spec"] = spec_metrics(engine_cfg, state.stats, m["output_tokens"], [r.ctx.acceptance for r in ranks],
+                                 engine.dummy_steps, kind)
     return m
-
-
-def _spec_block(engine: Engine | EPEngine | DPEngine, state: RunState, e: EngineConfig,
-                output_tokens: int) -> dict[str, Any]:
-    ranks = engine.ranks if isinstance(engine, (EPEngine, DPEngine)) else [engine]
-    models = [rank.ctx.acceptance for rank in ranks]
-    groups = [engine] if isinstance(engine, EPEngine) else engine.ep_groups if isinstance(engine, DPEngine) else []
-    dummies = sum(s.dummy_steps for g in groups for s in g.rank_stats)
-    kind = "event_proportional" if all(isinstance(r, FastEngine) for r in ranks) else "step_by_step"
-    return spec_metrics(e, state.stats, output_tokens, models, dummies, kind)
 
 
 def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bool = False,
@@ -244,16 +210,15 @@ def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path)
     from cgbench.engine.long_wait import run_dp_to_long_wait, run_to_long_wait
 
     flag = gating_flag(doc["warnings"])
-    if flag is None or cfg.backend.name != "sim":
+    if flag is None or cfg.backend.name != "sim" or cfg.engine.ep_size > 1:
         return None
     oracle = replace(cfg, engine=replace(cfg.engine, oracle=True))
     engine = build_engine(oracle)
     limit = explain_wait_limit(doc["metrics"], cfg, flag)
     if isinstance(engine, DPEngine) and cfg.engine.ep_size == 1:  # a rank's round (its description says which)
         state = run_dp_to_long_wait(engine, oracle, limit)
-    elif not isinstance(engine, Engine):
-        return None
     else:
+        assert isinstance(engine, Engine)  # ep_size 1, dp_size 1: one engine core
         state = run_to_long_wait(engine, oracle, limit)
     if state is not None:
         link_state_file(flag, state_path)

@@ -21,6 +21,14 @@ from cgbench.config.schema import (
     ModelConfig,
     PolicyConfig,
 )
+from cgbench.engine.build import Parts, build_core, build_scheduler
+from cgbench.engine.context import Context
+from cgbench.engine.core import Engine
+from cgbench.engine.fast import FastEngine
+from cgbench.engine.policy_registry import make_policy
+from cgbench.engine.scheduler import Scheduler
+from cgbench.grids.build import build_grid
+from cgbench.grids.lookup import Grid
 from cgbench.native import simulator_build
 from cgbench.pipeline import build_engine
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
@@ -43,6 +51,26 @@ def run_engine(cfg: BenchConfig, reqs: list[RequestSpec], *, concurrency: int = 
     eng = build_engine(cfg, trace=True, stream=ArrivalStream(reqs, concurrency=concurrency))
     state = eng.run()
     return eng, state
+
+
+def round_scheduler(cfg: BenchConfig, *, ctx: Context | None = None, grid: Grid | None = None) -> Scheduler:
+    """The scheduler of a hand-built round, as an engine of ``cfg`` gets it (``engine.build.build_scheduler``):
+    on ``ctx`` (a fresh context of ``cfg.engine`` by default) and ``grid`` (``cfg``'s by default), under
+    ``cfg``'s policy."""
+    grid = grid if grid is not None else build_grid(cfg.cg, cfg.engine, cfg.model)
+    ctx = ctx if ctx is not None else Context.from_engine(cfg.engine)
+    return build_scheduler(ctx, cfg.engine, cfg.cg, grid, make_policy(cfg.policy))
+
+
+def core_of_class(cls: type[Engine], cfg: BenchConfig, reqs: list[RequestSpec], *, trace: bool = True) -> Engine:
+    """One engine core of ``cfg`` on ``reqs``, built as ``build_engine`` builds one but as ``cls`` (a test's
+    recording subclass of ``Engine``, step by step, or of ``FastEngine``, event-proportional)."""
+    from cgbench.pipeline import make_backend
+
+    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
+    backend, _, _ = make_backend(cfg, grid)
+    parts = Parts(cfg, grid, make_policy(cfg.policy), backend, trace)
+    return build_core(parts, ArrivalStream(reqs), step_by_step=not issubclass(cls, FastEngine), engine_class=cls)
 
 
 def examples(default: int, *, stretch: bool = True) -> int:

@@ -25,10 +25,11 @@ from typing import Any
 
 from cgbench.config.schema import BenchConfig, ConfigError, validate
 from cgbench.engine.core import Engine
-from cgbench.engine.replay import Batch, RoundDecision, RoundState, parse_state, replay_round, state_from_engine
+from cgbench.engine.replay import Batch, RoundDecision, RoundState, replay_round, state_from_engine
 from cgbench.engine.request import Request
 from cgbench.engine.scheduler import RoundResult
 from cgbench.results.deferrals import DEFERRAL_COLUMNS, deferral_record, deferral_rows
+from cgbench.results.state_file import parse_state
 
 NO_CHUNK_SIZE = "no_chunk_size"  # the miss reason of a chunk that no graph's token size can take exactly
 

@@ -186,7 +186,7 @@ def document_kind(doc: Any) -> str | None:
         return found
     if kind is None and "schema_version" in doc and "metrics" in doc:
         return "result"
-    from cgbench.engine.replay import STATE_KEYS
+    from cgbench.results.state_file import STATE_KEYS
 
     if kind is None and set(STATE_KEYS["required"]) <= set(doc) <= set(STATE_KEYS["top"]):
         return "state"

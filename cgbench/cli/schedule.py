@@ -1,6 +1,7 @@
 """``cgbench schedule STATE.json``: one scheduling round from a saved engine state, per policy.
 
-The command is registered on the app in ``cgbench.cli.app``; the work is in ``cgbench.engine.replay``.
+The command is registered on the app in ``cgbench.cli.app``; the work is in ``cgbench.engine.replay``
+(the file is read by ``cgbench.results.state_file``).
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def schedule_cmd(
         from cgbench.cli.formats import check_format
         from cgbench.config.registry.policies import options_of, policy_names, policy_spec
         from cgbench.engine.policy_registry import build_policy
-        from cgbench.engine.replay import load_state, replay_all
+        from cgbench.engine.replay import replay_all
         from cgbench.engine.scheduler import gating_without_prefill_graphs
+        from cgbench.results.state_file import load_state
 
         check_format(fmt)
         if policy != "all":

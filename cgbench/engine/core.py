@@ -6,10 +6,14 @@ and the graph choice never know which backend runs the step; the backend only re
 One step is public moves, as in nano-vllm's ``step()`` (schedule, run, postprocess): ``arrive``
 for each request due, ``begin_round`` (the scheduler's round), then ``advance`` (the step's graph,
 its duration from the backend, then ``postprocess``: record, emit, finish, admit,
-pause/resume/evict). ``Engine.run`` is a loop over them; the expert-parallel engine
-(``cgbench.engine.ep``) drives each rank through the same moves, with ``step_work`` / ``price`` /
-``postprocess`` in place of ``advance`` so that it chooses the graphs across ranks and prices the
-step by the slowest rank.
+pause/resume/evict). An ``Engine`` is a ``cgbench.engine.drive.Unit`` (its rounds and steps, for the
+one event loop of every topology) and, run alone, a system of that one unit: ``Engine.run`` is
+``drive`` over it. The expert-parallel engine (``cgbench.engine.ep``) drives each rank through the
+same moves, with ``step_work`` / ``price`` / ``postprocess`` in place of ``advance`` so that it
+chooses the graphs across ranks and prices the step by the slowest rank.
+
+An engine is built from records (``cgbench.engine.build`` is the one place a config becomes one):
+its ``Scheduler`` (with the ``Context`` and the options it admits under) and ``CoreOptions``.
 
 The running decodes live in a row set. ``EveryStepRows`` (this module) steps every row every step:
 with it, ``Engine`` is the oracle. The event-proportional engine (``cgbench.engine.fast``) swaps in
@@ -21,14 +25,13 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
-from cgbench.config.schema import EngineConfig
-from cgbench.engine.batch_invariant import ssm_alignment
 from cgbench.engine.context import Context, ceil_div
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork
+from cgbench.engine.drive import RunState, Stop, Watchdog, drive
 from cgbench.engine.invariants import InvariantError, MegatronAssertion
 from cgbench.engine.ledger import Ledger
 from cgbench.engine.policies import Policy
@@ -39,6 +42,8 @@ from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, S
 from cgbench.engine.stats import StepStats, record_steps
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
+
+__all__ = ["CoreOptions", "Engine", "EveryStepRows", "RoundObserver", "RunState"]
 
 
 class RoundObserver(Protocol):
@@ -51,14 +56,14 @@ class RoundObserver(Protocol):
     def after(self, result: RoundResult) -> None: ...
 
 
-@dataclass
-class RunState:
-    requests: Ledger = field(default_factory=Ledger)  # live requests; finished ones packed (ledger.py)
-    stats: StepStats = field(default_factory=StepStats)
-    trace: list[StepRecord] = field(default_factory=list)
-    outcome: str = "completed"
-    diagnosis: str = ""
-    now_s: float = 0.0
+@dataclass(frozen=True, slots=True)
+class CoreOptions:
+    """How an engine core runs, decided once per run (``cgbench.engine.build.core_options``)."""
+
+    trace: bool = False  # keep a ``StepRecord`` per step (``--trace``)
+    check_invariants: bool = False  # ``engine.check_invariants``: budgets and KV conservation every step
+    stall_steps: int = 1000  # the watchdog's: steps without progress before the run stalls
+    kv_corners: str = "megatron"  # ``engine.kv_corners``: crash where Megatron asserts, or re-prefill
 
 
 class EveryStepRows:
@@ -108,32 +113,25 @@ class EveryStepRows:
 
 class Engine:
     rows_class: ClassVar[type] = EveryStepRows
+    event_proportional: ClassVar[bool] = False  # the step-by-step engine (the oracle)
 
-    def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, gating: bool, trace: bool = False,
-                 prefix: PrefixCache | None = None, seed: int = 0) -> None:
-        """``gating``: ``scheduler.gating_active(policy, cg, grid)`` for this run; ``prefix``: the KV
-        pool's prefix cache (``engine.prefix_caching``), which the context owns; ``seed``: the run's (the
-        acceptance model's draws, ``engine.spec_acceptance``)."""
+    def __init__(self, options: CoreOptions, scheduler: Scheduler, backend: StepBackend,
+                 stream: RequestStream) -> None:
+        """``scheduler``: the run's (its ``Context``, the KV pool with its prefix cache and acceptance
+        model, becomes this engine's); ``stream``: what this core sees of the workload (completions
+        release a closed loop's next request; the next arrival bounds the fast engine's stretches)."""
         # 29 instance attributes at most, the fast engine's included: from 30 on, CPython 3.11 stops
         # sharing the instance dict's keys and ``self.x`` in the step loop gets slower (~2% more instructions).
-        self.grid = grid
-        self.policy = policy
         self.backend = backend
         self.stream = stream
-        self.keep_trace = trace
-        self.chunked_prefill = engine.chunked_prefill
-        self.ctx = Context.from_engine(engine, seed)
-        self.ctx.prefix = prefix
-        self.scheduler = Scheduler(self.ctx, grid, policy, chunked_prefill=engine.chunked_prefill,
-                                   gating=gating, flash_attn_guard=engine.flash_attn_guard,
-                                   ssm_alignment=ssm_alignment(engine, grid.strict),
-                                   gate_on_computed=engine.prefix_gate == "computed",
-                                   async_overlap=engine.async_overlap)
-        self.graphs = GraphChoice(grid, policy, backend.captured)
+        self.keep_trace = options.trace
+        self.chunked_prefill = scheduler.chunked_prefill
+        self.ctx = scheduler.ctx
+        self.scheduler = scheduler
+        self.graphs = GraphChoice(scheduler.grid, scheduler.policy, backend.captured)
         self.q = self.ctx.decode_tokens  # tokens per decode row
-        self.check = engine.check_invariants
-        self.stall_steps = engine.stall_steps or 8 * engine.max_sequence_length + 1000
+        self.check = options.check_invariants
+        self.watchdog = Watchdog(options.stall_steps)
         self.state = RunState(requests=Ledger(verify=self.check))
         self.queue: deque[Request] = deque()
         self.rows = self.rows_class(self.ctx, self.state.stats)  # running decodes
@@ -141,15 +139,25 @@ class Engine:
         # the active rows in Megatron's row order (rows.py); a row's position is looked up when it
         # moves (list.index, identity), which is cheaper than keeping an index current on every move
         self.order: list[Request] = []
-        self.kv_corners = engine.kv_corners
+        self.kv_corners = options.kv_corners
         self.halted = False  # the engine crashed (an assertion Megatron raises)
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
         self.step = 0
         self._step_start_s = 0.0
         self.total_work = 0  # prompt + output tokens of every request that arrived
-        self.step_bound = 1000  # 4 * total_work + 1000: the most steps the workload so far can need
+        self.step_bound = Watchdog.bound(0)  # the most steps the workload so far can need
         self.last_progress = 0  # last step that admitted or finished a request (the stall watchdog)
         self.round_observer: RoundObserver | None = None
+        self._result: RoundResult | None = None  # the last ``schedule_round``'s, for ``run_step``
+
+    @property
+    def grid(self) -> Grid:
+        """The captured graphs this engine matches its steps on (its scheduler's)."""
+        return self.scheduler.grid
+
+    @property
+    def policy(self) -> Policy:
+        return self.scheduler.policy
 
     # -- arrivals ---------------------------------------------------------------------------------
 
@@ -158,7 +166,7 @@ class Engine:
         run (a prompt past ``max_sequence_length``, or past ``max_tokens`` without chunked prefill, or
         more KV blocks than the pool). Its tokens count toward the step bound either way."""
         self.total_work += spec.prompt_tokens + spec.output_tokens
-        self.step_bound = 4 * self.total_work + 1000  # kept current here: it is read every round
+        self.step_bound = Watchdog.bound(self.total_work)  # kept current here: it is read every round
         ctx = self.ctx
         msl = ctx.max_sequence_length
         req = make_request(spec.id, spec.prompt_tokens, spec.output_tokens, msl,
@@ -190,43 +198,52 @@ class Engine:
         self.stream.on_complete(self.state.now_s)
         self.state.requests.retire(req)  # nothing changes it after this
 
-    # -- the loop ---------------------------------------------------------------------------------
+    # -- the run: this engine alone, a system of one unit (cgbench.engine.drive) ---------------------
 
     def run(self) -> RunState:
-        """Run to the end. The cyclic garbage collector pauses meanwhile: the engine makes no reference
-        cycles, and its passes over a long run's live objects cost ~10% of the time."""
+        """Run to the end (``drive`` over this engine alone). The cyclic garbage collector pauses
+        meanwhile: the engine makes no reference cycles, and its passes over a long run's live objects
+        cost ~10% of the time."""
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._loop()
+            return drive(self)
         finally:
             if collecting:
                 gc.enable()
 
-    def _loop(self) -> RunState:
+    @property
+    def units(self) -> Sequence[Engine]:
+        return (self,)
+
+    def can_route(self) -> bool:
+        return True
+
+    def deliver(self, spec: RequestSpec, t_s: float, wake: Callable[[int], None] | None) -> None:
+        if wake is not None:
+            wake(0)
+        self.arrive(spec)
+
+    def stopped(self, unit: int, stop: Stop) -> bool:
+        self.state.outcome, self.state.diagnosis = stop
+        return True
+
+    def stalled(self, unit: int) -> None:
+        self.state.outcome, self.state.diagnosis = "stalled", self.idle_diagnosis()
+
+    # -- as a unit of the event loop (cgbench.engine.drive.Unit; its rounds and steps are below) -----
+
+    def halt(self) -> Stop | None:
         st = self.state
-        while True:
-            for spec in self.stream.pop_due(st.now_s):
-                self.arrive(spec)
-            result = self.begin_round()
-            if self.halted:  # Megatron's code raised while scheduling (prefix caching)
-                break
-            if self.ctx.active_tokens == 0:  # ``idle``, inlined: once per round
-                if self.await_pulls():
-                    continue  # a released slot may admit the head now
-                nxt = self.stream.next_arrival_s()
-                if nxt is not None:
-                    self.wait_until(nxt)
-                    continue
-                if self.drained and self.stream.exhausted():
-                    break
-                st.outcome = "stalled"
-                st.diagnosis = self.stall_diagnosis(result)
-                break
-            self.advance(result)
-            if self.must_stop():
-                break
-        return self.finish()
+        return Stop(st.outcome, st.diagnosis) if self.halted else None
+
+    def progress_diagnosis(self) -> tuple[str, str]:
+        return "", self.diagnose("no progress")
+
+    def idle_diagnosis(self) -> str:
+        result = self._result
+        assert result is not None
+        return self.stall_diagnosis(result)
 
     # -- the public round: begin_round, then advance (or step_work, price, postprocess) ------------
 
@@ -235,6 +252,14 @@ class Engine:
         from the running rows and the scheduler admits from the queue's head (the ``round_observer``
         watching). A round that admits a request for the first time, or takes one off the queue, is
         progress for the stall watchdog. ``idle`` then says whether it left a step to run."""
+        self.schedule_round()
+        result = self._result
+        assert result is not None
+        return result
+
+    def schedule_round(self) -> bool:
+        """``begin_round`` as a unit of the event loop runs it: the round's result is kept for
+        ``run_step``; True if the round left a step to run (not ``idle``)."""
         ctx = self.ctx
         if self.scheduler.async_overlap:  # the last step's P (the context keeps it until this reset)
             self.scheduler.previous_prefill = ctx.prefill_count
@@ -255,13 +280,14 @@ class Engine:
         if ctx.admitted and (len(self.queue) < queued_before
                              or any(a.request.first_admit_step < 0 for a in ctx.admitted)):
             self.last_progress = self.step
-        return result
+        self._result = result
+        return ctx.active_tokens != 0  # ``not idle``, inlined: once per round
 
     def await_pulls(self) -> bool:
         """The round left nothing to run: with requests queued, the engine waits for its handoff pulls
         (``handoff.py``) rather than stepping, so every pinned slot is released. True if any was (a new
-        round may then admit). Every driver of an idle engine asks this: its own loop, an EP group
-        whose ranks are all idle, a DP unit."""
+        round may then admit). The event loop (``drive.Drive``) asks it of every idle unit, once, and
+        an EP group asks every rank when all of them are idle."""
         handoff = self.ctx.handoff
         return handoff is not None and bool(self.queue) and handoff.release_all()
 
@@ -289,6 +315,13 @@ class Engine:
         """Run the step ``result``'s round scheduled: the graph its real shape replays (``graphs``), its
         duration from the backend (``price``), then ``postprocess``. (The event-proportional engine
         runs a whole decode stretch here when the round admitted nothing.)"""
+        self._result = result
+        self.run_step()
+
+    def run_step(self) -> None:
+        """``advance`` as a unit of the event loop runs it: the step of the last round."""
+        result = self._result
+        assert result is not None
         ctx = self.ctx
         graph, reason = self.graphs.resolve(ctx.active_tokens, ctx.prefill_count, ctx.decode_count)
         work = self.step_work(graph, reason)
@@ -360,23 +393,26 @@ class Engine:
         """Whether admission is gated on the grid in this run (``scheduler.gating_active``)."""
         return self.scheduler.gating_active
 
-    def must_stop(self) -> bool:
-        """After ``advance``: the run ends here (halted, no progress for ``stall_steps``, or past the step
-        bound); the state's outcome and diagnosis say which."""
-        return self.halted or self._out_of_bounds()
+    # -- what the run reports (its topology's facts: the result's metric blocks) ---------------------
 
-    def _out_of_bounds(self) -> bool:
-        st = self.state
-        if self.step - self.last_progress > self.stall_steps:
-            st.outcome = "stalled"
-            st.diagnosis = (f"no request admitted or finished for {self.stall_steps} steps; "
-                            + self.diagnose("no progress"))
-            return True
-        if self.step > self.step_bound:
-            st.outcome = "step_bound"
-            st.diagnosis = f"exceeded the step bound {self.step_bound} derived from the workload"
-            return True
-        return False
+    @property
+    def ranks(self) -> list[Engine]:
+        """The engine cores of the run: this one."""
+        return [self]
+
+    @property
+    def prefix_cache(self) -> PrefixCache | None:
+        """The KV pool's prefix cache (``engine.prefix_caching``), for the result's ``prefix_cache`` block."""
+        return self.ctx.prefix
+
+    @property
+    def dummy_steps(self) -> int:
+        """Dummy decode rank-steps (EP only): none."""
+        return 0
+
+    def metric_blocks(self) -> dict[str, Any]:
+        """The metric blocks only this topology has: none (``ep`` and ``dp`` are the others')."""
+        return {}
 
     # -- update_requests --------------------------------------------------------------------------
 
@@ -626,19 +662,20 @@ class Engine:
     def _idle_spin(self, result: RoundResult) -> str:
         """Gating defers the head while nothing runs and nothing else will arrive: Megatron's engine
         spins here without a forward step, forever. cgbench stops after the watchdog's worth of
-        rounds (``stall_steps``), counting the deferrals and starvation warnings they log."""
+        rounds (``watchdog.stall_steps``), counting the deferrals and starvation warnings they log."""
         head, sched = result.deferred, self.scheduler
         assert head is not None
         sched.previous_prefill = -1  # nothing runs: no forward to overlap with
         before = sched.counters.starvation_warnings
-        sched.register_waits(head, self.stall_steps - 1, result)
+        stall_steps = self.watchdog.stall_steps
+        sched.register_waits(head, stall_steps - 1, result)
         cause = ""
         if not self.grid.non_decode:
             cause = ("gating is active but the captured graph list has no prefill or mixed graph, so every "
                      "prefill candidate misses and every prefill is deferred; ")
         return (f"; {cause}Megatron's engine spins without a step, logging the starvation warning every "
                 f"{sched.warn_after} rounds ({sched.counters.starvation_warnings - before} more counted over "
-                f"the {self.stall_steps} idle rounds of the stall watchdog)")
+                f"the {stall_steps} idle rounds of the stall watchdog)")
 
     def diagnose(self, stop_reason: str) -> str:
         """Why nothing more is admitted (the round stopped for ``stop_reason``): paused requests that

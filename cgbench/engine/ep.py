@@ -18,35 +18,39 @@ stretches price one engine's steps alone, while a lockstep step costs the slowes
 
 Each rank is driven through ``Engine``'s public round: ``arrive`` (a routed request),
 ``begin_round``, then, between the rounds and the steps, this engine's part (the graphs chosen across
-ranks, dummy steps, the slowest rank's duration), then ``postprocess`` on every rank.
+ranks, dummy steps, the slowest rank's duration), then ``postprocess`` on every rank. The group is a
+``cgbench.engine.drive.Unit`` (one clock, its lockstep steps), and, run alone, a system of that one
+unit; a data-parallel engine (``cgbench.engine.dp``) drives several groups as its units and routes
+their arrivals itself. ``cgbench.engine.build`` builds a group from the config (``group_grid``,
+``group_cg``: the graphs and the gating condition of a group under its dispatcher).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from cgbench.config.schema import BenchConfig, CGConfig
-from cgbench.engine.contract import StepBackend, StepWork
-from cgbench.engine.core import Engine, RunState
+from cgbench.engine.contract import StepWork
+from cgbench.engine.core import Engine
+from cgbench.engine.drive import RunState, Stop, Watchdog, drive
 from cgbench.engine.ledger import COMPLETED, Ledger
-from cgbench.engine.policies import Policy
+from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.router import Router
-from cgbench.engine.scheduler import GatingCounters, RoundResult, gating_active
-from cgbench.engine.stats import StepStats
+from cgbench.engine.scheduler import GatingCounters, RoundResult, summed_counters
+from cgbench.engine.stats import merged_stats
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
 
 EP_PREFILL = "ep_prefill"  # this rank has a prefill: under nccl/te every rank runs eager
 EP_PREFILL_OTHER = "ep_prefill_other_rank"  # another rank's prefill forced this rank eager
 MATCHES_EP_TOKEN_COUNTS = ("nccl", "te")
-_COUNTERS = ("deferral_events", "starvation_warnings", "snap_splits", "eager_admissions")  # GatingCounters
 
 
-class _RankStream:
-    """What a rank core sees of the workload: nothing arrives by itself (the EP engine routes
-    arrivals); completions go to the shared stream (a closed loop's next request)."""
+class RankStream:
+    """What a rank core of an EP group run alone sees of the workload: nothing arrives by itself
+    (the group routes arrivals); completions go to the shared stream (a closed loop's next request)."""
 
     def __init__(self, shared: RequestStream) -> None:
         self.shared = shared
@@ -69,14 +73,20 @@ class _RankStream:
         return True
 
 
+def matches_ep_token_counts(dispatcher: str) -> bool:
+    """Under ``nccl`` / ``te`` the ranks agree on the token count (non-decode graphs off)."""
+    return dispatcher in MATCHES_EP_TOKEN_COUNTS
+
+
 def ep_graphs(cfg: BenchConfig, grid: Grid) -> tuple[CGConfig, Grid, str]:
     """The cg settings and grid every EP rank gates and matches on, and why non-decode graphs are off
     when the config's are not: a dispatcher that matches EP token counts (nccl, te) turns them off,
     as Megatron 0.19.2."""
-    if cfg.engine.ep_size > 1 and cfg.engine.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS:
-        why = (f"engine.moe_dispatcher={cfg.engine.moe_dispatcher} under expert parallelism turns prefill and mixed "
+    e = cfg.engine
+    if e.ep_size > 1 and matches_ep_token_counts(e.moe_dispatcher):
+        why = (f"engine.moe_dispatcher={e.moe_dispatcher} under expert parallelism turns prefill and mixed "
                "graphs off, as Megatron (engine.moe_dispatcher=nvls keeps them)") if cfg.cg.non_decode else ""
-        return replace(cfg.cg, non_decode=False), decode_only_grid(grid), why
+        return group_cg(cfg.cg, e.moe_dispatcher), group_grid(grid, e.moe_dispatcher), why
     return cfg.cg, grid, ""
 
 
@@ -84,6 +94,17 @@ def decode_only_grid(grid: Grid) -> Grid:
     """The grid with non-decode graphs off: its decode-only graphs."""
     return Grid(grid.name, tuple(g for g in grid.graphs if g.prefill_req_count == 0), grid.strict,
                 grid.exact_decode)
+
+
+def group_grid(grid: Grid, dispatcher: str) -> Grid:
+    """The graphs an EP group's ranks match on under ``dispatcher``."""
+    return decode_only_grid(grid) if matches_ep_token_counts(dispatcher) else grid
+
+
+def group_cg(cg: CGConfig, dispatcher: str) -> CGConfig:
+    """The graph settings an EP group's gating condition reads under ``dispatcher`` (non-decode
+    graphs off under nccl/te)."""
+    return replace(cg, non_decode=False) if matches_ep_token_counts(dispatcher) else cg
 
 
 @dataclass
@@ -99,28 +120,25 @@ class RankStats:
 class EPEngine:
     """``ep_size`` engine cores in lockstep (see the module docstring)."""
 
-    def __init__(self, cfg: BenchConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, trace: bool = False,
-                 rank_streams: Sequence[RequestStream] | None = None) -> None:
-        """``rank_streams``: what each rank core sees of the workload, when a data-parallel engine
-        drives this one as one of its EP groups (it routes the arrivals); by default ``_RankStream``."""
-        e = cfg.engine
-        self.size = e.ep_size
-        self.dispatcher = e.moe_dispatcher
-        self.routing = e.ep_routing  # (a DP engine driving this group routes its arrivals itself)
-        self.router = Router(self.size, self.routing)
-        self.match_ep = e.moe_dispatcher in MATCHES_EP_TOKEN_COUNTS
-        cg, self.grid, _ = ep_graphs(cfg, grid)
-        self.gating_active = gating_active(policy, cg, self.grid)
+    prefix_cache: PrefixCache | None = None  # modelled on one engine only (engine.prefix_caching)
+
+    def __init__(self, ranks: Sequence[Engine], *, dispatcher: str, router: Router, stream: RequestStream,
+                 trace: bool = False) -> None:
+        """``ranks``: the cores, built on the group's grid (``group_grid``) and gating; ``router``: how a
+        group run alone routes its arrivals (a data-parallel engine routes its groups' itself);
+        ``stream``: the workload."""
+        self.ranks = list(ranks)
+        self.size = len(self.ranks)
+        self.dispatcher = dispatcher
+        self.router = router
+        self.match_ep = matches_ep_token_counts(dispatcher)
+        self.grid = self.ranks[0].grid
+        self.gating_active = self.ranks[0].gating_active
         self.stream = stream
-        self.keep_trace = trace
-        # every rank traces its own steps; the run's trace interleaves them, each tagged with its rank
-        streams = rank_streams if rank_streams is not None else [_RankStream(stream) for _ in range(self.size)]
-        self.ranks = [Engine(e, self.grid, policy, backend, rs, gating=self.gating_active, trace=trace,
-                             seed=cfg.seed) for rs in streams]
+        self.keep_trace = trace  # every rank traces its own steps; the run's trace interleaves them
         self.rank_stats = [RankStats() for _ in range(self.size)]
         self.q = self.ranks[0].q
-        self.stall_steps = self.ranks[0].stall_steps
+        self.watchdog: Watchdog = self.ranks[0].watchdog
         self.state = RunState()
         self.step = 0
         self.lockstep_steps = 0
@@ -130,7 +148,7 @@ class EPEngine:
     @property
     def counters(self) -> GatingCounters:
         """Every rank's gating counters, summed: the whole system's."""
-        return summed_counters(self.ranks)
+        return summed_counters(r.counters for r in self.ranks)
 
     # -- routing ------------------------------------------------------------------------------------
 
@@ -139,30 +157,60 @@ class EPEngine:
         at this lockstep boundary."""
         return self.router.route(spec, [r.in_flight for r in self.ranks])
 
-    # -- the loop -----------------------------------------------------------------------------------
+    # -- the run: this group alone, a system of one unit (cgbench.engine.drive) ---------------------
 
     def run(self) -> RunState:
         """Run to the end: each arrival routed to a rank, every rank's round, then one lockstep step
         (or, when every rank is idle, the wait for the next arrival); the system's merged state."""
+        return drive(self)
+
+    @property
+    def units(self) -> Sequence[EPEngine]:
+        return (self,)
+
+    def can_route(self) -> bool:
+        return True
+
+    def deliver(self, spec: RequestSpec, t_s: float, wake: Callable[[int], None] | None) -> None:
+        i = self.route(spec)
+        if wake is not None:
+            wake(0)
+        self.ranks[i].arrive(spec)
+        self.rank_stats[i].requests_routed += 1
+
+    def stopped(self, unit: int, stop: Stop) -> bool:
+        self.state.outcome, self.state.diagnosis = stop
+        return True
+
+    def stalled(self, unit: int) -> None:
+        self.state.outcome, self.state.diagnosis = "stalled", self.idle_diagnosis()
+
+    def finish(self) -> RunState:
+        """Every rank's steps, requests and trace as one system's (each rank's forward pass counts as a
+        step; a lockstep step is ``ep_size`` rank-steps). ``counters`` sums the ranks' gating counters."""
         st = self.state
-        ranks = self.ranks
-        while True:
-            for spec in self.stream.pop_due(st.now_s):
-                i = self.route(spec)
-                ranks[i].arrive(spec)
-                self.rank_stats[i].requests_routed += 1
-            if not self.begin_round():
-                nxt = self.stream.next_arrival_s()
-                if nxt is not None:
-                    self.wait_until(nxt)
-                    continue
-                if all(rank.drained for rank in ranks) and self.stream.exhausted():
-                    break
-                self.stall_idle()
-                break
-            if self.advance():
-                break
-        return self._merged()
+        st.stats = merged_stats(rank.finish().stats for rank in self.ranks)
+        st.requests = Ledger.merged([rank.state.requests for rank in self.ranks])
+        if self.keep_trace:  # every rank has one record per lockstep step: step-major, rank-minor
+            for i, rank in enumerate(self.ranks):
+                for record in rank.state.trace:
+                    record.rank = i
+            st.trace = [record for step in zip(*(r.state.trace for r in self.ranks), strict=True) for record in step]
+        return st
+
+    # -- as a unit of the event loop (cgbench.engine.drive.Unit) --------------------------------------
+
+    @property
+    def last_progress(self) -> int:
+        return max(r.last_progress for r in self.ranks)
+
+    @property
+    def step_bound(self) -> int:
+        return Watchdog.bound(sum(r.total_work for r in self.ranks))
+
+    @property
+    def drained(self) -> bool:
+        return all(rank.drained for rank in self.ranks)
 
     def wait_until(self, t_s: float) -> None:
         """Nothing runs before ``t_s``: the system's clock (and every rank's) moves there, never back."""
@@ -171,22 +219,44 @@ class EPEngine:
         for rank in self.ranks:  # every rank's clock is the system's
             rank.wait_until(t_s)
 
-    def begin_round(self) -> bool:
-        """Every rank's scheduling round; True if any rank has a step to run (then ``advance``). When
-        every rank is idle, each waits for its handoff pulls (``Engine.await_pulls``) and, if a slot
-        was released, the rounds run again."""
-        while True:
-            self._results = [rank.begin_round() for rank in self.ranks]
-            self._idle = [rank.idle for rank in self.ranks]
-            if not all(self._idle) or not any([rank.await_pulls() for rank in self.ranks]):  # every rank asked
-                return not all(self._idle)
+    def schedule_round(self) -> bool:
+        """Every rank's scheduling round; True if any rank has a step to run (then ``run_step``)."""
+        self._results = [rank.begin_round() for rank in self.ranks]
+        self._idle = [rank.idle for rank in self.ranks]
+        return not all(self._idle)
 
-    def advance(self) -> bool:
-        """The lockstep step of the rounds ``begin_round`` ran; True if the run must stop."""
+    def await_pulls(self) -> bool:
+        """Every rank is idle: each waits for its handoff pulls (every rank asked); True if any released
+        a slot."""
+        return any([rank.await_pulls() for rank in self.ranks])
+
+    def run_step(self) -> None:
+        """The lockstep step of the rounds ``schedule_round`` ran."""
         self._lockstep_step(self._results, self._idle)
         self.step += 1
         self.lockstep_steps += 1
-        return self._stopped()
+
+    @property
+    def halted(self) -> bool:
+        return any(rank.halted for rank in self.ranks)
+
+    def halt(self) -> Stop | None:
+        for i, rank in enumerate(self.ranks):
+            if rank.halted:
+                return Stop(rank.state.outcome, f"rank {i}: {rank.state.diagnosis}")
+        return None
+
+    def progress_diagnosis(self) -> tuple[str, str]:
+        stuck = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused), 0)
+        return " on any rank", f"rank {stuck}: " + self.ranks[stuck].diagnose("no progress")
+
+    def idle_diagnosis(self) -> str:
+        """Every rank idle after its round with work left: the first undrained rank's diagnosis, from
+        that rank's last round."""
+        i = next((i for i, r in enumerate(self.ranks) if not r.drained), 0)
+        return f"rank {i}: " + self.ranks[i].stall_diagnosis(self._results[i])
+
+    # -- the lockstep step --------------------------------------------------------------------------
 
     def _lockstep_step(self, results: list[RoundResult], idle: list[bool]) -> None:
         """One collective step: every rank's work (a dummy decode where a rank is ``idle``) with the
@@ -222,54 +292,15 @@ class EPEngine:
             works.append(StepWork(T, P, D, self.q, graph, None, reason) if dummy else rank.step_work(graph, reason))
         return works
 
-    # -- ends ---------------------------------------------------------------------------------------
+    # -- what the run reports -----------------------------------------------------------------------
 
-    def _stopped(self) -> bool:
-        st = self.state
-        for i, rank in enumerate(self.ranks):
-            if rank.halted:
-                st.outcome, st.diagnosis = rank.state.outcome, f"rank {i}: {rank.state.diagnosis}"
-                return True
-        progress = max(r.last_progress for r in self.ranks)
-        if self.step - progress > self.stall_steps:
-            st.outcome = "stalled"
-            stuck = next((i for i, r in enumerate(self.ranks) if r.queue or r.paused), 0)
-            st.diagnosis = (f"no request admitted or finished on any rank for {self.stall_steps} steps; rank "
-                            f"{stuck}: " + self.ranks[stuck].diagnose("no progress"))
-            return True
-        bound = 4 * sum(r.total_work for r in self.ranks) + 1000
-        if self.step > bound:
-            st.outcome = "step_bound"
-            st.diagnosis = f"exceeded the step bound {bound} derived from the workload"
-            return True
-        return False
+    @property
+    def dummy_steps(self) -> int:
+        """Dummy decode rank-steps: they step no row."""
+        return sum(s.dummy_steps for s in self.rank_stats)
 
-    def stall_idle(self) -> str:
-        """Every rank idle after ``begin_round`` with work left: the system stalls; its diagnosis is the
-        first undrained rank's, from that rank's last round."""
-        st = self.state
-        st.outcome = "stalled"
-        i = next((i for i, r in enumerate(self.ranks) if not r.drained), 0)
-        st.diagnosis = f"rank {i}: " + self.ranks[i].stall_diagnosis(self._results[i])
-        return st.diagnosis
-
-    # -- the whole system ---------------------------------------------------------------------------
-
-    def _merged(self) -> RunState:
-        """Every rank's steps, requests and trace as one system's (each rank's forward pass counts as a
-        step; a lockstep step is ``ep_size`` rank-steps). ``counters`` sums the ranks' gating counters."""
-        st = self.state
-        stats = StepStats()
-        for rank in self.ranks:
-            merge_stats(stats, rank.finish().stats)
-        st.stats = stats
-        st.requests = Ledger.merged([rank.state.requests for rank in self.ranks])
-        if self.keep_trace:  # every rank has one record per lockstep step: step-major, rank-minor
-            for i, rank in enumerate(self.ranks):
-                for record in rank.state.trace:
-                    record.rank = i
-            st.trace = [record for step in zip(*(r.state.trace for r in self.ranks), strict=True) for record in step]
-        return st
+    def metric_blocks(self) -> dict[str, Any]:
+        return {"ep": self.ep_metrics()}
 
     def ep_metrics(self) -> dict[str, Any]:
         """The EP-only metrics (present only for ``ep_size`` > 1)."""
@@ -285,38 +316,10 @@ class EPEngine:
             "moe_dispatcher": self.dispatcher,
             "lockstep_steps": self.lockstep_steps,
             "rank_eager_step_fraction": eager,
-            "dummy_steps": sum(s.dummy_steps for s in self.rank_stats),
+            "dummy_steps": self.dummy_steps,
             "rank_dummy_steps": [s.dummy_steps for s in self.rank_stats],
             "forced_eager_fraction": forced / total_eager if total_eager else 0.0,
             "rank_requests": [s.requests_routed for s in self.rank_stats],
             "rank_completed": served,
             "load_imbalance": max(tokens) / mean if mean > 0 else 1.0,
         }
-
-
-def summed_counters(ranks: list[Engine]) -> GatingCounters:
-    """The gating counters of ``ranks``, summed (an EP group's or a DP system's)."""
-    total = GatingCounters()
-    for rank in ranks:
-        for name in _COUNTERS:
-            setattr(total, name, getattr(total, name) + getattr(rank.counters, name))
-    return total
-
-
-def merge_stats(into: StepStats, s: StepStats) -> None:
-    """Add ``s``'s step accounting to ``into``."""
-    for name in ("steps", "graphed_steps", "eager_steps", "tokens", "eager_tokens", "graphed_tokens",
-                 "padded_tokens", "mixed_steps", "prefill_only_steps", "decode_only_steps", "paused_events",
-                 "evicted_events", "decode_rows", "prefill_emitted"):
-        setattr(into, name, getattr(into, name) + getattr(s, name))
-    into.graphed_time_s += s.graphed_time_s
-    into.eager_time_s += s.eager_time_s
-    into.eager_reasons.update(s.eager_reasons)
-    for g, (hits, real, pad) in s.graph_usage.items():
-        u = into.graph_usage.setdefault(g, [0, 0, 0])
-        u[0] += hits
-        u[1] += real
-        u[2] += pad
-    into.itl.merge(s.itl)
-    into.max_queue_len = max(into.max_queue_len, s.max_queue_len)
-

@@ -22,18 +22,14 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import ClassVar, NamedTuple
 
-from cgbench.config.schema import EngineConfig
 from cgbench.engine.context import Context
 from cgbench.engine.contract import StepBackend, StepRecord, StepWork, StretchPricer, decode_growth
-from cgbench.engine.core import Engine
+from cgbench.engine.core import CoreOptions, Engine
 from cgbench.engine.invariants import InvariantError
-from cgbench.engine.policies import Policy
-from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
-from cgbench.engine.scheduler import RoundResult
+from cgbench.engine.scheduler import RoundResult, Scheduler
 from cgbench.engine.stats import StepStats, add_in_order, record_step_totals
-from cgbench.grids.lookup import Grid
 from cgbench.native import loaded_from_extension
 from cgbench.workload.stream import RequestStream
 
@@ -202,15 +198,15 @@ class AnchoredRows:
 
 class FastEngine(Engine):
     rows_class: ClassVar[type] = AnchoredRows
+    event_proportional: ClassVar[bool] = True
     # numpy pays off only on long stretches; short ones run one by one (the results are identical)
     vector_min_steps: ClassVar[int] = 64
 
-    def __init__(self, engine: EngineConfig, grid: Grid, policy: Policy, backend: StepBackend,
-                 stream: RequestStream, *, gating: bool, trace: bool = False, pricer: StretchPricer,
-                 prefix: PrefixCache | None = None) -> None:
+    def __init__(self, options: CoreOptions, scheduler: Scheduler, backend: StepBackend,
+                 stream: RequestStream, *, pricer: StretchPricer) -> None:
         """``pricer``: the backend's ``StretchPricer`` (``StepBackend.pricer``), which prices stretches."""
-        super().__init__(engine, grid, policy, backend, stream, gating=gating, trace=trace, prefix=prefix)
-        if self.ctx.acceptance is not None:  # pipeline.build_engine picks Engine (acceptance.needs_step_engine)
+        super().__init__(options, scheduler, backend, stream)
+        if self.ctx.acceptance is not None:  # build.runs_step_by_step picks Engine (acceptance.needs_step_engine)
             raise ValueError("FastEngine: a stochastic engine.spec_acceptance needs the step-by-step Engine")
         self.pricer = pricer
         # Compiled (make native), the one-by-one loop is as fast as numpy's, which would cost its import
@@ -249,9 +245,11 @@ class FastEngine(Engine):
         self.rows.reanchor(resumed, self.step + 1, self.state.now_s, granted)
         return True
 
-    def advance(self, result: RoundResult) -> None:
+    def run_step(self) -> None:
+        result = self._result
+        assert result is not None
         if self.ctx.admitted or not self._decode_stretch(result):
-            Engine.advance(self, result)
+            Engine.run_step(self)
 
     def _can_stretch(self) -> bool:
         return bool(self.rows) and not self.paused and not self.rows.irregular
@@ -274,9 +272,9 @@ class FastEngine(Engine):
         # wait counter reset: the next round defers it again, so this round is not a fixed point.
         once = (head is None and self.queue and self.policy.timeout_iters >= 0
                 and (result.stop_reason == "single_token_guard" or result.stop_reason == "ssm_chunk_alignment"))
+        watchdog = self.watchdog
         while True:
-            stall, bound = self.last_progress + self.stall_steps + 1, self.step_bound + 1
-            limit = stall if stall < bound else bound  # comparisons, not builtin min calls: once per event
+            limit = watchdog.first_firing(self.last_progress, self.step_bound)
             stop = events[0][0] if events and events[0][0] < limit else limit
             if once and first + 1 < stop:
                 stop = first + 1
@@ -301,7 +299,8 @@ class FastEngine(Engine):
                 self.last_progress = self.step
             self.step += 1
             # an eviction puts requests back in the queue: the next round may admit them
-            if self.queue or not self._can_stretch() or self._out_of_bounds():
+            if self.queue or not self._can_stretch() or watchdog.fires(self.step, self.last_progress,
+                                                                        self.step_bound):
                 break
         return self.step > first
 

@@ -30,15 +30,42 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from cgbench.engine.request import Request
 from cgbench.engine.rows import evict_count as evict_count_0192_blocks
 
-if TYPE_CHECKING:
-    from cgbench.engine.context import Context
-    from cgbench.engine.request import Request
-
 DEFAULT_RULES = "0.19.2"
+
+
+class SharedBlocks(Protocol):
+    """What the rules read of the pool's prefix cache (``cgbench.engine.prefix_cache.PrefixCache``
+    meets it; the cache reads the rule sets, so they name it here rather than import it)."""
+
+    def unique_prefix_within(self, rids: Sequence[int], budget: int) -> int: ...
+
+    def releasable_by_suffix(self, rids: Sequence[int]) -> list[int]: ...
+
+
+class KVPool(Protocol):
+    """What the rules read of the KV pool (``cgbench.engine.context.Context`` meets it): the rule sets
+    are the context's, so they name what they need here rather than import the context."""
+
+    max_requests: int
+    active_blocks: int
+    paused_block_budget: int
+    free_blocks: int
+
+    @property
+    def prefix(self) -> SharedBlocks | None: ...
+
+    def allocatable(self) -> int: ...
+
+    def held_blocks(self, reqs: Sequence[Request]) -> int: ...
+
+    def decode_blocks_needed(self, req: Request) -> int: ...
+
+    def resumable(self, paused: Sequence[Request], held_active: int, room: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -50,12 +77,12 @@ class KVRules:
     # blocks a request of (prompt, generated length, speculative tokens, block size) must fit at arrival
     arrival_blocks: Callable[[int, int, int, int], int]
     # how many paused rows resume, from the right (ctx, paused rows, blocks the active rows hold, free row slots)
-    resumable: Callable[[Context, Sequence[Request], int, int], int]
+    resumable: Callable[[KVPool, Sequence[Request], int, int], int]
     # whether the m rows that just paused at a block boundary (nothing else paused) all resume at once:
     # (ctx, blocks the active rows hold once they got theirs, blocks they need, m, active rows)
-    resumes_at_once: Callable[[Context, int, int, int, int], bool]
+    resumes_at_once: Callable[[KVPool, int, int, int, int], bool]
     # how many right-most paused rows are evicted (ctx, paused rows, free row slots)
-    evict_count: Callable[[Context, Sequence[Request], int], int]
+    evict_count: Callable[[KVPool, Sequence[Request], int], int]
     # Megatron asserts when update_requests leaves no active row, no chunked request and no paused row
     asserts_when_emptied: bool
     # prefix caching: a chunk ending mid-block matched a cached block that the next chunk registers
@@ -75,15 +102,15 @@ def _arrival_blocks_0192(prompt: int, generate: int, spec: int, block_size: int)
     return -(-(prompt + generate) // block_size)
 
 
-def _resumable_0192(ctx: Context, paused: Sequence[Request], held_active: int, room: int) -> int:
+def _resumable_0192(ctx: KVPool, paused: Sequence[Request], held_active: int, room: int) -> int:
     return ctx.resumable(paused, held_active, room)
 
 
-def _resumes_at_once_0192(ctx: Context, held_active: int, granted: int, m: int, rows: int) -> bool:
+def _resumes_at_once_0192(ctx: KVPool, held_active: int, granted: int, m: int, rows: int) -> bool:
     return held_active <= ctx.active_blocks and m <= ctx.free_blocks and rows <= ctx.max_requests
 
 
-def _evict_count_0192(ctx: Context, paused: Sequence[Request], room: int) -> int:
+def _evict_count_0192(ctx: KVPool, paused: Sequence[Request], room: int) -> int:
     """Nothing goes while the paused rows hold no more than the budget, a shared block counted once
     under prefix caching (``get_paused_used``); the rest counts each row's own blocks."""
     return evict_count_0192_blocks([r.blocks for r in paused], ctx.paused_block_budget,
@@ -98,13 +125,13 @@ def _arrival_blocks_main(prompt: int, generate: int, spec: int, block_size: int)
     return -(-stored // block_size)
 
 
-def _needs_block(ctx: Context, r: Request) -> int:
+def _needs_block(ctx: KVPool, r: Request) -> int:
     """1 when the row's last block is full (its next step needs a new one): Megatron's
     ``needs_new_block``."""
     return 1 if ctx.decode_blocks_needed(r) > 0 else 0
 
 
-def _resumable_main(ctx: Context, paused: Sequence[Request], held_active: int, room: int) -> int:
+def _resumable_main(ctx: KVPool, paused: Sequence[Request], held_active: int, room: int) -> int:
     """The first ``min(paused, room)`` rows from the right are candidates; of those, the longest run
     whose new blocks (one per row with a full last block) fit the free pool resumes."""
     candidates = min(len(paused), room) if room > 0 else 0
@@ -121,11 +148,11 @@ def _resumable_main(ctx: Context, paused: Sequence[Request], held_active: int, r
     return n
 
 
-def _resumes_at_once_main(ctx: Context, held_active: int, granted: int, m: int, rows: int) -> bool:
+def _resumes_at_once_main(ctx: KVPool, held_active: int, granted: int, m: int, rows: int) -> bool:
     return granted <= ctx.free_blocks and rows <= ctx.max_requests
 
 
-def _evict_count_main(ctx: Context, paused: Sequence[Request], room: int) -> int:
+def _evict_count_main(ctx: KVPool, paused: Sequence[Request], room: int) -> int:
     """Keep the longest left run within the paused budget; of the overflow rows to its right, evict
     the fewest right-most ``e`` whose released blocks, with the free pool, give every surviving
     overflow row the new block it needs (and leave no more survivors than free row slots)."""

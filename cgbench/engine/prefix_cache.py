@@ -216,9 +216,26 @@ class PrefixCache:
         block_of = self.block_of
         return [h for h in self.hashes.get(rid, ()) if h not in block_of]
 
-    def shares_any(self, rid: int, pending: set[int]) -> bool:
-        """Whether the request holds one of ``pending``'s hashes (a coordination wait)."""
-        return bool(pending) and any(h in pending for h in self.hashes.get(rid, ()))
+    def conflicts(self, rid: int, pending: set[int]) -> bool:
+        """The request shares a block hash with ``pending`` (the hashes this pass's admissions
+        register): the scheduler holds it back for the pass, a coordination wait (counted here)."""
+        if pending and any(h in pending for h in self.hashes.get(rid, ())):
+            self.counters.coordination_waits += 1
+            return True
+        return False
+
+    def span(self, finished: int, skip: int, computed: int, remaining: int) -> int:
+        """The span of a chunk after ``finished`` prefilled tokens that skips ``skip`` cached tokens and
+        computes ``computed`` (of ``remaining`` still to prefill): both together; with a Mamba cache a
+        partial chunk ends on a block boundary when that still computes a token (so later chunks can
+        record Mamba states at block boundaries)."""
+        span = skip + computed
+        if self.mamba_cache is not None and span < remaining:
+            bs = self.block_size
+            aligned = (finished + span) // bs * bs - finished
+            if aligned > skip:
+                span = aligned
+        return span
 
     # -- admission ----------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ engine and the ``schedule`` command's replay all use these two.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 
 from cgbench.config.schema import CGConfig
 from cgbench.engine.batch_invariant import aligned_chunk
@@ -100,6 +101,16 @@ class GatingCounters:
     prefix_full_size_deferrals: int = 0
 
 
+def summed_counters(parts: Iterable[GatingCounters]) -> GatingCounters:
+    """Several schedulers' gating counters (an EP group's or a DP system's ranks), summed field by field."""
+    total = GatingCounters()
+    names = [f.name for f in fields(GatingCounters)]
+    for c in parts:
+        for name in names:
+            setattr(total, name, getattr(total, name) + getattr(c, name))
+    return total
+
+
 # a written __init__ (it holds the defaults): a dataclass-made one stays slow when compiled
 @dataclass(slots=True, init=False)
 class RoundResult:
@@ -115,34 +126,44 @@ class RoundResult:
         self.full_size_deferral = False
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """How a run's scheduler admits, decided once per run (``cgbench.engine.build.scheduler_options``
+    derives it from the config, the grid and the policy; the replay of a saved round too)."""
+
+    chunked_prefill: bool
+    gating: bool  # ``gating_active(policy, cg, grid)``
+    flash_attn_guard: bool = True
+    ssm_alignment: int = 0  # batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off)
+    # engine.prefix_gate=computed (cgbench-only): the non-chunked candidate holds only the tokens the
+    # request computes, not its whole prompt (Megatron 0.19.2's full-size candidate)
+    gate_on_computed: bool = False
+    # Megatron 0.19.2's async scheduling (engine ~1695), where it applies: never under chunked
+    # prefill (a chunked head's probe checks budgets only, so only the non-chunked gate is affected)
+    async_overlap: bool = False
+
+
 class Scheduler:
-    def __init__(self, ctx: Context, grid: Grid, policy: Policy, *, chunked_prefill: bool,
-                 gating: bool, flash_attn_guard: bool = True, ssm_alignment: int = 0,
-                 gate_on_computed: bool = False, async_overlap: bool = False) -> None:
-        """``gating``: ``gating_active(policy, cg, grid)`` for the run's settings. ``ssm_alignment``:
-        batch-invariant SSM chunking (``batch_invariant.ssm_alignment``; 0 = off). ``gate_on_computed``:
-        the non-chunked gate sizes its candidate by the tokens a prefix hit leaves to compute.
-        ``async_overlap``: Megatron's async scheduling, whose overlap steps record no wait (``overlapping``)."""
+    def __init__(self, ctx: Context, grid: Grid, policy: Policy, options: SchedulerOptions) -> None:
         self.ctx = ctx
         self.grid = grid
         self.policy = policy
-        self.chunked_prefill = chunked_prefill
-        self.gating_active = gating
-        self.flash_attn_guard = flash_attn_guard
-        self.ssm_alignment = ssm_alignment
+        self.options = options
+        # the options the rounds read, as attributes (one load each in the admission loop)
+        self.chunked_prefill = options.chunked_prefill
+        self.gating_active = options.gating
+        self.flash_attn_guard = options.flash_attn_guard
+        self.ssm_alignment = options.ssm_alignment
+        self.gate_on_computed = options.gate_on_computed
         self.warn_after = max(100, ctx.max_sequence_length)
         self.counters = GatingCounters()
-        # engine.prefix_gate=computed (cgbench-only): the non-chunked candidate holds only the tokens
-        # the request computes, not its whole prompt (Megatron 0.19.2's full-size candidate)
-        self.gate_on_computed = gate_on_computed
         self._held: list[Request] = []  # prefix caching: the pass's coordination waits
         self._pending: set[int] = set()  # prefix caching: hashes the pass's admissions register
-        # Megatron 0.19.2's async mode (engine ~1695): a step overlaps scheduling with the forward when
-        # the running batch is decode-only with nothing paused and the queue head cannot be admitted
-        # (a probe that records no wait; a chunked head's probe checks budgets only, so only the
-        # non-chunked gate is affected). The engine sets ``previous_prefill`` (the last step's P) each
-        # round; ``ctx.paused_count`` says whether anything is paused.
-        self.async_overlap = async_overlap and not chunked_prefill
+        # Async scheduling: a step overlaps scheduling with the forward when the running batch is
+        # decode-only with nothing paused and the queue head cannot be admitted (a probe that records
+        # no wait). The engine sets ``previous_prefill`` (the last step's P) each round;
+        # ``ctx.paused_count`` says whether anything is paused.
+        self.async_overlap = options.async_overlap
         self.previous_prefill = -1  # -1: no step before this round to overlap with
 
     def schedule(self, queue: deque[Request]) -> RoundResult:
@@ -177,8 +198,7 @@ class Scheduler:
         """``req`` shares a block hash with an admission of this pass: hold it (counted)."""
         pc = self.ctx.prefix
         assert pc is not None
-        if pc.shares_any(req.id, self._pending):
-            pc.counters.coordination_waits += 1
+        if self._pending and pc.conflicts(req.id, self._pending):
             self._held.append(queue.popleft())
             return True
         return False
@@ -300,7 +320,7 @@ class Scheduler:
                     eager_on_purpose = policy.gates_chunks and not idle
             computed = chunk
             if pc is not None:
-                chunk = self._prefix_span(req, skip, chunk, rem)
+                chunk = pc.span(req.finished_chunk, skip, chunk, rem)
             if self.ssm_alignment:  # batch-invariant hybrid: SSM-aligned chunks, no flash-attn guard
                 chunk = aligned_chunk(rem, chunk, self.ssm_alignment)  # (never with prefix caching: refused)
                 if chunk == 0:
@@ -329,21 +349,6 @@ class Scheduler:
                 return result
             queue.popleft()
         return result
-
-
-    def _prefix_span(self, req: Request, skip: int, computed: int, rem: int) -> int:
-        """The chunk's span: the skipped prefix and the computed tokens; on a hybrid model with a Mamba
-        cache a partial chunk ends on a block boundary when that still computes a token (so later
-        chunks can record Mamba states at block boundaries)."""
-        span = skip + computed
-        pc = self.ctx.prefix
-        assert pc is not None
-        if pc.mamba_cache is not None and span < rem:
-            bs = self.ctx.block_size
-            aligned = (req.finished_chunk + span) // bs * bs - req.finished_chunk
-            if aligned > skip:
-                span = aligned
-        return span
 
 
 def _budget_reason(request_ok: bool, tokens_ok: bool, kv_ok: bool, ctx: Context) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # Gap records held before they are folded into the sorted histogram: 16 MiB of buffer at most, so
@@ -145,9 +145,38 @@ class StepStats:
     itl: GapHistogram = field(default_factory=GapHistogram)  # inter-token gap (s) -> tokens emitted after it
     paused_events: int = 0
     evicted_events: int = 0
-    max_queue_len: int = 0
+    max_queue_len: int = field(default=0, metadata={"merge": "max"})  # a system's: its largest rank queue
     decode_rows: int = 0  # Σ D over steps: decode row-steps (an EP rank's dummy decode included)
     prefill_emitted: int = 0  # tokens emitted by final prefill chunks (the rest are decode tokens)
+
+
+def merged_stats(parts: Iterable[StepStats]) -> StepStats:
+    """The step accounting of several engines (an EP group's or a DP system's ranks) as one system's,
+    field by field in ``parts``' order, by each field's kind: a count or a busy time adds, a
+    histogram (``eager_reasons``, ``itl``) adds per key, ``graph_usage`` adds per graph, a field
+    marked ``merge: max`` takes the largest."""
+    into = StepStats()
+    kinds = [(f.name, f.metadata.get("merge", "add")) for f in fields(StepStats)]
+    for s in parts:
+        for name, kind in kinds:
+            mine, theirs = getattr(into, name), getattr(s, name)
+            if kind == "max":
+                setattr(into, name, max(mine, theirs))
+            elif isinstance(mine, Counter):
+                mine.update(theirs)
+            elif isinstance(mine, GapHistogram):
+                mine.merge(theirs)
+            elif isinstance(mine, dict):
+                for key, value in theirs.items():
+                    if isinstance(value, list):
+                        row = mine.setdefault(key, [0] * len(value))
+                        for i, v in enumerate(value):
+                            row[i] += v
+                    else:
+                        mine[key] = mine.get(key, 0) + value
+            else:
+                setattr(into, name, mine + theirs)
+    return into
 
 
 def record_steps(stats: StepStats, T: int, P: int, D: int, graph: tuple[int, int, int] | None,

@@ -1,6 +1,7 @@
 """JSON Schemas (draft 2020-12) of the documents cgbench writes, generated from what defines them:
 the metric registry (``cgbench.results.names``) for a result's ``metrics``, the typed configs
-(``cgbench.config.schema``) for its ``config``, and the state-file format (``cgbench.engine.replay``).
+(``cgbench.config.schema``) for its ``config``, and the state-file format
+(``cgbench.results.state_file``).
 
 This module builds the result document's and the state file's schemas and the pieces others share;
 ``cgbench.analysis.schemas`` adds the sweep index and the advise report, and writes them all under
@@ -313,9 +314,9 @@ def result_schema() -> dict[str, Any]:
 
 
 def state_schema() -> dict[str, Any]:
-    """The state file of ``cgbench schedule`` (``cgbench.engine.replay``): it carries no version of
+    """The state file of ``cgbench schedule`` (``cgbench.results.state_file``): it carries no version of
     its own (its keys are closed), so its schema's ``$id`` names the version of the code that reads it."""
-    from cgbench.engine.replay import STATE_KEYS
+    from cgbench.results.state_file import STATE_KEYS
 
     engine = dataclass_schema(EngineConfig, required=False)
     engine["properties"]["free_blocks"] = {**INTEGER, "minimum": 0, "description": "default: the whole pool"}
@@ -339,7 +340,7 @@ def state_schema() -> dict[str, Any]:
     }
     missing = set(STATE_KEYS["top"]) ^ set(props)
     if missing:
-        raise TypeError(f"the state schema and cgbench.engine.replay disagree on {sorted(missing)}")
+        raise TypeError(f"the state schema and cgbench.results.state_file disagree on {sorted(missing)}")
     doc = {"$schema": DRAFT, "$id": schema_id("state"), "title": "cgbench schedule state file"}
     doc.update(record(props, STATE_KEYS["required"]))
     return doc

@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cgbench.cli.app import app
-from cgbench.engine.replay import parse_state, replay_round
+from cgbench.engine.replay import replay_round
+from cgbench.results.state_file import parse_state
 
 runner = CliRunner()
 # the hybrid model on the default burst defers requests 251 and 255 once each (non-chunked prefill)

@@ -19,8 +19,9 @@ from cgbench.config.registry import plugins
 from cgbench.config.registry.policies import options_of
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.core import Engine
-from cgbench.engine.replay import parse_state, state_from_engine
+from cgbench.engine.replay import state_from_engine
 from cgbench.pipeline import build_engine, run_point
+from cgbench.results.state_file import parse_state
 from cgbench.workload.stream import generate_requests
 from tests import plugin_fixtures
 from tests.helpers import one_error_line

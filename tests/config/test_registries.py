@@ -33,9 +33,10 @@ from cgbench.config.schema import (
 from cgbench.engine.policies import Policy
 from cgbench.engine.policy_registry import BUILDERS as POLICY_BUILDERS
 from cgbench.engine.policy_registry import make_policy
-from cgbench.engine.replay import parse_state, replay_round
+from cgbench.engine.replay import replay_round
 from cgbench.grids.build import build_grid
 from cgbench.grids.registry import BUILDERS as GRID_BUILDERS
+from cgbench.results.state_file import parse_state
 from cgbench.workload.arrivals import arrival_drawer
 from cgbench.workload.lengths import length_drawer
 

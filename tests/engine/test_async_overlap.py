@@ -74,7 +74,8 @@ def test_fast_engine_equals_oracle_under_async_overlap(scenario):
 def test_a_saved_round_replays_with_its_overlap():
     """A state saved from an async-overlap run carries ``batch.previous_prefill``: every round replays
     to the engine's own decision, waits included."""
-    from cgbench.engine.replay import parse_state, replay_round
+    from cgbench.engine.replay import replay_round
+    from cgbench.results.state_file import parse_state
     from tests.engine.test_schedule_cmd import run_and_snapshot
 
     for policy in ("megatron", "wait_timeout"):

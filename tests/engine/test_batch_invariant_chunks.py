@@ -14,11 +14,9 @@ import pytest
 from cgbench.config.schema import CGConfig, ConfigError, validate
 from cgbench.engine.batch_invariant import aligned_chunk, ssm_alignment
 from cgbench.engine.context import Context
-from cgbench.engine.policy_registry import build_policy
 from cgbench.engine.request import make_request
-from cgbench.engine.scheduler import Scheduler
 from cgbench.grids.lookup import Grid
-from tests.helpers import make_cfg, run_engine, specs
+from tests.helpers import make_cfg, round_scheduler, run_engine, specs
 
 NO_GATING = replace(CGConfig(), all_prefills=False)
 
@@ -61,8 +59,8 @@ def test_a_chunk_that_cannot_reach_an_alignment_waits():
     ctx.begin_round(10, 0)  # ten decodes: 126 tokens of room, less than one 128-token alignment
     req = make_request(0, 300, 4, 1024)
     req.start_prefill(300)
-    sched = Scheduler(ctx, Grid("none", (), True), build_policy("megatron", None), chunked_prefill=True,
-                      gating=False, ssm_alignment=128)
+    sched = round_scheduler(_cfg(), ctx=ctx, grid=Grid("none", (), True))  # a hybrid grid of no graphs
+    assert sched.ssm_alignment == 128 and not sched.gating_active
     queue = deque([req])
     result = sched.schedule(queue)
     assert result.stop_reason == "ssm_chunk_alignment" and ctx.admitted == [] and list(queue) == [req]

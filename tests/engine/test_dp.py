@@ -199,7 +199,7 @@ def test_a_gating_flag_saves_the_round_of_the_rank_that_shows_it(tmp_path):
     from typer.testing import CliRunner
 
     from cgbench.cli.app import app
-    from cgbench.engine.replay import load_state
+    from cgbench.results.state_file import load_state
 
     out = tmp_path / "r.json"
     runner = CliRunner()

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from cgbench.config.schema import CGConfig, PolicyConfig
-from cgbench.engine.context import Context
-from cgbench.engine.policy_registry import make_policy
+from cgbench.config.schema import CGConfig
 from cgbench.engine.request import Outcome, Request
-from cgbench.engine.scheduler import Scheduler, gating_active
-from cgbench.grids.build import build_grid
-from tests.helpers import make_cfg, run_engine, specs
+from tests.helpers import make_cfg, round_scheduler, run_engine, specs
 
 
 def shapes(state):
@@ -53,10 +49,8 @@ def test_trace_11_1_gating_costs_three_steps_but_no_eager():
 
 def _round(kind: str, policy: str, decodes: int, prompts: list[int], chunked: bool = False):
     cfg = make_cfg(kind=kind, policy=policy, chunked=chunked)
-    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-    ctx = Context.from_engine(cfg.engine)
-    pol = make_policy(PolicyConfig(name=policy))
-    sched = Scheduler(ctx, grid, pol, chunked_prefill=chunked, gating=gating_active(pol, cfg.cg, grid))
+    sched = round_scheduler(cfg)
+    ctx, grid = sched.ctx, sched.grid
     queue = deque()
     for i, p in enumerate(prompts, start=1):
         r = Request(id=i, prompt_len=p, output_len=8)
@@ -81,9 +75,7 @@ def test_trace_11_2_strict_defers_third_request():
 
 
 def _round_again(ctx, queue, grid):
-    pol = make_policy(PolicyConfig(name="megatron"))
-    sched = Scheduler(ctx, grid, pol, chunked_prefill=False, gating=gating_active(pol, CGConfig(), grid))
-    sched.schedule(queue)
+    round_scheduler(make_cfg(kind="hybrid", policy="megatron"), ctx=ctx, grid=grid).schedule(queue)
     return [(a.request.id, a.chunk) for a in ctx.admitted]
 
 
@@ -123,10 +115,8 @@ def test_trace_11_4_guard_after_snapping():
 def test_chunked_prefill_skips_request_when_token_budget_exhausted():
     cfg = make_cfg(policy="megatron", chunked=True, max_tokens=16, max_requests=2, block_size=256,
                    max_sequence_length=128, cg=CGConfig(non_decode=False))
-    ctx = Context.from_engine(cfg.engine)
-    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-    pol = make_policy(cfg.policy)
-    sched = Scheduler(ctx, grid, pol, chunked_prefill=True, gating=gating_active(pol, cfg.cg, grid))
+    sched = round_scheduler(cfg)
+    ctx = sched.ctx
     assert not sched.gating_active
     a, b = Request(1, 16, 4), Request(2, 8, 4)
     a.start_prefill(16)
@@ -182,10 +172,8 @@ def test_a_round_that_admits_nothing_counts_no_snap_split():
     """Regression: snapping a 2-token prompt down to 1 token, which the flash-attn guard then refuses,
     creates no chunk, so it is no snap split (and the next identical round must not count one either)."""
     cfg = make_cfg(kind="transformer", policy="megatron", chunked=True)
-    ctx = Context.from_engine(cfg.engine)
-    grid = build_grid(cfg.cg, cfg.engine, cfg.model)
-    pol = make_policy(cfg.policy)
-    sched = Scheduler(ctx, grid, pol, chunked_prefill=True, gating=gating_active(pol, cfg.cg, grid))
+    sched = round_scheduler(cfg)
+    ctx, grid = sched.ctx, sched.grid
     assert sched.gating_active
     r = Request(1, 2, 4)
     r.start_prefill(2)

@@ -8,10 +8,11 @@ import pytest
 
 from cgbench.config.compose import load_config
 from cgbench.engine.policy_registry import make_policy
-from cgbench.engine.replay import parse_state, replay_all, state_from_engine
+from cgbench.engine.replay import replay_all, state_from_engine
 from cgbench.engine.scheduler import gating_active
 from cgbench.grids.build import build_grid
 from cgbench.pipeline import build_engine, preflight_warnings, run_point
+from cgbench.results.state_file import parse_state
 
 CASE = ["model=hybrid", "cg=megatron", "cg.mixed_prefill_count=0", "workload.num_requests=20"]
 

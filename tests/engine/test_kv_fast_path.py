@@ -17,10 +17,10 @@ from cgbench.config.schema import CGConfig, SloConfig
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Request
 from cgbench.engine.rows import compact_finished, move_pausing_left, pause_swap
-from cgbench.pipeline import build_engine, build_prefix_cache, metrics_of
+from cgbench.pipeline import build_engine, metrics_of
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import examples, make_cfg, needs_python_engine, tight_pools
+from tests.helpers import core_of_class, examples, make_cfg, needs_python_engine, tight_pools
 
 pytestmark = pytest.mark.slow  # oracle comparisons over random configs
 
@@ -76,10 +76,7 @@ def _everything(eng, state):
 
 
 def _run(cls: type, cfg, reqs: list[RequestSpec]) -> tuple[FastEngine, tuple]:
-    base = build_engine(cfg, trace=True, stream=ArrivalStream(reqs))
-    eng = cls(cfg.engine, base.grid, base.policy, base.backend, ArrivalStream(reqs),
-              gating=base.scheduler.gating_active, trace=True, pricer=base.backend.pricer,
-              prefix=build_prefix_cache(cfg))
+    eng = core_of_class(cls, cfg, reqs)
     state = eng.run()
     return eng, _everything(eng, state)
 

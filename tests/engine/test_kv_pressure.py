@@ -13,7 +13,7 @@ from cgbench.engine.core import Engine
 from cgbench.engine.fast import FastEngine
 from cgbench.engine.request import Outcome, make_request
 from cgbench.engine.rows import compact_finished, evict_count, pause_swap, rotate_into_evicted
-from tests.helpers import examples, make_cfg, needs_python_engine, run_engine, specs, tight_pools
+from tests.helpers import core_of_class, examples, make_cfg, needs_python_engine, run_engine, specs, tight_pools
 
 NO_ALL_PREFILLS = replace(CGConfig(), all_prefills=False)
 
@@ -233,14 +233,8 @@ def _recorder_class() -> type:
 @settings(max_examples=examples(150, stretch=False), suppress_health_check=[HealthCheck.too_slow])
 @given(tight_pools())
 def test_tight_pools_conserve_and_follow_the_order_rules(scenario):
-    from cgbench.pipeline import build_engine, build_prefix_cache
-    from cgbench.workload.arrivals import ArrivalStream
-
     cfg, reqs = scenario
-    base = build_engine(replace(cfg, engine=replace(cfg.engine, oracle=True)), trace=True,
-                        stream=ArrivalStream(reqs))
-    eng = _recorder_class()(cfg.engine, base.grid, base.policy, base.backend, ArrivalStream(reqs),
-                    gating=base.scheduler.gating_active, trace=True, prefix=build_prefix_cache(cfg))
+    eng = core_of_class(_recorder_class(), cfg, reqs)
     state = eng.run()  # check_invariants: KV blocks conserved and budgets kept every step
     assert state.outcome in ("completed", "stalled", "engine_assertion"), state.diagnosis
     if state.outcome == "engine_assertion":

@@ -189,8 +189,9 @@ def test_a_state_file_records_the_rule_set_and_replays_with_it():
     round-trips, and the replayed round's context and scheduler run under it."""
     import json
 
-    from cgbench.engine.replay import parse_state, replay_round, state_from_engine
+    from cgbench.engine.replay import replay_round, state_from_engine
     from cgbench.pipeline import build_engine
+    from cgbench.results.state_file import parse_state
 
     cfg = make_cfg(kind="hybrid", chunked=True, cg=NO_ALL_PREFILLS, max_requests=8, max_tokens=256,
                    max_sequence_length=1024, block_size=64, megatron_rules="main", batch_invariant=True)

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from cgbench.config.schema import ConfigError
 from cgbench.engine.policy_registry import build_policy
-from cgbench.engine.replay import load_state, parse_state, replay_all
+from cgbench.engine.replay import replay_all
 from cgbench.engine.scheduler import gating_active, gating_without_prefill_graphs
+from cgbench.results.state_file import load_state, parse_state
 from tests.engine.test_fast_engine import _everything, _run
 from tests.engine.test_schedule_cmd import random_states
 from tests.helpers import examples, scenarios

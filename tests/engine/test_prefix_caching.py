@@ -489,8 +489,9 @@ def test_prefix_caching_without_prefix_ids_runs_the_same_steps():
 def test_a_saved_round_replays_with_its_prefix_cache():
     import json
 
-    from cgbench.engine.replay import parse_state, replay_round, state_from_engine
+    from cgbench.engine.replay import replay_round, state_from_engine
     from cgbench.pipeline import build_engine
+    from cgbench.results.state_file import parse_state
     from cgbench.workload.arrivals import ArrivalStream
 
     cfg = make_cfg(policy="budget", block_size=BS, max_requests=4, max_tokens=256, max_sequence_length=256,

@@ -22,9 +22,10 @@ from typer.testing import CliRunner
 from cgbench.cli import app as cli
 from cgbench.cli.schedule import schedule_cmd
 from cgbench.config.schema import POLICIES, CGConfig, ConfigError
-from cgbench.engine.replay import load_state, parse_state, replay_all, replay_round, state_from_engine
+from cgbench.engine.replay import replay_all, replay_round, state_from_engine
 from cgbench.grids.shapes import BatchShape, match
 from cgbench.pipeline import build_engine
+from cgbench.results.state_file import load_state, parse_state
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 from tests.helpers import examples, make_cfg
 

@@ -27,7 +27,7 @@ from cgbench.grids.megatron import megatron_grid
 from cgbench.pipeline import build_engine, metrics_of, run_point
 from cgbench.results.metrics import graph_usage_records, request_record
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
-from tests.helpers import examples, make_cfg, scenarios, specs, tight_pools
+from tests.helpers import core_of_class, examples, make_cfg, scenarios, specs, tight_pools
 
 EXAMPLES = examples(60)
 
@@ -187,8 +187,7 @@ def test_stochastic_acceptance_runs_step_by_step_and_equals_the_oracle():
     oracle = _run(replace(cfg, engine=replace(cfg.engine, oracle=True)), reqs)
     assert _everything(eng, state, cfg.engine) == _everything(*oracle, cfg.engine)
     with pytest.raises(ValueError, match="step-by-step"):
-        FastEngine(cfg.engine, eng.grid, eng.policy, eng.backend, ArrivalStream(reqs), gating=False,
-                   pricer=eng.backend.pricer)
+        core_of_class(FastEngine, cfg, reqs)
     spec = metrics_of(eng, state, SloConfig(), cfg.engine)["spec"]
     assert spec["step_engine"] == "step_by_step" and spec["acceptance_model"] == "per_position"
     assert spec["decode_row_steps"] == eng.ctx.acceptance.draws == state.stats.decode_rows
@@ -210,7 +209,10 @@ def _check_tokens_and_counts(eng, state, model):
         assert r.generated <= r.output_len
         if r.outcome == Outcome.COMPLETED:
             assert r.generated == r.output_len
-    assert model.draws == state.stats.decode_rows
+    if state.outcome == "engine_assertion":  # Megatron's code raised in the update: its step's draws were never made
+        assert model.draws <= state.stats.decode_rows
+    else:
+        assert model.draws == state.stats.decode_rows
 
 
 @pytest.mark.slow  # a property over random configs, each run twice

@@ -24,8 +24,8 @@ from cgbench.analysis.sweep import load_index
 from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA, CalibrationTable
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
-from cgbench.engine.replay import load_state
 from cgbench.results.document import load_result
+from cgbench.results.state_file import load_state
 from cgbench.safeio import read_json
 from cgbench.workload.trace import read_trace
 from tests.helpers import examples
