@@ -77,6 +77,11 @@ def _setup(req: AdviseRequest, progress: Callable[[str, int | None], None]) -> t
                           "is not supported (use backend=sim)")
     if req.check_workload:
         keys = {override_key(o) for o in req.check_workload}
+        grid_keys = sorted(k for k in keys if k == "cg" or k.startswith("cg."))
+        if grid_keys:  # the re-check runs the recommended grid: a grid of its own would replace it
+            raise ConfigError(f"--check-workload: {', '.join(grid_keys)} sets the grid, which is what advise "
+                              "recommends; a re-check changes the workload (workload=..., workload.*, seed, "
+                              "engine limits), not the grid")
         try:
             other = load_config(without_keys(req.overrides, keys) + list(req.check_workload))
         except ConfigError as e:

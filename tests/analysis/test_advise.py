@@ -395,6 +395,10 @@ def test_an_interrupted_search_resumes_to_the_same_report(tmp_path, small_search
     (["--budget-graphs", "8", "engine.max_tokkens=5"], "max_tokkens"),
     (["--budget-graphs", "8", "--check-workload", "workload.num_requests=8"], "changes nothing"),
     (["--budget-graphs", "8", "--check-workload", "workload=nope"], "--check-workload"),
+    # the grid is what advise recommends: a re-check's own grid is refused before the search (the
+    # fuzzer found it refused only after the search, its runs left behind)
+    (["--budget-graphs", "8", "--check-workload", "cg=dense"], "--check-workload: cg sets the grid"),
+    (["--budget-graphs", "8", "--check-workload", "cg.num_cuda_graphs=4"], "cg.num_cuda_graphs sets the grid"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "adv"

@@ -114,7 +114,7 @@ def test_advise_and_run_sensitivity_report_progress_on_stderr_and_keep_json_stdo
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["recommended"] is not None  # stdout: the one document
     lines = _progress_lines(r.stderr, "advise")
-    assert lines and {m["stage"] for m in lines} <= {"profile", "candidates", "refinement", "robustness",
+    assert lines and {m["stage"] for m in lines} <= {"profile", "baselines", "candidates", "refinement", "robustness",
                                                      "shapes of the best explicit list", "eager-free refinement",
                                                      "shapes of the eager-free list"}
     assert any(m["left"] for m in lines)
