@@ -7,13 +7,14 @@ sweep point, advise): the commands only print and write it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.config.labels import run_labels
-from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
+from cgbench.config.schema import REQUIRED_PERCENTILES, BenchConfig, EngineConfig, PolicyConfig, SloConfig
 from cgbench.engine.contract import StepBackend
 from cgbench.engine.core import Engine, RunState
 from cgbench.engine.dp import DPEngine
@@ -37,6 +38,8 @@ from cgbench.results.health import (
     ttft_collapse,
 )
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
+from cgbench.results.peer_metrics import peer_metrics
+from cgbench.results.percentiles import percentiles_in_effect
 from cgbench.results.prefix_metrics import prefix_metrics
 from cgbench.results.spec_metrics import spec_metrics
 from cgbench.workload.prefix_model import prefix_source_tokens
@@ -117,13 +120,17 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
 
 
 def metrics_of(engine: Engine | EPEngine | DPEngine, state: RunState, slo: SloConfig,
-               engine_cfg: EngineConfig | None = None) -> dict[str, Any]:
-    """The run's metrics; ``engine_cfg`` adds the ``spec`` block when it speculates."""
+               engine_cfg: EngineConfig | None = None,
+               percentiles: Sequence[int] = REQUIRED_PERCENTILES) -> dict[str, Any]:
+    """The run's metrics, its summaries reporting ``percentiles`` (``metrics.percentiles``);
+    ``engine_cfg`` adds the ``spec`` block when it speculates."""
     sched = engine.counters
     counters = {"deferral_events": sched.deferral_events, "snap_splits": sched.snap_splits,
                 "starvation_warnings": sched.starvation_warnings, "eager_admissions": sched.eager_admissions}
-    m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
-                        diagnosis=state.diagnosis, counters=counters)
+    with percentiles_in_effect(percentiles):
+        m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
+                            diagnosis=state.diagnosis, counters=counters)
+        m.update(peer_metrics(state.stats, state.requests, makespan_s=state.now_s))
     m["gating_active"] = engine.gating_active
     m["num_graphs"] = len(engine.grid.graphs)
     if isinstance(engine, EPEngine):
@@ -162,7 +169,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["config"] = asdict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
-    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine)
+    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, cfg.metrics.percentiles)
     if trace_summary is not None:
         doc["trace"] = trace_summary.to_json()
     doc["warnings"] = point_warnings(cfg, grid, doc["metrics"], trace_summary)
@@ -197,7 +204,7 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     engine = build_engine(cfg, backend=backend, grid=grid)
-    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine)
+    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine, cfg.metrics.percentiles)
 
 
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:

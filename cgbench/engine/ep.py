@@ -309,5 +309,9 @@ def merge_stats(into: StepStats, s: StepStats) -> None:
         u[2] += pad
     for gap, n in s.itl.items():
         into.itl[gap] = into.itl.get(gap, 0) + n
+    for second, n in s.emitted_by_second.items():
+        into.emitted_by_second[second] = into.emitted_by_second.get(second, 0) + n
+    for size, n in s.batch_requests.items():
+        into.batch_requests[size] = into.batch_requests.get(size, 0) + n
     into.max_queue_len = max(into.max_queue_len, s.max_queue_len)
 

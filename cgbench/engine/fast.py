@@ -32,7 +32,7 @@ from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Request
 from cgbench.engine.rows import move_pausing_left
 from cgbench.engine.scheduler import RoundResult
-from cgbench.engine.stats import StepStats, add_in_order, record_step_totals
+from cgbench.engine.stats import StepStats, add_emitted, add_in_order, record_step_totals
 from cgbench.grids.lookup import Grid
 from cgbench.native import loaded_from_extension
 from cgbench.workload.stream import RequestStream
@@ -99,6 +99,7 @@ class AnchoredRows:
         self.ctx = ctx
         self.q = ctx.decode_tokens
         self.itl = stats.itl
+        self.stats = stats
         self.rows: dict[int, _Row] = {}  # insertion order == Megatron's row order
         self.stored_kv = 0  # Σ kv_tokens over the rows, current at the step boundary
         self.held_blocks = 0  # KV blocks held by the rows
@@ -167,6 +168,7 @@ class AnchoredRows:
         if regular:
             gap = now_s - start_s
             self.itl[gap] = self.itl.get(gap, 0) + regular * q
+            add_emitted(self.stats, now_s, regular * q)
         self.stored_kv += d * q
         self._fired = special
         if not special:
@@ -376,6 +378,7 @@ class FastEngine(Engine):
         stop, first, nxt = stretch.stop, stretch.first, stretch.next_arrival_s
         head = stretch.head
         itl = st.stats.itl
+        emitted = st.stats.emitted_by_second
         trace = st.trace if self.keep_trace else None
         real, queue_len, head_id = (T, 0, d), len(self.queue), head.id if head is not None else None
         now, step = st.now_s, self.step
@@ -383,12 +386,21 @@ class FastEngine(Engine):
         # Consecutive steps mostly have the same gap (~3 in 4 on the chat preset): the histogram gets
         # each run of equal gaps in one update (integer counts: the same histogram).
         run_gap, run_tokens = 0.0, 0
+        # the tokens of the steps ending in one whole second of the clock, added once per second
+        second, second_end, second_tokens = -1, 0.0, 0
         while step < stop and (step == first or nxt is None or now < nxt):
             dt = step_cost(context, pairs)
             if trace is not None:
                 trace.append(StepRecord(step, now, dt, real, graph, reason, [], head_id, queue_len, 0))
             start, now = now, now + dt
             busy += dt
+            if now < second_end:
+                second_tokens += T
+            else:
+                if second_tokens:
+                    emitted[second] = emitted.get(second, 0) + second_tokens
+                second = int(now)
+                second_end, second_tokens = second + 1.0, T
             gap = now - start
             if gap == run_gap and run_tokens:
                 run_tokens += T
@@ -401,6 +413,8 @@ class FastEngine(Engine):
             step += 1
         if run_tokens:
             itl[run_gap] = itl.get(run_gap, 0) + run_tokens
+        if second_tokens:
+            emitted[second] = emitted.get(second, 0) + second_tokens
         waits = step - begin - (1 if begin == first and step > begin else 0)
         if self.scheduler.async_overlap:  # every later round is an overlap step (decode-only, none paused)
             waits = 0
@@ -421,6 +435,7 @@ class FastEngine(Engine):
         head = stretch.head
         itl = st.stats.itl
         itl_get = itl.get
+        emitted = st.stats.emitted_by_second
         context_step, pairs_step = decode_growth(work)
         context, T = work.context_tokens, work.tokens
         pairs = work.attention_pairs
@@ -450,6 +465,9 @@ class FastEngine(Engine):
                 self.scheduler.register_waits(head, waits, stretch.result)
             for gap in (clock[1:n + 1] - clock[:n]).tolist():
                 itl[gap] = itl_get(gap, 0) + T
+            seconds, steps = np.unique(np.floor(clock[1:n + 1]).astype(np.int64), return_counts=True)
+            for second, count in zip(seconds.tolist(), steps.tolist(), strict=True):
+                emitted[second] = emitted.get(second, 0) + count * T
             durations.extend(dts[:n].tolist())
             now = float(clock[n])
             context += n * context_step
