@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cgbench.engine.ledger import COMPLETED, UNFINISHED, Ledger
+from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, UNFINISHED, Ledger
 from cgbench.engine.stats import StepStats
-from cgbench.results.metrics import _column, empty_summary, summary, weighted_summary
+from cgbench.results.metrics import empty_summary, summary, weighted_summary
 from cgbench.results.percentiles import active_percentiles
 
 DIGITS = 6
@@ -41,6 +41,17 @@ def peer_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float) -> di
         "concurrency": concurrency_summary(arrival, finish, fate != UNFINISHED, makespan_s),
         "max_concurrent_requests": peak_concurrency(arrival[done], finish[done]),
     }
+
+
+def _column(requests: Ledger, name: str, *, wide: bool = False) -> Any:
+    """The ledger's column ``name`` as a numpy array (a copy): float64, or int64 when ``wide``."""
+    import numpy as np
+
+    if name in FLOAT_COLUMNS:
+        return np.frombuffer(requests.float_column(name), dtype=np.float64).copy()
+    col = requests.int_column(name)
+    view = np.frombuffer(col, dtype=np.dtype(col.typecode))
+    return view.astype(np.int64) if wide else view.copy()
 
 
 def peak_concurrency(start: Any, end: Any) -> int:
