@@ -29,8 +29,8 @@ PEERS = [
     "",
     "| cgbench | vLLM bench | GuideLLM | AIPerf | difference |",
     "|---|---|---|---|---|",
-    "| `input_tokens` | `total_input_tokens` | prompt tokens of the requests | `total_isl` | the same: prompt tokens of "
-    "completed (successful) requests |",
+    "| `input_tokens` | `total_input_tokens` | prompt tokens of the requests | `total_isl` | the same: prompt "
+    "tokens of completed (successful) requests |",
     "| `input_throughput_tok_s` | - (`total_token_throughput` - `output_throughput`) | prompt-token rate | - | "
     "`input_tokens` / makespan |",
     "| `input_length`, `output_length` | `input_lens`, `output_lens` (lists, `--save-detailed`) | prompt and output "

@@ -34,7 +34,7 @@ from cgbench.results.schema import (
 )
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"  # cgbench/schemas, inside the package
-SWEEP_STATUSES = ("running", "complete", "failed", "incomplete", "interrupted")
+SWEEP_STATUSES = ("running", "complete", "failed", "incomplete", "interrupted", "submitted")
 
 
 def schema_path(kind: str) -> Path:
@@ -55,6 +55,18 @@ def _headline(names: tuple[str, ...], *, every: bool) -> dict[str, Any]:
     return record(props, props if every else ())
 
 
+def _slurm_record() -> dict[str, Any]:
+    """A SLURM sweep's submissions (``cgbench.analysis.sweep_slurm``): each array task's id and the
+    files of its points, what a ``--resume`` adopts."""
+    task = {"type": "array", "prefixItems": [STRING, STRINGS], "minItems": 2, "maxItems": 2}
+    submission = record({"folder": STRING, "submitted_at": STRING, "points_per_task": INTEGER,
+                         "max_array_size": INTEGER, "seconds": NUMBER, "adopted": BOOLEAN,
+                         "tasks": {"type": "array", "items": task}}, ("folder", "tasks"))
+    return record({"settings": {"type": "object", "description": "the --slurm settings it was submitted with"},
+                   "parallelism": nullable(INTEGER), "submissions": {"type": "array", "items": submission}},
+                  ("settings", "submissions"), description="the SLURM submissions (--executor slurm)")
+
+
 def sweep_schema() -> dict[str, Any]:
     """``sweep.json``: the index of a sweep folder."""
     point = record({
@@ -73,6 +85,7 @@ def sweep_schema() -> dict[str, Any]:
         "counts": record({s: INTEGER for s in (DONE, FAILED, PENDING)}, (DONE, FAILED, PENDING)),
         "points": {"type": "array", "items": point},
         "stale": {"type": "string", "description": "set on reading an index a killed sweep left"},
+        "slurm": _slurm_record(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("sweep"), "title": "cgbench sweep index (sweep.json)"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "name", "status", "counts", "points")))

@@ -206,12 +206,20 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
                          on_note=report.note, outputs=outputs)
 
 
-def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None) -> SweepPlan:
-    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
-    log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
-    limit, take ~15 s: never minutes without a word)."""
-    from cgbench.analysis.sweep import plan_sweep
+def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
+                        resume: bool = False) -> SweepPlan:
+    """Plan the sweep (``--resume`` with no overrides: the one recorded in the folder); on a terminal, a
+    progress bar on stderr while the points are composed; in a log, a line every ``PLAN_NOTE_EVERY_S``
+    once planning has taken that long (10,000 points, the limit, take ~15 s: never minutes without a word)."""
+    from functools import partial
 
+    from cgbench.analysis.sweep import plan_sweep
+    from cgbench.analysis.sweep_resume import has_index, plan_from_folder
+
+    if resume and not overrides and repeat is None and out_dir is not None and has_index(out_dir):
+        plan = partial(plan_from_folder, out_dir)
+    else:
+        plan = partial(plan_sweep, overrides, repeat=repeat, out_dir=out_dir)
     err = ui.err
     if not err.is_terminal:
         import time
@@ -227,7 +235,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
                 err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
                           markup=False, highlight=False, soft_wrap=True)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note)
+        return plan(on_progress=note)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -237,7 +245,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress)
+        return plan(on_progress=on_progress)
 
 
 PLAN_NOTE_EVERY_S = 5.0
@@ -290,14 +298,34 @@ def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | Non
     return pool
 
 
-def _slurm_executor(plan: SweepPlan, settings: list[str], jobs: int | None) -> Executor:
-    from cgbench.analysis.executor_slurm import SlurmExecutor, parse_settings, slurm_folder
+def _slurm_executor(plan: SweepPlan, settings: dict, jobs: int | None, detach: bool = False,
+                    resume: bool = False) -> Executor:
+    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
+    from cgbench.analysis.sweep_slurm import measured_point_s
 
     def say(line: str) -> None:
         ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    return SlurmExecutor(slurm_folder(plan.out_dir), parse_settings(settings), parallelism=jobs,
-                         job_name=f"cgbench-{plan.name}", say=say)
+    return SlurmExecutor(slurm_folder(plan.out_dir), settings, parallelism=jobs, job_name=f"cgbench-{plan.name}",
+                         say=say, detach=detach, point_s=measured_point_s(plan.out_dir) if resume else None)
+
+
+def _resume_folder(overrides: list[str], out_dir: Path | None, resume: bool) -> tuple[list[str], Path | None]:
+    """``cgbench sweep --resume DIR``: a lone argument that is no override (no ``=``) but a sweep folder
+    is the folder to finish, as ``--out DIR``."""
+    if resume and out_dir is None and len(overrides) == 1 and "=" not in overrides[0] \
+            and Path(overrides[0]).is_dir():
+        return [], Path(overrides[0])
+    return overrides, out_dir
+
+
+def _recorded_executor(out_dir: Path | None, resume: bool, executor: str | None, slurm: list[str] | None):
+    """A resumed SLURM sweep's (executor, settings, jobs), when neither --executor nor --slurm is given."""
+    if not resume or out_dir is None or executor not in (None, "slurm"):
+        return None
+    from cgbench.analysis.sweep_slurm import resume_executor
+
+    return resume_executor(out_dir)
 
 
 def sweep_cmd(
@@ -321,9 +349,14 @@ def sweep_cmd(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="The summary on stdout: table, markdown, json or csv "
         "(summary.csv in the sweep folder is always written).")] = "table",
-    executor: Annotated[str, typer.Option(
+    executor: Annotated[Optional[str], typer.Option(
         "--executor", help="Where the points run: local (this machine: --jobs worker processes) or slurm "
-        "(one SLURM job array, through submitit; see docs/sweeps.md).")] = "local",
+        "(SLURM job arrays of many points a task, through submitit; see cgbench docs sweeps). Default: local, "
+        "or what the sweep ran on with --resume.", show_default=False)] = None,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="With --executor slurm: submit and exit (the index says submitted); `cgbench sweep "
+        "--resume DIR` later collects the finished points, shows the progress of the rest and resubmits what "
+        "failed.")] = False,
     slurm: Annotated[Optional[list[str]], typer.Option(
         "--slurm", help="A submitit / sbatch setting for --executor slurm, KEY=VALUE (repeatable): "
         "partition=cpu, timeout_min=10, mem_gb=4, cpus_per_task=1, gpus_per_node=1, "
@@ -353,16 +386,21 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         check_format(fmt)
         if launcher is not None:
             _refuse_launcher(launcher)
+        overrides, out_dir = _resume_folder(list(overrides or []), out_dir, resume)
+        recorded = _recorded_executor(out_dir, resume, executor, slurm)
+        executor = executor or (recorded[0] if recorded else "local")
         if executor not in EXECUTORS:
             raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
         if slurm and executor != "slurm":
             raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
+        if detach and executor != "slurm":
+            raise ConfigError("--detach: only a SLURM sweep runs on without this process (add --executor slurm)")
         if resume and out_dir is None:
-            raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
-                              "(without --out every sweep gets a new folder)")
+            raise ConfigError("--resume: name the sweep folder to finish: cgbench sweep --resume DIR "
+                              "(or --out DIR; without it every sweep gets a new folder)")
         warm = _warm_pool(jobs, executor, dry_run)
         try:
-            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir)
+            plan = _plan_with_progress(overrides, repeat=repeat, out_dir=out_dir, resume=resume)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
@@ -382,7 +420,9 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if executor == "slurm":
             from cgbench.analysis.executor_slurm import available, parse_settings
 
-            settings = parse_settings(list(slurm or []))
+            settings = parse_settings(list(slurm or [])) if slurm or recorded is None else recorded[1]
+            if jobs is None and recorded is not None:
+                jobs = recorded[2]
             if not dry_run:
                 available()
         if dry_run:
@@ -404,7 +444,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
 
             check_export_folder(export_dir, sweep_export_names(formats))
         if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
-            _slurm_executor(plan, list(slurm or []), jobs)
+            _slurm_executor(plan, settings, jobs, detach)
         try:
             claim_out_dir(plan, resume=resume)
         except BaseException:
@@ -413,7 +453,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             raise
         try:
             # the SLURM files go into the folder claimed (a default folder may have got a -2 suffix)
-            ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else warm
+            ex = _slurm_executor(plan, settings, jobs, detach, resume) if executor == "slurm" else warm
             where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
@@ -439,6 +479,10 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                    f"other {total - done}")
         raise typer.Exit(143 if outcome.signal_name == "SIGTERM" else 130)
     failed, missing = outcome.count("failed"), outcome.count("pending")
+    if detach and missing and not failed:
+        print_line(ui.err, styled("submitted:", "green"), f" {missing} of {total} points are on the cluster; "
+                   f"`cgbench sweep --resume {outcome.plan.out_dir}` collects them (and resubmits what fails)")
+        return
     if failed:
         print_line(ui.err, styled(f"{failed} of {total} points failed", "red"), f" (errors in {outcome.index_path})")
     if missing:  # e.g. SLURM array tasks cancelled with scancel
