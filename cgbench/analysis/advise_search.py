@@ -39,6 +39,8 @@ class AdviseRequest:
     check_workload: list[str] = field(default_factory=list)
     out_dir: Path | None = None
     resume: bool = False
+    executor: str = "local"  # local (in process or --jobs workers) or slurm (array tasks under out_dir/slurm/)
+    slurm: dict[str, Any] = field(default_factory=dict)  # --slurm settings, parsed (executor_slurm.parse_settings)
 
 
 def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
@@ -56,6 +58,10 @@ def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
         raise ConfigError(f"--jobs: must be >= 1, got {req.jobs}")
     if req.resume and req.out_dir is None:
         raise ConfigError("--resume: needs --out DIR (the folder of the search to resume)")
+    if req.executor not in ("local", "slurm"):
+        raise ConfigError(f"--executor: {req.executor!r} is not one of local, slurm")
+    if req.slurm and req.executor != "slurm":
+        raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
     slos = [Slo.parse(s) for s in req.slos]
     names = [s.name for s in slos]
     if len(set(names)) != len(names):

@@ -108,7 +108,7 @@ class SlurmExecutor:
 
     def __init__(self, folder: Path, settings: dict[str, Any], *, parallelism: int | None = None,
                  job_name: str = "cgbench", say: Callable[[str], None] | None = None, detach: bool = False,
-                 point_s: float | None = None) -> None:
+                 point_s: float | None = None, unit: str = "point") -> None:
         available()
         import submitit
 
@@ -125,6 +125,7 @@ class SlurmExecutor:
         # as given (without the defaults): what a resume submits with again
         self.settings = {**settings, **({"points_per_task": self.chunk_size} if self.chunk_size else {})}
         self.detach = detach
+        self.unit = unit  # what a task runs, in the lines said: a sweep's point, advise's candidate
         self.point_s = point_s  # a point's measured time, when known (a resumed sweep's)
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.on_submitted: Callable[[dict[str, Any]], None] | None = None  # told each submission's record
@@ -180,9 +181,9 @@ class SlurmExecutor:
                   "points_per_task": size, "max_array_size": limit, "seconds": round(seconds, 3),
                   "tasks": [[t.job.job_id, list(t.keys)] for t in submitted]}
         self.submissions.append(record)
-        self.say(f"SLURM: {len(tasks)} points in {len(submitted)} array tasks of up to {size} points, "
-                 f"{len(arrays)} array{'s' if len(arrays) != 1 else ''} ({', '.join(arrays)}; MaxArraySize "
-                 f"{limit} from {source}), submitted in {seconds:.1f} s (logs: {self.folder})")
+        self.say(f"SLURM: {_n(len(tasks), self.unit)} in {_n(len(submitted), 'array task')} of up to "
+                 f"{_n(size, self.unit)}, {_n(len(arrays), 'array')} ({', '.join(arrays)}; MaxArraySize {limit} from "
+                 f"{source}), submitted in {seconds:.1f} s (logs: {self.folder})")
         if self.on_submitted is not None:
             self.on_submitted(record)
         return submitted
@@ -205,6 +206,10 @@ class SlurmExecutor:
     def close(self, *, abort: bool = False) -> None:
         if abort and self.arrays and not self.detach:
             self._cancel(self.arrays)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def queued_tasks(arrays: list[str]) -> set[str] | None:

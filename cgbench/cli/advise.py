@@ -241,7 +241,15 @@ def advise_cmd(
     candidates: Annotated[str, typer.Option(
         "--candidates", "-n", metavar="N", help="Candidates to simulate (both spaces and refinement; the default grid, "
         "profile and robustness runs come on top).")] = "24",
-    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1).")] = "1",
+    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1); with "
+                                      "--executor slurm, array tasks at once.")] = "1",
+    executor: Annotated[str, typer.Option(
+        "--executor", help="Where the candidates run: local (this machine, --jobs processes) or slurm (SLURM job "
+        "arrays through submitit, their files under <out>/slurm/ on a file system the nodes share; as cgbench "
+        "sweep --executor slurm).")] = "local",
+    slurm: Annotated[Optional[list[str]], typer.Option(
+        "--slurm", help="A submitit / sbatch setting for --executor slurm, KEY=VALUE (repeatable), as on cgbench "
+        "sweep: partition=cpu, timeout_min=10, points_per_task=4.", show_default=False)] = None,
     check_seed: Annotated[Optional[str], typer.Option(
         "--check-seed", metavar="SEED", help="Seed of the robustness re-check (default: seed + 1).",
         show_default=False)] = None,
@@ -290,10 +298,18 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
             slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
             jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
-            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume)
+            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume, executor=executor)
+        if slurm:
+            from cgbench.analysis.executor_slurm import parse_settings
+
+            req.slurm = parse_settings(list(slurm))
         from cgbench.analysis.advise import check_request
 
         check_request(req)
+        if executor == "slurm":
+            from cgbench.analysis.executor_slurm import available
+
+            available()
         if with_sensitivity:
             from cgbench.analysis.sensitivity import check_sensitivity
             from cgbench.config.compose import load_config
@@ -367,4 +383,4 @@ def _run_with_progress(req, run_advise) -> dict[str, Any]:
             else:
                 report.advance()
 
-        return run_advise(req, progress=on_progress)
+        return run_advise(req, progress=on_progress, note=report.note)

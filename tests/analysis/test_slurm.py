@@ -389,3 +389,18 @@ def test_resume_of_a_detached_sweep_resubmits_only_the_points_of_a_cancelled_tas
     first, second = _results_by_launch(out)
     assert len(first) == 3 and len(second) == 1  # three tasks collected, one new task of the three points
     assert {f for _, fs in _index(out)["slurm"]["submissions"][-1]["tasks"] for f in fs} == set(files)
+
+
+@pytest.mark.slurm
+def test_advise_on_slurm_ranks_the_same_candidates_as_locally(cluster, tmp_path):
+    args = ["advise", "model=hybrid", "policy=megatron", "workload.num_requests=64", "--budget-graphs", "20", "-n", "4",
+            "--format", "json"]
+    local = cgbench(*args, "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    r = cgbench(*args, "--out", tmp_path / "slurm", *SLURM)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"SLURM: \d+ candidates? in \d+ array tasks? ", r.stderr), r.stderr
+    a, b = json.loads(local.stdout), json.loads(r.stdout)
+    assert b["recommended"]["name"] == a["recommended"]["name"]
+    assert [(c["name"], c["metrics"]) for c in b["candidates"]] == [(c["name"], c["metrics"]) for c in a["candidates"]]
+    assert list((tmp_path / "slurm" / "slurm").iterdir()), "the tasks' files go under <out>/slurm/"
