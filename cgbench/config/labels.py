@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -29,7 +30,7 @@ LABEL_GROUPS = ("model", "cg", "policy", "workload", "engine", "backend", "hardw
 @lru_cache(maxsize=1)
 def default_options() -> dict[str, str]:
     """The default option of every group, read from the shipped ``config.yaml`` defaults list."""
-    defaults = OmegaConf.to_container(OmegaConf.load(config_dir() / "config.yaml")).get("defaults", [])
+    defaults = _yaml_file(config_dir() / "config.yaml").get("defaults", [])
     chosen: dict[str, str] = {}
     for item in defaults:
         if isinstance(item, dict):
@@ -63,7 +64,7 @@ def _overrides_in(group: str, option: str) -> dict[str, str]:
     if path is None:
         return {}
     try:
-        data = OmegaConf.to_container(OmegaConf.load(path))
+        data = _yaml_file(path)
     except Exception:  # noqa: BLE001 - composing the config already named any fault of the file
         return {}
     out: dict[str, str] = {}
@@ -74,6 +75,21 @@ def _overrides_in(group: str, option: str) -> dict[str, str]:
             if head == "override" and target_group in LABEL_GROUPS and value is not None:
                 out[target_group] = str(value)
     return out
+
+
+_parsed: dict[tuple[str, int, int], Any] = {}  # (path, mtime_ns, size) -> the file as plain containers
+
+
+def _yaml_file(path: Path) -> Any:
+    """A config file as plain containers, parsed once per version of the file (a sweep labels every
+    point: parsing the same few files each time cost 0.1 s a point)."""
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _parsed:
+        if len(_parsed) > 256:
+            _parsed.clear()
+        _parsed[key] = OmegaConf.to_container(OmegaConf.load(path))
+    return _parsed[key]
 
 
 def _option_file(group: str, option: str) -> Path | None:
