@@ -12,8 +12,8 @@ propagates; the outcomes reported before it stand.
   (``cgbench.analysis.workers``); tasks travel to them in chunks sized from the tasks' measured
   time (one at first, then about ``CHUNK_TARGET_S`` of work each), so a quick task costs the pool a
   fraction of a millisecond rather than a round trip of its own, and slow tasks still balance.
-* ``cgbench.analysis.executor_slurm.SlurmExecutor``: one SLURM job array per ``run``, through
-  submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
+* ``cgbench.analysis.executor_slurm.SlurmExecutor``: SLURM job arrays, a chunk of tasks in each array
+  task, through submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
 """
 
 from __future__ import annotations
