@@ -100,8 +100,9 @@ def calibrate_cmd(
     holdout: Annotated[float, typer.Option(
         "--holdout", help="Fraction of the measured steps (per mode, seeded by `seed`) kept out of the table "
         "to score the calibrated simulator on.")] = 0.25,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the error summary as JSON instead of tables.")
-                       ] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, or json (the error summary and the files "
+                                     "written, one document on stdout).")] = "table",
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as --format json.")] = False,
     host: Annotated[bool, typer.Option(
         "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
@@ -116,6 +117,11 @@ def calibrate_cmd(
     With --host: measures the host's per-op dispatch cost instead (see --host)."""
     from cgbench.cli.errors import err, out, user_errors
 
+    with user_errors():
+        from cgbench.cli.formats import TABLE_OR_JSON, check_format
+
+        check_format(fmt, TABLE_OR_JSON)
+    as_json = as_json or fmt == "json"
     if host:
         with user_errors(), config_folders(config_dirs):
             _calibrate_host(list(overrides or []), out_path, 30 if repeat is None else repeat, warmup, as_json,

@@ -92,6 +92,28 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     return t
 
 
+def _print_dry_run(plan: SweepPlan, resume: bool, fmt: str, slurm: dict | None) -> None:
+    """``--dry-run``: the axes and the points as tables, or in any other ``--format`` as data (json:
+    one document; csv and markdown: the points)."""
+    from cgbench.analysis.sweep_dry_run import dry_run_document, dry_run_rows
+
+    if fmt == "table":
+        ui.out.print(_axes_table(plan))
+        ui.out.print(_plan_table(plan, resume))
+        if slurm is not None:
+            shown = " ".join(f"{k}={v!r}" for k, v in slurm.items()) or "(submitit's defaults)"
+            ui.out.print(f"slurm: job arrays; settings {shown}", highlight=False, soft_wrap=True, markup=False)
+        return
+    if fmt == "json":
+        text = json.dumps(dry_run_document(plan, resume, slurm), indent=1) + "\n"
+    else:
+        from cgbench.cli.render import csv_text, markdown_table
+
+        cols, rows = dry_run_rows(plan, resume)
+        text = csv_text(cols, rows) if fmt == "csv" else markdown_table(cols, rows)
+    ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+
 def summary_table(outcome: SweepOutcome) -> Table:
     """One row per point: its varying axes, status and headline metrics (fits an 80-column CI log)."""
     from rich import box
@@ -428,11 +450,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if dry_run:
             if warm is not None:
                 warm.close()
-            ui.out.print(_axes_table(plan))
-            ui.out.print(_plan_table(plan, resume))
-            if executor == "slurm":
-                shown = " ".join(f"{k}={v!r}" for k, v in settings.items()) or "(submitit's defaults)"
-                ui.out.print(f"slurm: one job array; settings {shown}", highlight=False, soft_wrap=True, markup=False)
+            _print_dry_run(plan, resume, fmt, settings if executor == "slurm" else None)
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
         from cgbench.cli.export import export_formats
@@ -591,6 +609,8 @@ def plot_cmd(
     slo: Annotated[Optional[list[str]], typer.Option(
         "--slo", help="A bound drawn on the load curves, metric=value (repeatable): --slo ttft_ms.p99=1000. "
         "Default: the runs' slo.ttft_ms / tpot_ms / e2e_ms on the p99 panels.", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table (a path a line) or json (the files and notes, "
+                                     "one document on stdout).")] = "table",
 ) -> None:
     """Draw PNG figures of a sweep or of one run, and print their paths.
 
@@ -604,12 +624,18 @@ queue-wait histograms (needs [bold]run --requests[/bold]).
         from cgbench import safeio
         from cgbench.analysis.plots import plot
         from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.cli.formats import TABLE_OR_JSON
 
+        check_format(fmt, TABLE_OR_JSON)
         safeio.declare_inputs({"TARGET": target})
         safeio.declare_folder_inputs({"TARGET": target})
         spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
                         parse_slo(list(slo or [])))
         files, notes = plot(target, out_dir, spec)
+    if fmt == "json":
+        ui.out.print(json.dumps({"files": [str(f) for f in files], "notes": list(notes)}, indent=1), highlight=False,
+                     soft_wrap=True, markup=False)
+        return
     for note in notes:
         ui.err.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for f in files:
