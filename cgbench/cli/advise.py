@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, complete_override, config_dirs_for_children
 from cgbench.config.schema import ConfigError
 from cgbench.results.formatting import compact, percent
 
@@ -222,7 +222,8 @@ def _default_out(overrides: list[str]) -> Path:
 def advise_cmd(
     overrides: Annotated[Optional[list[str]], typer.Argument(
         help="Hydra overrides of the workload to advise for (model, engine, policy, workload, seed...). A cg "
-        "choice here is the default grid the search compares with.", show_default=False)] = None,
+        "choice here is the default grid the search compares with.", show_default=False,
+        autocompletion=complete_override)] = None,
     budget_graphs: Annotated[Optional[str], typer.Option(
         "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
         show_default=False)] = None,
@@ -277,7 +278,7 @@ def advise_cmd(
 built from the shapes the workload produces (a file usable with [bold]cgbench run --config-dir OUT \
 cg=advised[/bold]). Every candidate is simulated on the workload; the report ranks them, draws the \
 Pareto front, compares with the default grid, names the best grid without eager steps next to the \
-recommendation and re-checks the recommendation on another seed. See docs/advise.md.
+recommendation and re-checks the recommendation on another seed. See cgbench docs advise.
 
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).

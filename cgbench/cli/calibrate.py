@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli.console import print_line
-from cgbench.cli.options import ConfigDirs, config_folders
+from cgbench.cli.options import ConfigDirs, complete_override, config_folders
 from cgbench.results.formatting import percent
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, engine limits, grid and device to measure, e.g. model=tiny_hybrid "
-    "engine=small backend.device=cuda.", show_default=False)]
+    "engine=small backend.device=cuda.", show_default=False, autocompletion=complete_override)]
 
 
 def _pct(x: Any) -> str:

@@ -35,7 +35,7 @@ def explain_cmd(
     """Why request N of a run waited: its first deferred round rebuilt and replayed with cgbench schedule's code.
 
     The round is rebuilt from what every run records (its config and the deferred requests' waits) by
-    re-running the simulation with the step-by-step engine up to it (docs/schedule.md). Shows why the
+    re-running the simulation with the step-by-step engine up to it (cgbench docs schedule). Shows why the
     request waited, the graph it needed, what would have admitted it, and how long it waited in total.
     Exit 2 when the run cannot be rebuilt (an older result, backend=torch, expert parallelism) or the
     request was never deferred (use --step K)."""

@@ -11,7 +11,7 @@ import typer
 EXPORT_HELP = ("Also write flat files into DIR: per-request and per-step JSONL and CSV (this option records "
                "them: it implies --trace and --requests), a metrics table (one row per run or point, every "
                "metric of the registry) and columns.csv (units). DIR/requests.csv replays as workload=trace "
-               "workload.trace=DIR/requests.csv. Existing files are never replaced. See docs/exports.md.")
+               "workload.trace=DIR/requests.csv. Existing files are never replaced. See cgbench docs exports.")
 
 ExportDir = Annotated[Optional[Path], typer.Option("--export", help=EXPORT_HELP, show_default=False,
                                                    metavar="DIR")]

@@ -45,3 +45,17 @@ def config_folders(dirs: Sequence[Path] | None) -> Iterator[None]:
 
     with plugin_folders(list(dirs or [])):
         yield
+
+
+def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of an override (``cgbench --install-completion``): ``model=<TAB>`` lists the
+    group's options (shipped and in the folders of ``--config-dir`` and ``$CGBENCH_CONFIG_DIR``,
+    ``+experiment=`` their experiments), ``engine.<TAB>`` the keys of that record, a bare word the groups
+    and the top-level keys."""
+    from cgbench.config.completion import override_completions
+
+    dirs = [str(d) for d in (ctx.params.get("config_dirs") or [])]
+    try:
+        return override_completions(incomplete, dirs)
+    except Exception:  # noqa: BLE001 - a completion that fails offers nothing, never a traceback in the shell
+        return []

@@ -17,7 +17,7 @@ from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, complete_override, config_dirs_for_children
 from cgbench.config.overrides import split_override
 from cgbench.results.formatting import metric_value
 from cgbench.results.formatting import percent as _pct
@@ -32,7 +32,8 @@ SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
     "value is fixed for every point (workload.num_requests=64). The sweep is exactly these axes over the "
     "base config. sweep=NAME brings the axes of conf/sweep/NAME.yaml, and an axis given here replaces "
-    "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False)]
+    "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False,
+    autocompletion=complete_override)]
 
 
 
@@ -283,7 +284,7 @@ def _refuse_launcher(launcher: str) -> None:
 
     instead = _OLD_LAUNCHERS.get(launcher, "--jobs N (local worker processes) or --executor slurm")
     raise ConfigError(f"--launcher {launcher}: Hydra launchers are replaced by cgbench's executors: use {instead} "
-                      "(see docs/sweeps.md)")
+                      "(see cgbench docs sweeps)")
 
 
 def _check_outputs(plan: SweepPlan) -> None:

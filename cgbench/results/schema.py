@@ -194,7 +194,7 @@ def metrics_schema() -> dict[str, Any]:
         top[head] = record(group["properties"], group["properties"])
         if group["always"]:
             required.append(head)
-    return record(top, required, description="the run's metrics (docs/metrics.md); unknown keys are errors")
+    return record(top, required, description="the run's metrics (cgbench docs metrics); unknown keys are errors")
 
 
 # ---------------------------------------------------------------------------------------------- result

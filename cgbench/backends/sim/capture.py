@@ -87,5 +87,5 @@ def grid_capture_estimate(grid: Any, model: ModelConfig, hardware: HardwareConfi
         },
         "fits": total <= device,
         "tp_size": t,
-        "method": "estimate (docs/cost-model.md, Graph capture)",
+        "method": "estimate (cgbench docs cost-model, Graph capture)",
     }
