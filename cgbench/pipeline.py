@@ -7,6 +7,7 @@ sweep point, advise): the commands only print and write it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.backends.sim.factory import host_cost_label
 from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
-from cgbench.config.schema import BenchConfig, EngineConfig, PolicyConfig, SloConfig
+from cgbench.config.schema import REQUIRED_PERCENTILES, BenchConfig, EngineConfig, PolicyConfig, SloConfig
 from cgbench.engine import build
 from cgbench.engine.build import Topology
 from cgbench.engine.contract import StepBackend
@@ -40,6 +41,8 @@ from cgbench.results.health import (
 )
 from cgbench.results.load_metrics import load_metrics
 from cgbench.results.metrics import compute_metrics, graph_usage_records, request_record
+from cgbench.results.peer_metrics import peer_metrics
+from cgbench.results.percentiles import percentiles_in_effect
 from cgbench.results.prefix_metrics import prefix_metrics
 from cgbench.results.spec_metrics import spec_metrics
 from cgbench.workload.stream import RequestStream, make_stream, open_workload
@@ -105,13 +108,17 @@ def preflight_warnings(cfg: BenchConfig, grid: Grid | None = None) -> list[dict[
 
 
 def metrics_of(engine: Topology, state: RunState, slo: SloConfig,
-               engine_cfg: EngineConfig | None = None, *, open_loop: bool = False) -> dict[str, Any]:
-    """The run's metrics: those of every run, then the blocks of the engine's topology (``ep``, ``dp``),
-    the prefix cache's (one engine's KV pool), when ``engine_cfg`` speculates the ``spec`` block, and
-    when ``open_loop`` (arrivals fixed in advance) the ``load`` block if they span some time."""
+               engine_cfg: EngineConfig | None = None, percentiles: Sequence[int] = REQUIRED_PERCENTILES, *,
+               open_loop: bool = False) -> dict[str, Any]:
+    """The run's metrics, its summaries reporting ``percentiles`` (``metrics.percentiles``): those of
+    every run and the peers' set, then the blocks of the engine's topology (``ep``, ``dp``), the prefix
+    cache's (one engine's KV pool), when ``engine_cfg`` speculates the ``spec`` block, and when
+    ``open_loop`` (arrivals fixed in advance) the ``load`` block if they span some time."""
     counters = engine.counters
-    m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
-                        diagnosis=state.diagnosis, counters=asdict(counters))
+    with percentiles_in_effect(percentiles):
+        m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
+                            diagnosis=state.diagnosis, counters=asdict(counters))
+        m.update(peer_metrics(state.stats, state.requests, makespan_s=state.now_s))
     if open_loop:
         load = load_metrics(state.requests, state.now_s)
         if load is not None:
@@ -147,7 +154,8 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     calibration = log_calibration_of(cfg.hardware) if cfg.backend.name == "sim" else None
     if calibration is not None:  # the production log the cost model was fitted to
         doc["environment"]["calibration"] = calibration.describe()
-    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
+    doc["metrics"] = metrics_of(engine, state, cfg.slo, cfg.engine, cfg.metrics.percentiles,
+                                open_loop=cfg.workload.open_loop)
     gating = gating_of(cfg, grid)
     if gating.active != doc["metrics"]["gating_active"]:
         raise AssertionError(f"gating: the engine ran with gating_active={doc['metrics']['gating_active']}, "
@@ -194,7 +202,8 @@ def simulate(cfg: BenchConfig) -> dict[str, Any]:
     grid = build_grid(cfg.cg, cfg.engine, cfg.model)
     backend, _, _ = make_backend(cfg, grid)
     engine = build_engine(cfg, backend=backend, grid=grid)
-    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine, open_loop=cfg.workload.open_loop)
+    return metrics_of(engine, engine.run(), cfg.slo, cfg.engine, cfg.metrics.percentiles,
+                      open_loop=cfg.workload.open_loop)
 
 
 def explain_gating_flag(cfg: BenchConfig, doc: dict[str, Any], state_path: Path) -> dict[str, Any] | None:

@@ -20,6 +20,9 @@
 #                       SLURM_CONF=$CGBENCH_SLURM_DIR/etc/slurm.conf (see `env`)
 #   CGBENCH_SLURM_PORT  first of four TCP ports on 127.0.0.1: slurmctld, slurmd, slurmdbd, MariaDB
 #                       (default 16817)
+#   CGBENCH_SLURM_MAX_ARRAY_SIZE  the cluster's MaxArraySize (default 50, SLURM's own default is 1001):
+#                       low, so that a sweep of a few thousand points needs several job arrays and
+#                       the splitting at the limit is exercised (tests/analysis/test_slurm.py)
 #
 # Exit codes of start: 0 up (or already up), 3 SLURM cannot be provided here (not root, no apt-get, the
 # packages do not install), 1 a daemon did not come up (its log is printed). Either way the reason is
@@ -32,6 +35,7 @@ set -uo pipefail
 
 STATE=${CGBENCH_SLURM_DIR:-${TMPDIR:-/tmp}/cgbench-slurm}
 PORT0=${CGBENCH_SLURM_PORT:-16817}
+MAX_ARRAY_SIZE=${CGBENCH_SLURM_MAX_ARRAY_SIZE:-50}
 CTLD_PORT=$PORT0 SLURMD_PORT=$((PORT0 + 1)) DBD_PORT=$((PORT0 + 2)) DB_PORT=$((PORT0 + 3))
 CLUSTER=cgbench
 PARTITION=debug
@@ -129,6 +133,7 @@ MailProg=/bin/true
 ReturnToService=2
 KillWait=5
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MaxArraySize=$MAX_ARRAY_SIZE
 $node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF

@@ -126,11 +126,14 @@ def _key(c: Candidate) -> tuple:
     return (c.graphs, gating) if c.space != "default" else ("default",)
 
 
-def run_advise(req: AdviseRequest, *, progress: Callable[[str, int | None], None] | None = None) -> dict[str, Any]:
-    """Run the search and return the report document (see ``docs/advise.md``)."""
+def run_advise(req: AdviseRequest, *, progress: Callable[[str, int | None], None] | None = None,
+               note: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the search and return the report document (see ``docs/advise.md``); ``note`` gets one-line
+    messages of the executor (a SLURM submission)."""
     say = progress or (lambda text, total: None)
     search, default = _setup(req, say)
-    ev = Evaluator(req.jobs, req.out_dir, req.resume, on_done=lambda label, reused: say(label, None))
+    ev = Evaluator(req.jobs, req.out_dir, req.resume, on_done=lambda label, reused: say(label, None),
+                   executor=_executor(req, note))
     try:
         return _search(search, default, ev)
     except BaseException:
@@ -138,6 +141,18 @@ def run_advise(req: AdviseRequest, *, progress: Callable[[str, int | None], None
         raise
     finally:
         ev.close()
+
+
+def _executor(req: AdviseRequest, note: Callable[[str], None] | None):
+    """``--executor slurm``: the candidates run as SLURM array tasks (their files under ``<out>/slurm/``,
+    which the compute nodes must share); None: the local executor of ``--jobs``."""
+    if req.executor != "slurm":
+        return None
+    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
+
+    assert req.out_dir is not None
+    return SlurmExecutor(slurm_folder(req.out_dir), req.slurm, parallelism=req.jobs if req.jobs > 1 else None,
+                         job_name="cgbench-advise", say=note, unit="candidate")
 
 
 def _evaluated(c: Candidate, rec: dict[str, Any], reused: bool) -> Evaluated:

@@ -1,4 +1,4 @@
-"""The report of ``cgbench advise``: one JSON document (``docs/advise.md`` lists its keys)."""
+"""The report of ``cgbench advise``: one JSON document (``cgbench docs advise`` lists its keys)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _notes(s: Search, rec: Evaluated | None, default: Evaluated, best_meg: Evalu
         if c["same_as_search"]:
             notes.append(f"the re-check {c['check']} ran exactly as the search did (a trace replays the same "
                          "requests whatever the seed): re-check on another workload with --check-workload")
-    notes.append("memory and capture time are estimates (see docs/advise.md), not simulated")
+    notes.append("memory and capture time are estimates (see cgbench docs advise), not simulated")
     return notes
 
 

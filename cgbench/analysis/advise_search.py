@@ -42,6 +42,8 @@ class AdviseRequest:
     # the user's own launch line (--megatron-args, read): its translation is in ``overrides``; the
     # recommendation says what to add to it and remove from it, and it is a baseline
     launch_line: str | None = None
+    executor: str = "local"  # local (in process or --jobs workers) or slurm (array tasks under out_dir/slurm/)
+    slurm: dict[str, Any] = field(default_factory=dict)  # --slurm settings, parsed (executor_slurm.parse_settings)
 
 
 def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
@@ -59,6 +61,10 @@ def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
         raise ConfigError(f"--jobs: must be >= 1, got {req.jobs}")
     if req.resume and req.out_dir is None:
         raise ConfigError("--resume: needs --out DIR (the folder of the search to resume)")
+    if req.executor not in ("local", "slurm"):
+        raise ConfigError(f"--executor: {req.executor!r} is not one of local, slurm")
+    if req.slurm and req.executor != "slurm":
+        raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
     slos = [Slo.parse(s) for s in req.slos]
     names = [s.name for s in slos]
     if len(set(names)) != len(names):

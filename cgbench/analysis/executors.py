@@ -17,8 +17,8 @@ propagates; the outcomes reported before it stand.
   interpreter's start-up and the imports again (about a second of CPU each, which made ``--jobs 2``
   slower than ``--jobs 1`` for a sweep of small points on a busy machine); elsewhere they are
   spawned, fresh interpreters that import on their own.
-* ``cgbench.analysis.executor_slurm.SlurmExecutor``: one SLURM job array per ``run``, through
-  submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
+* ``cgbench.analysis.executor_slurm.SlurmExecutor``: SLURM job arrays, a chunk of tasks in each array
+  task, through submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
 """
 
 from __future__ import annotations

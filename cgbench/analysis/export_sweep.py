@@ -86,3 +86,21 @@ def export_sweep(sweep_dir: Path, folder: Path, *, replace: bool = False, key: s
     """Write the export of ``sweep_dir`` into ``folder`` in ``formats``: (the files written, notes)."""
     files, notes = sweep_export_files(sweep_dir, folder, formats)
     return write_files(files, replace=replace, key=key), notes
+
+
+def sweep_peer_files(sweep_dir: Path, folder: Path, shape: str) -> tuple[dict[Path, str | bytes], list[str]]:
+    """Every done point of ``sweep_dir`` in a peer's shape (``cgbench.results.export_peers``): one file
+    per point, named by the point's file, and notes (points not done are left out)."""
+    from cgbench.results.export_peers import peer_file, peer_text
+
+    index = load_index(sweep_dir)
+    files: dict[Path, str | bytes] = {}
+    skipped = 0
+    for p in index["points"]:
+        if p.get("status") != DONE:
+            skipped += 1
+            continue
+        doc = load_result(Path(sweep_dir) / p["file"])
+        files[peer_file(folder, Path(p["file"]).stem, shape)] = peer_text(doc, shape)
+    notes = [f"{skipped} point(s) not done: left out"] if skipped else []
+    return files, notes

@@ -35,7 +35,7 @@ from cgbench.results.schema import (
 )
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"  # cgbench/schemas, inside the package
-SWEEP_STATUSES = ("running", "complete", "failed", "incomplete", "interrupted")
+SWEEP_STATUSES = ("running", "complete", "failed", "incomplete", "interrupted", "submitted")
 
 
 def schema_path(kind: str) -> Path:
@@ -54,6 +54,18 @@ def _headline(names: tuple[str, ...], *, every: bool) -> dict[str, Any]:
         if every:  # the advise report writes every headline key, null where the run has none
             props[name] = nullable(props[name])
     return record(props, props if every else ())
+
+
+def _slurm_record() -> dict[str, Any]:
+    """A SLURM sweep's submissions (``cgbench.analysis.sweep_slurm``): each array task's id and the
+    files of its points, what a ``--resume`` adopts."""
+    task = {"type": "array", "prefixItems": [STRING, STRINGS], "minItems": 2, "maxItems": 2}
+    submission = record({"folder": STRING, "submitted_at": STRING, "points_per_task": INTEGER,
+                         "max_array_size": INTEGER, "seconds": NUMBER, "adopted": BOOLEAN,
+                         "tasks": {"type": "array", "items": task}}, ("folder", "tasks"))
+    return record({"settings": {"type": "object", "description": "the --slurm settings it was submitted with"},
+                   "parallelism": nullable(INTEGER), "submissions": {"type": "array", "items": submission}},
+                  ("settings", "submissions"), description="the SLURM submissions (--executor slurm)")
 
 
 def sweep_schema() -> dict[str, Any]:
@@ -78,6 +90,7 @@ def sweep_schema() -> dict[str, Any]:
         "stale": {"type": "string", "description": "set on reading an index a killed sweep left"},
         "warnings": {**STRINGS, "description": "known before the sweep ran: points whose gating is off and why, "
                      "points that differ only in a policy and run the same steps"},
+        "slurm": _slurm_record(),
     })
     doc = {"$schema": DRAFT, "$id": schema_id("sweep"), "title": "cgbench sweep index (sweep.json)"}
     doc.update(record(props, (*PROVENANCE_REQUIRED, "kind", "name", "status", "counts", "points")))

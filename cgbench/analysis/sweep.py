@@ -119,6 +119,19 @@ def _result(point: SweepPoint, outcome: Outcome) -> PointResult:
     return PointResult(point, PENDING if outcome.missing else FAILED, wall_s=outcome.wall_s, error=outcome.error)
 
 
+def _record_submissions(plan: SweepPlan, ex: Executor, index: IndexWriter, earlier: list[dict[str, Any]]) -> None:
+    """Keep the index's ``slurm`` record current: written as each submission is accepted, so a sweep
+    whose process ends (detached, or killed) still knows its array tasks (``cgbench.analysis.sweep_slurm``)."""
+    from cgbench.analysis.sweep_slurm import SLURM_KEY, record_block
+
+    def on_submitted(_: dict[str, Any]) -> None:
+        index.extra[SLURM_KEY] = record_block(plan, ex, earlier)
+        index.write("running")
+
+    index.extra[SLURM_KEY] = record_block(plan, ex, earlier)
+    ex.on_submitted = on_submitted  # type: ignore[attr-defined]
+
+
 def run_sweep(plan: SweepPlan, *, jobs: int = 1, resume: bool = False, executor: Executor | None = None,
               on_start: Callable[[int], None] | None = None,
               on_done: Callable[[PointResult], None] | None = None,
@@ -162,15 +175,26 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
     for note in notes:
         if on_note is not None:
             on_note(note)
+    earlier: list[dict[str, Any]] = []
+    if resume:  # tasks of an earlier SLURM submission still on the cluster are collected, not run again
+        from cgbench.analysis.sweep_slurm import adopt_in_flight
+
+        before = len(todo)
+        todo, earlier = adopt_in_flight(plan, ex, todo, on_note or (lambda line: None))
+        collecting = before - len(todo)
+    else:
+        collecting = 0
     if len(todo) <= 1 and ex.name == "pool":
         ex.close()
         ex = InProcess()  # no worker to start for one point
     index = IndexWriter(plan, results, jobs, ex.name)
+    if ex.name == "slurm":
+        _record_submissions(plan, ex, index, earlier)
     interrupted, signal_name = False, "SIGINT"
     try:
         index.write("running")
         if on_start is not None:
-            on_start(len(todo))
+            on_start(len(todo) + collecting)  # the adopted tasks' points report as they end too
 
         def finish(outcome: Outcome) -> None:
             r = results[outcome.key] = _result(plan.points[outcome.key], outcome)
@@ -185,8 +209,13 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
     except KeyboardInterrupt as e:
         interrupted = True
         signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"
+    status = final_status(results, interrupted)
+    if getattr(ex, "detach", False) and not interrupted and any(r.status == PENDING for r in results):
+        from cgbench.analysis.sweep_slurm import SUBMITTED
+
+        status = SUBMITTED  # its tasks run on: --resume collects them
     # a second signal while the final index is written must not leave it saying "running"
     with signals_deferred(reraise=False):
-        path = index.write(final_status(results, interrupted))
+        path = index.write(status)
         write_summary_csv(plan, results)
     return SweepOutcome(plan, results, interrupted, path, signal_name)

@@ -86,7 +86,7 @@ def _point_entry(r: PointResult) -> dict[str, Any]:
 
 
 def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, created_at: str,
-                   jobs: int, executor: str) -> dict[str, Any]:
+                   jobs: int, executor: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     from cgbench.results.document import provenance
 
     doc = provenance()
@@ -100,6 +100,7 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
     })
     if plan.warnings:  # known before it ran (cgbench.analysis.sweep_gating)
         doc["warnings"] = list(plan.warnings)
+    doc.update(extra or {})  # an executor's record (``slurm``: its submissions, cgbench.analysis.sweep_slurm)
     return doc
 
 
@@ -118,6 +119,7 @@ class IndexWriter:
         self.interval_s = interval_s
         self.created_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.path = plan.out_dir / INDEX_NAME
+        self.extra: dict[str, Any] = {}  # more top-level keys (an executor's record)
         self._last = float("-inf")
         self._cost = 0.0  # seconds the last write took
         self.writes = 0
@@ -127,7 +129,7 @@ class IndexWriter:
 
         t0 = time.monotonic()
         doc = index_document(self.plan, self.results, status=status, created_at=self.created_at,
-                             jobs=self.jobs, executor=self.executor)
+                             jobs=self.jobs, executor=self.executor, extra=self.extra)
         path = write_json_atomic(self.path, doc, clean=False)  # run_sweep cleaned the folder once
         self._last = time.monotonic()
         self._cost = self._last - t0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
-from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children, with_launch_line
+from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_dirs_for_children, with_launch_line
 from cgbench.config.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -251,7 +251,8 @@ def _default_out(overrides: list[str]) -> Path:
 def advise_cmd(
     overrides: Annotated[Optional[list[str]], typer.Argument(
         help="Hydra overrides of the workload to advise for (model, engine, policy, workload, seed...). A cg "
-        "choice here is the default grid the search compares with.", show_default=False)] = None,
+        "choice here is the default grid the search compares with.", show_default=False,
+        autocompletion=complete_override)] = None,
     budget_graphs: Annotated[Optional[str], typer.Option(
         "--budget-graphs", "-g", metavar="N", help="Most graphs a candidate may capture (required).",
         show_default=False)] = None,
@@ -270,7 +271,15 @@ def advise_cmd(
     candidates: Annotated[str, typer.Option(
         "--candidates", "-n", metavar="N", help="Candidates to simulate (both spaces and refinement; the default grid, "
         "profile and robustness runs come on top).")] = "24",
-    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1).")] = "1",
+    jobs: Annotated[str, typer.Option("--jobs", "-j", metavar="N", help="Worker processes (same results as 1); with "
+                                      "--executor slurm, array tasks at once.")] = "1",
+    executor: Annotated[str, typer.Option(
+        "--executor", help="Where the candidates run: local (this machine, --jobs processes) or slurm (SLURM job "
+        "arrays through submitit, their files under <out>/slurm/ on a file system the nodes share; as cgbench "
+        "sweep --executor slurm).")] = "local",
+    slurm: Annotated[Optional[list[str]], typer.Option(
+        "--slurm", help="A submitit / sbatch setting for --executor slurm, KEY=VALUE (repeatable), as on cgbench "
+        "sweep: partition=cpu, timeout_min=10, points_per_task=4.", show_default=False)] = None,
     check_seed: Annotated[Optional[str], typer.Option(
         "--check-seed", metavar="SEED", help="Seed of the robustness re-check (default: seed + 1).",
         show_default=False)] = None,
@@ -300,7 +309,7 @@ def advise_cmd(
 built from the shapes the workload produces (a file usable with [bold]cgbench run --config-dir OUT \
 cg=advised[/bold]). Every candidate is simulated on the workload; the report ranks them, draws the \
 Pareto front, compares with the default grid, names the best grid without eager steps next to the \
-recommendation and re-checks the recommendation on another seed. See docs/advise.md.
+recommendation and re-checks the recommendation on another seed. See cgbench docs advise.
 
     Exit 0 with a recommendation, 1 when no candidate meets the budgets and SLOs, 2 on bad input, \
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
@@ -322,11 +331,19 @@ recommendation and re-checks the recommendation on another seed. See docs/advise
             budget_capture_s=_parse_number(budget_capture, "--budget-capture-s", float), objective=objective,
             slos=list(slo or []), candidates=_parse_number(candidates, "--candidates", int),
             jobs=_parse_number(jobs, "--jobs", int), check_seed=_parse_number(check_seed, "--check-seed", int),
-            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume,
+            check_workload=list(check_workload or []), out_dir=out_dir, resume=resume, executor=executor,
             launch_line=None if megatron_args is None else read_launch_text(megatron_args))
+        if slurm:
+            from cgbench.analysis.executor_slurm import parse_settings
+
+            req.slurm = parse_settings(list(slurm))
         from cgbench.analysis.advise import check_request
 
         check_request(req)
+        if executor == "slurm":
+            from cgbench.analysis.executor_slurm import available
+
+            available()
         if with_sensitivity:
             from cgbench.analysis.sensitivity import check_sensitivity
             from cgbench.config.compose import load_config
@@ -402,4 +419,4 @@ def _run_with_progress(req, run_advise) -> dict[str, Any]:
             else:
                 report.advance()
 
-        return run_advise(req, progress=on_progress)
+        return run_advise(req, progress=on_progress, note=report.note)

@@ -19,7 +19,7 @@ from cgbench.cli.console import err, out, print_error, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
+from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
 from cgbench.config.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
 app = typer.Typer(
@@ -35,7 +35,7 @@ app = typer.Typer(
 
 Overrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: group=option (model=hybrid) or key=value (engine.max_requests=128).",
-    show_default=False)]
+    show_default=False, autocompletion=complete_override)]
 
 
 def warn_before_running(cfg, grid=None) -> None:
@@ -119,6 +119,10 @@ def run(
         "--cfg", "-c", help="Print the composed config (job, or all with Hydra's own settings) and exit.",
         show_default=False)] = None,
     resolve: Annotated[bool, typer.Option("--resolve", help="With --cfg: resolve ${...} interpolations.")] = False,
+    info: Annotated[bool, typer.Option(
+        "--info", help="Print where the config comes from and exit: the config search path and the defaults list "
+        "(each group's option, its file, what chose it: default, command line, a preset, +experiment); "
+        "--format json for one document.")] = False,
     multirun: Annotated[bool, typer.Option("--multirun", "-m", help="Several points: use cgbench sweep.")] = False,
     config_dirs: ConfigDirs = None,
     allow_oversize: Annotated[bool, typer.Option(
@@ -131,11 +135,11 @@ def run(
         "--sensitivity", help="Re-price the run over the cost model's uncertain parameters (host us per op, "
         "kernel launch, efficiencies) against the lines users run: the config with gating off, your "
         "--megatron-args line, Megatron's default line, no graphs. Does the winner change, and the break-even "
-        "host cost. Simulator only; see docs/sensitivity.md.")] = False,
+        "host cost. Simulator only; see cgbench docs sensitivity.")] = False,
     emit_megatron_log: Annotated[Optional[Path], typer.Option(
         "--emit-megatron-log", metavar="FILE", help="Also write the simulated run as Megatron's console step log "
         "(one line per step, the run's megatron_rules format; gzip'd if FILE ends in .gz), for explain or "
-        "calibrate --megatron-log. See docs/megatron-logs.md.", show_default=False)] = None,
+        "calibrate --megatron-log. See cgbench docs megatron-logs.", show_default=False)] = None,
 ) -> None:
     """Run one benchmark point: a table of the headline metrics and health flags, and a result JSON."""
     with user_errors(), config_folders(config_dirs):
@@ -163,6 +167,9 @@ def run(
             if emit_megatron_log is not None:
                 raise ConfigError("--emit-megatron-log: --cfg prints the config and runs nothing: drop one of them")
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
+            return
+        if info:
+            _print_info(ovr, dirs, fmt)
             return
         cfg = load_config(ovr, config_dirs=dirs)
         declare_config_inputs(cfg, megatron_args)
@@ -254,6 +261,34 @@ def run(
                       highlight=False, markup=False, soft_wrap=True)
 
 
+def _print_info(overrides: list[str], dirs: list, fmt: str) -> None:
+    """``run --info``: the search path and the defaults list (``cgbench.config.info``)."""
+    from cgbench.config.compose import load_config
+    from cgbench.config.info import config_info
+
+    load_config(overrides, config_dirs=dirs)  # the same checks as a run: a bad override is one line
+    doc = config_info(overrides, dirs)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+        return
+    from rich import box
+    from rich.table import Table
+
+    search = Table(title="config search path (searched in this order)", box=box.SIMPLE_HEAVY, title_justify="left")
+    for col in ("#", "folder", "provider"):
+        search.add_column(col, overflow="fold")
+    for i, entry in enumerate(doc["search_path"], 1):
+        search.add_row(str(i), entry["path"], entry["provider"])
+    defaults = Table(title="defaults list", box=box.SIMPLE_HEAVY, title_justify="left")
+    for col in ("group", "option", "from", "file"):
+        defaults.add_column(col, overflow="fold")
+    for row in doc["defaults"]:
+        defaults.add_row(row["group"], row["option"], row["from"], row["file"] or "(not found)")
+    out.print(f"cgbench {doc['cgbench_version']}", markup=False, highlight=False)
+    out.print(search)
+    out.print(defaults)
+
+
 @contextmanager
 def progress(label: str, after_s: float = 2.0) -> Iterator[None]:
     """A spinner with the elapsed time on stderr, only on a terminal and only after ``after_s``."""
@@ -323,6 +358,7 @@ def _register_commands() -> None:
     from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
+    from cgbench.cli.docs import docs_cmd
     from cgbench.cli.explain import explain_cmd
     from cgbench.cli.export import export_cmd
     from cgbench.cli.report import report_cmd
@@ -341,6 +377,7 @@ def _register_commands() -> None:
     app.command("cost")(cost_cmd)
     app.command("advise")(advise_cmd)
     app.command("schema")(schema_cmd)
+    app.command("docs")(docs_cmd)
 
 
 _register_commands()

@@ -14,14 +14,14 @@ import typer
 
 from cgbench.backends.sim.host_profiles import DEFAULT_HOST_OP_US
 from cgbench.cli.console import print_line
-from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
+from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 CalibrateOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, engine limits, grid and device to measure, e.g. model=tiny_hybrid "
-    "engine=small backend.device=cuda.", show_default=False)]
+    "engine=small backend.device=cuda.", show_default=False, autocompletion=complete_override)]
 
 
 def _pct(x: Any) -> str:
@@ -102,14 +102,15 @@ def calibrate_cmd(
     holdout: Annotated[float, typer.Option(
         "--holdout", help="Fraction of the measured steps (per mode, seeded by `seed`) kept out of the table "
         "to score the calibrated simulator on.")] = 0.25,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the error summary as JSON instead of tables.")
-                       ] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, or json (the error summary and the files "
+                                     "written, one document on stdout).")] = "table",
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="Same as --format json.")] = False,
     host: Annotated[bool, typer.Option(
         "--host", help="Measure the host instead: the per-op dispatch cost of torch eager steps of a tiny model "
         "on this CPU (model=tiny_transformer or tiny_hybrid), written as a file that hardware.host_calibration "
         "names (default: <out_dir>/calibration/host_<hostname>.json). Without such a file the simulator prices "
         f"an eager step's host work at {DEFAULT_HOST_OP_US:g} µs per op, this command's figure on a 2-core "
-        "AMD EPYC VM (docs/cost-model.md, 'Host cost per engine', for its evidence and range).")] = False,
+        "AMD EPYC VM (cgbench docs cost-model, 'Host cost per engine', for its evidence and range).")] = False,
     config_dirs: ConfigDirs = None,
     megatron_args: MegatronArgs = None,
     megatron_log: Annotated[Optional[Path], typer.Option(
@@ -117,7 +118,7 @@ def calibrate_cmd(
         "run's Megatron step log instead (the GPU's efficiencies and the host µs per op, with their uncertainty), "
         "written as a file that hardware.host_calibration names (default: <out_dir>/calibration/"
         "megatron_log_<log>_<hardware>.json). Name the model (overrides or --megatron-args). "
-        "See docs/megatron-logs.md.")] = None,
+        "See cgbench docs megatron-logs.")] = None,
     rank: Annotated[Optional[int], typer.Option(
         "--rank", show_default=False, help="With --megatron-log: fit one rank's steps (default: every rank's).")
         ] = None,
@@ -131,6 +132,11 @@ def calibrate_cmd(
     cost model to a production log instead (see --megatron-log)."""
     from cgbench.cli.errors import err, out, user_errors
 
+    with user_errors():
+        from cgbench.cli.formats import TABLE_OR_JSON, check_format
+
+        check_format(fmt, TABLE_OR_JSON)
+    as_json = as_json or fmt == "json"
     if megatron_log is not None:
         with user_errors(), config_folders(config_dirs):
             from cgbench.config.schema import ConfigError

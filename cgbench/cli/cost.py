@@ -1,7 +1,7 @@
 """``cgbench cost``: the price of one step, graphed and eager, broken down by kernel class.
 
 Registered on the app by ``cgbench.cli.app``. The classes are ``cost_model.BREAKDOWN_CLASSES``
-(documented in ``docs/cost-model.md``); they add up to the step's time.
+(documented in ``cgbench docs cost-model``); they add up to the step's time.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cgbench.cli.options import ConfigDirs, MegatronArgs, config_folders, with_launch_line
+from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
 
 CostOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: the model, hardware and engine to price on, e.g. model=transformer hardware=a100.",
-    show_default=False)]
+    show_default=False, autocompletion=complete_override)]
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -119,7 +119,7 @@ def cost_cmd(
 ) -> None:
     """Price one step on the roofline model, graphed (the grid's graph, else its exact shape) and eager,
     broken down by kernel class: projections, attention, mamba_scan, mlp, lm_head, elementwise,
-    collectives, draft_head (speculative decoding's MTP head), launch, dispatch, sync (docs/cost-model.md)."""
+    collectives, draft_head (speculative decoding's MTP head), launch, dispatch, sync (cgbench docs cost-model)."""
     from cgbench.cli.errors import out, user_errors
 
     with user_errors(), config_folders(config_dirs):

@@ -38,7 +38,7 @@ def explain_cmd(
     megatron_log: Annotated[Optional[Path], typer.Option(
         "--megatron-log", metavar="LOG", show_default=False,
         help="Explain a production run from Megatron's console step log instead (--inference-logging-step-interval; "
-        "gzip'd or not): eager steps by reason, streaks, waits, what-ifs. See docs/megatron-logs.md.")] = None,
+        "gzip'd or not): eager steps by reason, streaks, waits, what-ifs. See cgbench docs megatron-logs.")] = None,
     megatron_args: Annotated[Optional[str], typer.Option(
         "--megatron-args", show_default=False, help="With --megatron-log: the run's Megatron launch arguments "
         "('--hidden-size 4096 ...' or @FILE): the grid and model the log is read against.")] = None,
@@ -58,7 +58,7 @@ def explain_cmd(
     """Why request N of a run waited: its first deferred round rebuilt and replayed with cgbench schedule's code.
 
     The round is rebuilt from what every run records (its config and the deferred requests' waits) by
-    re-running the simulation with the step-by-step engine up to it (docs/schedule.md). Shows why the
+    re-running the simulation with the step-by-step engine up to it (cgbench docs schedule). Shows why the
     request waited, the graph it needed, what would have admitted it, and how long it waited in total.
     Exit 2 when the run cannot be rebuilt (an older result, backend=torch, expert parallelism) or the
     request was never deferred (use --step K).

@@ -50,7 +50,7 @@ def config_folders(dirs: Sequence[Path] | None) -> Iterator[None]:
 MegatronArgs = Annotated[Optional[str], typer.Option(
     "--megatron-args", metavar="ARGS|@FILE", help="Megatron-LM launch arguments ('--hidden-size 4096 ...', or "
     "@FILE) translated into overrides first (printed on stderr); overrides typed here win. See "
-    "docs/megatron-args.md.", show_default=False)]
+    "cgbench docs megatron-args.", show_default=False)]
 
 
 def with_launch_line(value: str | None, overrides: list[str], config_dirs: Sequence[Path] | None = None, *,
@@ -67,3 +67,15 @@ def with_launch_line(value: str | None, overrides: list[str], config_dirs: Seque
                                           compose_with=compose_with)
     err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
     return ovr
+def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of an override (``cgbench --install-completion``): ``model=<TAB>`` lists the
+    group's options (shipped and in the folders of ``--config-dir`` and ``$CGBENCH_CONFIG_DIR``,
+    ``+experiment=`` their experiments), ``engine.<TAB>`` the keys of that record, a bare word the groups
+    and the top-level keys."""
+    from cgbench.config.completion import override_completions
+
+    dirs = [str(d) for d in (ctx.params.get("config_dirs") or [])]
+    try:
+        return override_completions(incomplete, dirs)
+    except Exception:  # noqa: BLE001 - a completion that fails offers nothing, never a traceback in the shell
+        return []

@@ -16,6 +16,8 @@ def report_cmd(
                                                 "JSON of cgbench explain --megatron-log.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", metavar="FILE", show_default=False,
                                            help="The HTML file to write (replaced if it exists; never an input).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="What is printed: table (lines on stderr) or json "
+                                     "(the file written and the figures not drawn, on stdout).")] = "table",
 ) -> None:
     """Write one self-contained HTML report of a run, a sweep, an advise report or a Megatron log's explanation.
 
@@ -28,6 +30,9 @@ def report_cmd(
     from cgbench.cli.errors import err, user_errors
 
     with user_errors():
+        from cgbench.cli.formats import TABLE_OR_JSON, check_format
+
+        check_format(fmt, TABLE_OR_JSON)
         from cgbench.analysis.megatron_log_report import READERS
         from cgbench.analysis.report import build_report
         from cgbench.cli.report_html import render_html
@@ -40,6 +45,16 @@ def report_cmd(
         check_writable(out_path, "--out")
         report = build_report(target, READERS)
         write_text_atomic(out_path, render_html(report), "--out")
+    if fmt == "json":
+        import json
+
+        from cgbench.cli.errors import out
+
+        out.print(json.dumps({"report": str(out_path), "kind": report.kind,
+                              "missing_figures": list(report.missing_figures),
+                              "figure_hint": report.figure_hint if report.missing_figures else None}, indent=1),
+                  markup=False, highlight=False, soft_wrap=True)
+        return
     if report.missing_figures:
         err.print(f"note: {len(report.missing_figures)} figure(s) not drawn: {report.figure_hint}", markup=False,
                   highlight=False, soft_wrap=True)

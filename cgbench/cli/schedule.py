@@ -49,7 +49,7 @@ def schedule_cmd(
     state_file: Annotated[Path, typer.Argument(
         metavar="STATE.json", show_default=False,
         help="Engine state at the start of a round: model, engine, cg, batch, chunked_request, queue "
-        "(docs/schedule.md).")],
+        "(cgbench docs schedule).")],
     policy: Annotated[str, typer.Option(
         "--policy", "-p",
         help="budget, megatron, defer, pad_guard, wait_timeout, megatron_6675, cover (or a plug-in's: "

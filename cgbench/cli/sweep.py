@@ -17,7 +17,7 @@ from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.console import print_line, print_warning, styled
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
-from cgbench.cli.options import ConfigDirs, MegatronArgs, config_dirs_for_children
+from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_dirs_for_children
 from cgbench.config.overrides import split_override
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
     "value is fixed for every point (workload.num_requests=64). The sweep is exactly these axes over the "
     "base config. sweep=NAME brings the axes of conf/sweep/NAME.yaml, and an axis given here replaces "
-    "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False)]
+    "that sweep's axis of the same key; with no overrides at all, sweep=default runs.", show_default=False,
+    autocompletion=complete_override)]
 
 
 
@@ -98,6 +99,28 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
             row.append("kept" if i in kept else "run again: config changed" if i in rerun else "run")
         t.add_row(*row)
     return t
+
+
+def _print_dry_run(plan: SweepPlan, resume: bool, fmt: str, slurm: dict | None) -> None:
+    """``--dry-run``: the axes and the points as tables, or in any other ``--format`` as data (json:
+    one document; csv and markdown: the points)."""
+    from cgbench.analysis.sweep_dry_run import dry_run_document, dry_run_rows
+
+    if fmt == "table":
+        ui.out.print(_axes_table(plan))
+        ui.out.print(_plan_table(plan, resume))
+        if slurm is not None:
+            shown = " ".join(f"{k}={v!r}" for k, v in slurm.items()) or "(submitit's defaults)"
+            ui.out.print(f"slurm: job arrays; settings {shown}", highlight=False, soft_wrap=True, markup=False)
+        return
+    if fmt == "json":
+        text = json.dumps(dry_run_document(plan, resume, slurm), indent=1) + "\n"
+    else:
+        from cgbench.cli.render import csv_text, markdown_table
+
+        cols, rows = dry_run_rows(plan, resume)
+        text = csv_text(cols, rows) if fmt == "csv" else markdown_table(cols, rows)
+    ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
 def summary_table(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> Table:
@@ -277,12 +300,19 @@ class SweepLaunchLine:
 
 
 def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
-                        launch: SweepLaunchLine | None = None) -> SweepPlan:
-    """Plan the sweep; on a terminal, a progress bar on stderr while the points are composed; in a
-    log, a line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the
-    limit, take ~15 s: never minutes without a word)."""
-    from cgbench.analysis.sweep import plan_sweep
+                        resume: bool = False, launch: SweepLaunchLine | None = None) -> SweepPlan:
+    """Plan the sweep (``--resume`` with no overrides: the one recorded in the folder); on a terminal, a
+    progress bar on stderr while the points are composed; in a log, a line every ``PLAN_NOTE_EVERY_S``
+    once planning has taken that long (10,000 points, the limit, take ~15 s: never minutes without a word)."""
+    from functools import partial
 
+    from cgbench.analysis.sweep import plan_sweep
+    from cgbench.analysis.sweep_resume import has_index, plan_from_folder
+
+    if resume and not overrides and repeat is None and out_dir is not None and has_index(out_dir):
+        plan = partial(plan_from_folder, out_dir)
+    else:
+        plan = partial(plan_sweep, overrides, repeat=repeat, out_dir=out_dir, launch=launch)
     err = ui.err
     if not err.is_terminal:
         import time
@@ -298,7 +328,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
                 err.print(f"planning: composed {done:,} of {total:,} points (about {left:.0f} s left)",
                           markup=False, highlight=False, soft_wrap=True)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=note, launch=launch)
+        return plan(on_progress=note)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("planning: composing points"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -308,7 +338,7 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return plan_sweep(overrides, repeat=repeat, out_dir=out_dir, on_progress=on_progress, launch=launch)
+        return plan(on_progress=on_progress)
 
 
 def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
@@ -335,7 +365,7 @@ def _refuse_launcher(launcher: str) -> None:
 
     instead = _OLD_LAUNCHERS.get(launcher, "--jobs N (local worker processes) or --executor slurm")
     raise ConfigError(f"--launcher {launcher}: Hydra launchers are replaced by cgbench's executors: use {instead} "
-                      "(see docs/sweeps.md)")
+                      "(see cgbench docs sweeps)")
 
 
 def _check_outputs(plan: SweepPlan, megatron_args: str | None = None) -> None:
@@ -375,14 +405,34 @@ def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | Non
     return pool
 
 
-def _slurm_executor(plan: SweepPlan, settings: list[str], jobs: int | None) -> Executor:
-    from cgbench.analysis.executor_slurm import SlurmExecutor, parse_settings, slurm_folder
+def _slurm_executor(plan: SweepPlan, settings: dict, jobs: int | None, detach: bool = False,
+                    resume: bool = False) -> Executor:
+    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
+    from cgbench.analysis.sweep_slurm import measured_point_s
 
     def say(line: str) -> None:
         ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    return SlurmExecutor(slurm_folder(plan.out_dir), parse_settings(settings), parallelism=jobs,
-                         job_name=f"cgbench-{plan.name}", say=say)
+    return SlurmExecutor(slurm_folder(plan.out_dir), settings, parallelism=jobs, job_name=f"cgbench-{plan.name}",
+                         say=say, detach=detach, point_s=measured_point_s(plan.out_dir) if resume else None)
+
+
+def _resume_folder(overrides: list[str], out_dir: Path | None, resume: bool) -> tuple[list[str], Path | None]:
+    """``cgbench sweep --resume DIR``: a lone argument that is no override (no ``=``) but a sweep folder
+    is the folder to finish, as ``--out DIR``."""
+    if resume and out_dir is None and len(overrides) == 1 and "=" not in overrides[0] \
+            and Path(overrides[0]).is_dir():
+        return [], Path(overrides[0])
+    return overrides, out_dir
+
+
+def _recorded_executor(out_dir: Path | None, resume: bool, executor: str | None, slurm: list[str] | None):
+    """A resumed SLURM sweep's (executor, settings, jobs), when neither --executor nor --slurm is given."""
+    if not resume or out_dir is None or executor not in (None, "slurm"):
+        return None
+    from cgbench.analysis.sweep_slurm import resume_executor
+
+    return resume_executor(out_dir)
 
 
 def sweep_cmd(
@@ -406,9 +456,14 @@ def sweep_cmd(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="The summary on stdout: table, markdown, json or csv "
         "(summary.csv in the sweep folder is always written).")] = "table",
-    executor: Annotated[str, typer.Option(
+    executor: Annotated[Optional[str], typer.Option(
         "--executor", help="Where the points run: local (this machine: --jobs worker processes) or slurm "
-        "(one SLURM job array, through submitit; see docs/sweeps.md).")] = "local",
+        "(SLURM job arrays of many points a task, through submitit; see cgbench docs sweeps). Default: local, "
+        "or what the sweep ran on with --resume.", show_default=False)] = None,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="With --executor slurm: submit and exit (the index says submitted); `cgbench sweep "
+        "--resume DIR` later collects the finished points, shows the progress of the rest and resubmits what "
+        "failed.")] = False,
     slurm: Annotated[Optional[list[str]], typer.Option(
         "--slurm", help="A submitit / sbatch setting for --executor slurm, KEY=VALUE (repeatable): "
         "partition=cpu, timeout_min=10, mem_gb=4, cpus_per_task=1, gpus_per_node=1, "
@@ -423,7 +478,7 @@ def sweep_cmd(
     megatron_args: MegatronArgs = None,
     columns: Annotated[Optional[str], typer.Option(
         "--columns", metavar="METRIC,...", help="The summary's metric columns, comma-separated registry names "
-        "(docs/metrics.md): tpot_ms.p99,ttft_ms.p50,load.served_fraction. Default: eager step fraction, "
+        "(cgbench docs metrics): tpot_ms.p99,ttft_ms.p50,load.served_fraction. Default: eager step fraction, "
         "deferrals, longest wait, queue wait, p99 TTFT, output throughput (JSON and CSV: every headline "
         "metric). The axes, status and health columns are always shown.", show_default=False)] = None,
 ) -> None:
@@ -445,17 +500,23 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         chosen = _parse_columns(columns, dry_run)
         if launcher is not None:
             _refuse_launcher(launcher)
+        overrides, out_dir = _resume_folder(list(overrides or []), out_dir, resume)
+        recorded = _recorded_executor(out_dir, resume, executor, slurm)
+        executor = executor or (recorded[0] if recorded else "local")
         if executor not in EXECUTORS:
             raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
         if slurm and executor != "slurm":
             raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
+        if detach and executor != "slurm":
+            raise ConfigError("--detach: only a SLURM sweep runs on without this process (add --executor slurm)")
         if resume and out_dir is None:
-            raise ConfigError("--resume: name the sweep folder to finish with --out DIR "
-                              "(without --out every sweep gets a new folder)")
+            raise ConfigError("--resume: name the sweep folder to finish: cgbench sweep --resume DIR "
+                              "(or --out DIR; without it every sweep gets a new folder)")
         launch = None if megatron_args is None else SweepLaunchLine(megatron_args, list(config_dirs or []))
         warm = _warm_pool(jobs, executor, dry_run)
         try:
-            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir, launch=launch)
+            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir, resume=resume,
+                                       launch=launch)
         except BaseException:
             if warm is not None:
                 warm.close(abort=True)
@@ -479,17 +540,15 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
         if executor == "slurm":
             from cgbench.analysis.executor_slurm import available, parse_settings
 
-            settings = parse_settings(list(slurm or []))
+            settings = parse_settings(list(slurm or [])) if slurm or recorded is None else recorded[1]
+            if jobs is None and recorded is not None:
+                jobs = recorded[2]
             if not dry_run:
                 available()
         if dry_run:
             if warm is not None:
                 warm.close()
-            ui.out.print(_axes_table(plan))
-            ui.out.print(_plan_table(plan, resume))
-            if executor == "slurm":
-                shown = " ".join(f"{k}={v!r}" for k, v in settings.items()) or "(submitit's defaults)"
-                ui.out.print(f"slurm: one job array; settings {shown}", highlight=False, soft_wrap=True, markup=False)
+            _print_dry_run(plan, resume, fmt, settings if executor == "slurm" else None)
             return
         from cgbench.analysis.sweep import claim_out_dir, release_out_dir
         from cgbench.cli.export import export_formats
@@ -501,7 +560,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
 
             check_export_folder(export_dir, sweep_export_names(formats))
         if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
-            _slurm_executor(plan, list(slurm or []), jobs)
+            _slurm_executor(plan, settings, jobs, detach)
         try:
             claim_out_dir(plan, resume=resume)
         except BaseException:
@@ -510,7 +569,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             raise
         try:
             # the SLURM files go into the folder claimed (a default folder may have got a -2 suffix)
-            ex = _slurm_executor(plan, list(slurm or []), jobs) if executor == "slurm" else warm
+            ex = _slurm_executor(plan, settings, jobs, detach, resume) if executor == "slurm" else warm
             where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
@@ -539,6 +598,10 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                    f"other {total - done}")
         raise typer.Exit(143 if outcome.signal_name == "SIGTERM" else 130)
     failed, missing = outcome.count("failed"), outcome.count("pending")
+    if detach and missing and not failed:
+        print_line(ui.err, styled("submitted:", "green"), f" {missing} of {total} points are on the cluster; "
+                   f"`cgbench sweep --resume {outcome.plan.out_dir}` collects them (and resubmits what fails)")
+        return
     if failed:
         print_line(ui.err, styled(f"{failed} of {total} points failed", "red"), f" (errors in {outcome.index_path})")
     if missing:  # e.g. SLURM array tasks cancelled with scancel
@@ -656,6 +719,8 @@ def plot_cmd(
     slo: Annotated[Optional[list[str]], typer.Option(
         "--slo", help="A bound drawn on the load curves, metric=value (repeatable): --slo ttft_ms.p99=1000. "
         "Default: the runs' slo.ttft_ms / tpot_ms / e2e_ms on the p99 panels.", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table (a path a line) or json (the files and notes, "
+                                     "one document on stdout).")] = "table",
 ) -> None:
     """Draw PNG figures of a sweep or of one run, and print their paths.
 
@@ -669,12 +734,18 @@ queue-wait histograms (needs [bold]run --requests[/bold]).
         from cgbench import safeio
         from cgbench.analysis.plots import plot
         from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.cli.formats import TABLE_OR_JSON
 
+        check_format(fmt, TABLE_OR_JSON)
         safeio.declare_inputs({"TARGET": target})
         safeio.declare_folder_inputs({"TARGET": target})
         spec = PlotSpec(x, list(y or []), hue, row, col, parse_pairs(list(filters or []), "--filter"),
                         parse_slo(list(slo or [])))
         files, notes = plot(target, out_dir, spec)
+    if fmt == "json":
+        ui.out.print(json.dumps({"files": [str(f) for f in files], "notes": list(notes)}, indent=1), highlight=False,
+                     soft_wrap=True, markup=False)
+        return
     for note in notes:
         ui.err.print(f"note: {note}", highlight=False, soft_wrap=True, markup=False)
     for f in files:

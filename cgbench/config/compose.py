@@ -34,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from cgbench.config.errors import did_you_mean
+from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
 from cgbench.config.overrides import override_key, override_value
@@ -152,15 +153,15 @@ def is_hydra_key(key: str) -> bool:
 def _hydra_refusal(o: str, key: str) -> str:
     if key == "hydra.launcher.n_jobs":  # joblib's pool size
         return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs "
-                f"{override_value(o) or 'N'} (local worker processes; see docs/sweeps.md)")
+                f"{override_value(o) or 'N'} (local worker processes; see cgbench docs sweeps)")
     if key.startswith("hydra.launcher."):
         setting = f"{key.removeprefix('hydra.launcher.')}={override_value(o)}"
         return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --executor slurm "
                 f"--slurm {setting} (submitit's parameters), or --jobs N for local worker processes "
-                "(see docs/sweeps.md)")
+                "(see cgbench docs sweeps)")
     if key.startswith(("hydra/launcher", "hydra.launcher")):
         return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs N (worker "
-                "processes) or --executor slurm --slurm KEY=VALUE (submitit's parameters; see docs/sweeps.md)")
+                "processes) or --executor slurm --slurm KEY=VALUE (submitit's parameters; see cgbench docs sweeps)")
     return f"{o}: Hydra's own settings are not used by cgbench (results go to out_dir=DIR, a sweep to --out DIR)"
 
 
@@ -178,16 +179,30 @@ def check_override_keys(overrides: Sequence[str]) -> None:
                               f"set a value instead, e.g. {key}=<value>")
         if "/" in key:
             raise ConfigError(f"{key}: not a config group (groups: {', '.join(GROUPS)})")
+        if key == EXPERIMENT:
+            _check_experiment(o)
+            continue
         if key in GROUPS or key in keys or any(key.startswith(m + ".") for m in open_maps):
             continue
         raise ConfigError(f"{key}: unknown key{_closest(key, schema)}")
+
+
+def _check_experiment(o: str) -> None:
+    """``+experiment=NAME`` (Hydra's experiment pattern): ``experiment/NAME.yaml`` of a user config
+    folder, ``# @package _global_``, its defaults list overriding groups (``- override /model: hybrid``)
+    and its keys set anywhere. Added to the defaults list, so it needs the ``+``."""
+    if not o.lstrip().startswith("+"):
+        raise ConfigError(f"{o}: an experiment is added to the defaults list: +{o.strip()} (Hydra's experiment "
+                          "pattern: experiment/NAME.yaml in a --config-dir folder)")
+    if not override_value(o).strip():
+        raise ConfigError(f"{o}: name an experiment (a file experiment/NAME.yaml of a --config-dir folder)")
 
 
 def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
     unread = unread_keys(cfg)
     for o in overrides:
         key = override_key(o)
-        if key in GROUPS:
+        if key in GROUPS or key == EXPERIMENT:
             continue
         why = unread_reason(key, unread)
         if why is not None:
@@ -373,8 +388,8 @@ class Composer:
         if plugins_named(ovr) or grid_plugins_named(ovr):  # composed against a schema of their own
             return None
         model_keys = tuple(o for o in ovr if override_key(o) == "model" or override_key(o).startswith("model."))
-        groups = tuple(o for o in ovr if override_key(o) in GROUPS)
-        values = [o for o in ovr if override_key(o) not in GROUPS]
+        groups = tuple(o for o in ovr if override_key(o) in GROUPS or override_key(o) == EXPERIMENT)
+        values = [o for o in ovr if o not in groups]
         try:
             if model_keys not in self._models_checked:  # what load_config checks after composing
                 check_model_file(ovr, self.config_dirs)

@@ -15,21 +15,22 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
-from cgbench.config.errors import ConfigError
 from cgbench.config.overrides import split_override
 from cgbench.config.paths import config_dir
 from cgbench.config.schema import BenchConfig
 
 LABEL_GROUPS = ("model", "cg", "policy", "workload", "engine", "backend", "hardware")
+EXPERIMENT = "experiment"  # +experiment=NAME: a user folder's experiment/NAME.yaml (# @package _global_)
 
 
 @lru_cache(maxsize=1)
 def default_options() -> dict[str, str]:
     """The default option of every group, read from the shipped ``config.yaml`` defaults list."""
-    defaults = OmegaConf.to_container(OmegaConf.load(config_dir() / "config.yaml")).get("defaults", [])
+    defaults = _yaml_file(config_dir() / "config.yaml").get("defaults", [])
     chosen: dict[str, str] = {}
     for item in defaults:
         if isinstance(item, dict):
@@ -41,12 +42,18 @@ def choices(overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
     """group -> chosen option: the defaults list, replaced by the options' own ``override /group``
     entries (``preset_choices``), then by ``group=option`` overrides."""
     typed = {}
+    experiment = None
     for o in overrides:
         key, value = split_override(o)
         if key in LABEL_GROUPS or key == "sweep":
             typed[key] = value
+        elif key == EXPERIMENT:
+            experiment = value
     chosen = {**default_options(), **typed}
-    return {**chosen, **{g: v for g, v in preset_choices(chosen).items() if g not in typed}, **typed}
+    picked = preset_choices(chosen)
+    if experiment is not None:  # +experiment=NAME: its defaults list overrides the presets'
+        picked.update(preset_overrides(EXPERIMENT, experiment))
+    return {**chosen, **{g: v for g, v in picked.items() if g not in typed}, **typed}
 
 
 def preset_choices(chosen: dict[str, str]) -> dict[str, str]:
@@ -54,16 +61,16 @@ def preset_choices(chosen: dict[str, str]) -> dict[str, str]:
     (``- override /engine@_global_.engine: azure_conv``), the later group of the list winning."""
     picked: dict[str, str] = {}
     for group, option in chosen.items():
-        picked.update(_overrides_in(group, option))
+        picked.update(preset_overrides(group, option))
     return picked
 
 
-def _overrides_in(group: str, option: str) -> dict[str, str]:
-    path = _option_file(group, option)
+def preset_overrides(group: str, option: str) -> dict[str, str]:
+    path = option_file(group, option)
     if path is None:
         return {}
     try:
-        data = OmegaConf.to_container(OmegaConf.load(path))
+        data = _yaml_file(path)
     except Exception:  # noqa: BLE001 - composing the config already named any fault of the file
         return {}
     out: dict[str, str] = {}
@@ -76,15 +83,28 @@ def _overrides_in(group: str, option: str) -> dict[str, str]:
     return out
 
 
-def _option_file(group: str, option: str) -> Path | None:
-    """``<tree>/<group>/<option>.yaml`` in the shipped tree or a user tree (the first found, as
-    Hydra searches them)."""
-    from cgbench.config.paths import user_config_dirs
+_parsed: dict[tuple[str, int, int], Any] = {}  # (path, mtime_ns, size) -> the file as plain containers
 
-    try:
-        trees = [config_dir(), *user_config_dirs()]
-    except ConfigError:
-        trees = [config_dir()]
+
+def _yaml_file(path: Path) -> Any:
+    """A config file as plain containers, parsed once per version of the file (a sweep labels every
+    point: parsing the same few files each time cost 0.1 s a point)."""
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _parsed:
+        if len(_parsed) > 256:
+            _parsed.clear()
+        _parsed[key] = OmegaConf.to_container(OmegaConf.load(path))
+    return _parsed[key]
+
+
+def option_file(group: str, option: str) -> Path | None:
+    """``<tree>/<group>/<option>.yaml`` in the shipped tree or a user tree (the first found, as
+    Hydra searches them): the folders in effect, ``$CGBENCH_CONFIG_DIR``'s and the command's
+    ``--config-dir`` (``plugin_files.folders_in_effect``)."""
+    from cgbench.config.registry.plugin_files import folders_in_effect
+
+    trees = [config_dir(), *folders_in_effect()]
     for tree in trees:
         path = tree / group / f"{option}.yaml"
         if path.is_file():
@@ -112,6 +132,9 @@ def run_labels(cfg: BenchConfig, overrides: list[str] | tuple[str, ...],
         labels[group] = option + "".join(f"+{k}" for k in touched.get(group, []))
     if cfg.backend.name == "torch":  # the model runs on a real device: no hardware preset is simulated
         labels["hardware"] = device or cfg.backend.device
+    experiment = next((split_override(o)[1] for o in overrides if split_override(o)[0] == EXPERIMENT), None)
+    if experiment is not None:
+        labels[EXPERIMENT] = experiment
     labels["chunked"] = cfg.engine.chunked_prefill
     labels["trace"] = Path(cfg.workload.trace).name if cfg.workload.trace else None
     parts = [labels[g] for g in ("model", "cg", "policy", "workload")]

@@ -8,7 +8,7 @@ Every argument of a pasted launch line lands in one class, all printed:
   missing (unless the value is the one cgbench assumes, e.g. ``--pipeline-model-parallel-size 1``).
 
 A name Megatron does not have is refused with the closest real one. ``RULES`` is the one table (it is
-rendered into docs/megatron-args.md by scripts/megatron_args_doc.py); Megatron's names are those of
+rendered into cgbench docs megatron-args by scripts/megatron_args_doc.py); Megatron's names are those of
 megatron-core 0.19.2, extracted into ``data/megatron_args.txt``. Semantics follow megatron-core
 0.19.2's ``megatron/training/arguments.py``, ``training/config/inference_config.py`` and
 ``core/inference/contexts/dynamic_context.py`` (KV sizing).
@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = (
          "unified (host) memory for the KV buffer", ("0",)),
     Rule("--inference-dynamic-batching-prefix-caching", _T,
          "engine.prefix_caching=true, engine.prefix_caching_eviction",
-         "prefix caching (docs/prefix-caching.md), with Megatron's default eviction policy ref_zero unless "
+         "prefix caching (cgbench docs prefix-caching), with Megatron's default eviction policy ref_zero unless "
          "--inference-dynamic-batching-prefix-caching-eviction-policy says lru"),
     Rule("--inference-dynamic-batching-prefix-caching-eviction-policy", _T, "engine.prefix_caching_eviction",
          "ref_zero (Megatron's default: a block is freed when its last holder releases it) | lru (kept cached "
@@ -136,7 +136,7 @@ RULES: tuple[Rule, ...] = (
     Rule("--inference-dynamic-batching-prefix-caching-mamba-gb", _X, "",
          "prefix caching of Mamba states: set engine.prefix_caching_mamba_slots (the durable slots) instead"),
     Rule("--inference-dynamic-batching-async-sched-mode", _T, "engine.async_overlap",
-         "legacy | async: async overlaps scheduling with the forward (docs/speculative.md)"),
+         "legacy | async: async overlaps scheduling with the forward (cgbench docs speculative)"),
     Rule("--mamba-inference-conv-states-dtype", _X, "",
          "a Mamba state dtype other than the model's 2 bytes", ("bf16", "fp16")),
     Rule("--mamba-inference-ssm-states-dtype", _X, "",

@@ -390,6 +390,29 @@ class SloConfig:
         return " ".join(f"{k}<={v:g}" for k, v in self.bounds.items()) or "none"
 
 
+# The percentiles a summary may report (AIPerf's set) and those it always reports (the tables, sweep
+# summaries, compare rules, plots and advise read them): metrics.percentiles (docs/metrics.md)
+PERCENTILE_CHOICES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+REQUIRED_PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass
+class MetricsConfig:
+    percentiles: list[int] = field(default_factory=lambda: list(REQUIRED_PERCENTILES))
+
+
+def check_percentiles(values: list[int]) -> None:
+    """``metrics.percentiles``: distinct values of PERCENTILE_CHOICES, REQUIRED_PERCENTILES among them."""
+    key = "metrics.percentiles"
+    for v in values:
+        _require(v in PERCENTILE_CHOICES, key, f"{v} is not one of {', '.join(map(str, PERCENTILE_CHOICES))}")
+    _require(len(set(values)) == len(values), key, f"lists a percentile twice: {values}")
+    missing = [q for q in REQUIRED_PERCENTILES if q not in values]
+    _require(not missing, key, f"must include {', '.join(map(str, REQUIRED_PERCENTILES))} (tables, compare and "
+             f"advise read them); add {', '.join(map(str, missing))}, e.g. "
+             f"metrics.percentiles=[{','.join(map(str, sorted(set(values) | set(REQUIRED_PERCENTILES))))}]")
+
+
 @dataclass
 class SweepConfig:
     name: str = "default"
@@ -410,6 +433,7 @@ class BenchConfig:
     backend: BackendConfig = field(default_factory=BackendConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     slo: SloConfig = field(default_factory=SloConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
 
@@ -722,6 +746,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     for f in fields(cfg.slo):
         v = getattr(cfg.slo, f.name)
         _require(v is None or v > 0, f"slo.{f.name}", f"must be a number > 0 (ms) or null, got {v}")
+    check_percentiles(list(cfg.metrics.percentiles))
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
     return cfg

@@ -39,7 +39,7 @@ from cgbench.engine.prefix_cache import PrefixCache
 from cgbench.engine.request import Outcome, Request, make_request
 from cgbench.engine.rows import compact_finished, pause_swap, rotate_into_evicted
 from cgbench.engine.scheduler import GatingCounters, GraphChoice, RoundResult, Scheduler
-from cgbench.engine.stats import StepStats, record_steps
+from cgbench.engine.stats import StepStats, add_emitted, record_steps
 from cgbench.grids.lookup import Grid
 from cgbench.workload.stream import RequestSpec, RequestStream
 
@@ -423,6 +423,7 @@ class Engine:
             req.first_token_s = now
         elif req.last_token_s >= 0:
             self.state.stats.itl.add(now - req.last_token_s, n)
+        add_emitted(self.state.stats, now, n)
         req.generated += n
         req.last_token_s = now
 

@@ -143,6 +143,9 @@ class StepStats:
     # (T, P, D) -> [hits, real_tokens, padded_tokens]
     graph_usage: dict[tuple[int, int, int], list[int]] = field(default_factory=dict)
     itl: GapHistogram = field(default_factory=GapHistogram)  # inter-token gap (s) -> tokens emitted after it
+    # whole second of the clock (int(t)) -> tokens emitted in it, first tokens included (the peak output rate)
+    emitted_by_second: dict[int, int] = field(default_factory=dict)
+    batch_requests: dict[int, int] = field(default_factory=dict)  # P + D of a step (its batch) -> steps
     paused_events: int = 0
     evicted_events: int = 0
     max_queue_len: int = field(default=0, metadata={"merge": "max"})  # a system's: its largest rank queue
@@ -201,6 +204,8 @@ def record_step_totals(stats: StepStats, T: int, P: int, D: int, graph: tuple[in
     stats.steps += k
     stats.tokens += k * T
     stats.decode_rows += k * D
+    batch = stats.batch_requests
+    batch[P + D] = batch.get(P + D, 0) + k
     if P == 0:
         stats.decode_only_steps += k
     elif D == 0:
@@ -227,6 +232,13 @@ def record_step_totals(stats: StepStats, T: int, P: int, D: int, graph: tuple[in
         stats.eager_reasons[reason] += k
     if queue_len > stats.max_queue_len:
         stats.max_queue_len = queue_len
+
+
+def add_emitted(stats: StepStats, t_s: float, n: int) -> None:
+    """``n`` tokens emitted at time ``t_s`` (>= 0): counted in the whole second they fall in."""
+    by = stats.emitted_by_second
+    second = int(t_s)
+    by[second] = by.get(second, 0) + n
 
 
 def add_in_order(total: float, durations: Sequence[float]) -> float:

@@ -29,7 +29,9 @@ from typing import Any
 
 from cgbench.config.schema import ConfigError
 from cgbench.results.export_parquet import DEFAULT_FORMATS
-from cgbench.results.names import METRICS, SUMMARY_FIELDS, flatten, lookup, metric
+from cgbench.results.export_schema import column_type
+from cgbench.results.export_schema import metric_columns as schema_metric_columns
+from cgbench.results.names import METRICS, REGISTRY, flatten, lookup, metric
 from cgbench.safeio import check_writable, write_files_atomic
 
 REQUESTS, STEPS, METRICS_FILE, COLUMNS = "requests", "steps", "metrics", "columns.csv"
@@ -60,9 +62,11 @@ REQUEST_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("e2e_steps", "iterations", "finish_step - arrival_step + 1 (completed requests)"),
     ("ttft_ms", "ms", "first_token_s - arrival_s (requests with a token)"),
     ("e2e_ms", "ms", "finish_s - arrival_s (completed requests)"),
+    ("tpot_ms", "ms", "(finish_s - first_token_s) / (generated - 1): time per output token after the first "
+     "(completed requests with more than one token; vLLM's TPOT, the values of the metric tpot_ms)"),
 )
 # computed here from the recorded fields (the others are the ``requests`` records' own)
-DERIVED_REQUEST_COLUMNS = ("queue_wait_iters", "ttft_steps", "e2e_steps", "ttft_ms", "e2e_ms")
+DERIVED_REQUEST_COLUMNS = ("queue_wait_iters", "ttft_steps", "e2e_steps", "ttft_ms", "e2e_ms", "tpot_ms")
 # (column, unit, meaning) of the per-step CSV (the JSONL holds --trace's records as they are)
 STEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("step", "step", "step index"),
@@ -153,6 +157,9 @@ def request_table(records: Sequence[Mapping[str, Any]], arrivals: Sequence[float
         row["e2e_steps"] = finish_step - arrival_step + 1 if done else None
         row["ttft_ms"] = round((r["first_token_s"] - r["arrival_s"]) * 1000.0, 6) if emitted else None
         row["e2e_ms"] = round((r["finish_s"] - r["arrival_s"]) * 1000.0, 6) if done else None
+        generated = r.get("generated") or 0
+        row["tpot_ms"] = (round((r["finish_s"] - r["first_token_s"]) * 1000.0 / (generated - 1), 6)
+                          if done and generated > 1 else None)
         if "token_ids" in r:  # the real engine's tokens: JSONL only
             row["token_ids"] = r["token_ids"]
         rows.append(row)
@@ -180,29 +187,29 @@ def step_table(records: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def metric_columns(metric_blocks: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """Every metric column of the registry, in its order: a summary's fields, a keyed record's keys
-    (those any of ``metric_blocks`` holds, sorted), every other metric by its name."""
-    blocks = list(metric_blocks)
-    out: list[str] = []
-    for m in METRICS:
-        if m.summary:
-            out.extend(f"{m.name}.{f}" for f in SUMMARY_FIELDS)
-        elif m.keyed:
-            keys = set()
-            for b in blocks:
-                value = lookup(b, m.name)
-                if isinstance(value, Mapping):
-                    keys.update(str(k) for k in value)
-            out.extend(f"{m.name}.{k}" for k in sorted(keys))
-        else:
-            out.append(m.name)
-    return tuple(out)
+    """Every metric column of the registry, in its order (``cgbench.results.export_schema``): the
+    same for every run, plus any key of a keyed record that ``metric_blocks`` hold and the schema does
+    not know (a plug-in's reason)."""
+    extra: dict[str, set[str]] = {}
+    for b in metric_blocks:
+        for m in METRICS:
+            value = lookup(b, m.name) if m.keyed else None
+            if isinstance(value, Mapping):
+                extra.setdefault(m.name, set()).update(str(k) for k in value)
+    return schema_metric_columns(extra)
+
+
+def _keyed_parent(column: str) -> str | None:
+    head = column.rpartition(".")[0]
+    m = REGISTRY.get(head)
+    return head if m is not None and m.keyed else None
 
 
 def metrics_table(points: Sequence[tuple[dict[str, Any], Mapping[str, Any] | None]],
                   param_keys: Sequence[str] = ()) -> Table:
     """One row per point: ``points`` are (leading cells: point, params, status, file; the point's
-    ``metrics`` block or None), the columns every metric of the registry."""
+    ``metrics`` block or None), the columns every metric of the registry. A value the point does not
+    have is a null; a keyed record's key it did not count is 0 (its record exists)."""
     columns = metric_columns(m for _, m in points if m is not None)
     rows = []
     for lead, m in points:
@@ -210,7 +217,10 @@ def metrics_table(points: Sequence[tuple[dict[str, Any], Mapping[str, Any] | Non
         flat = dict(flatten(m)) if m is not None else {}
         for c in columns:
             value = flat.get(c)
-            row[c] = json.dumps(value) if isinstance(value, list) else value
+            if value is None and m is not None and (parent := _keyed_parent(c)) is not None \
+                    and isinstance(lookup(m, parent), Mapping):
+                value = 0
+            row[c] = value
         rows.append(row)
     lead_cols = ("point", *param_keys, "status", "file")
     return Table(METRICS_FILE, (*lead_cols, *columns), tuple(rows))
@@ -241,12 +251,23 @@ def column_meta(t: Table) -> dict[str, tuple[str, str]]:
     return meta
 
 
+def column_types(t: Table) -> dict[str, str]:
+    """The type of every column of ``t`` (``cgbench.results.export_schema``)."""
+    return {c: column_type(t.name, c) for c in t.columns}
+
+
+COLUMNS_HEADER = ("file", "column", "unit", "meaning", "type")
+
+
 def columns_table(tables: Sequence[Table]) -> str:
-    """``columns.csv``: file, column, unit, meaning for every column written (a Parquet file's columns
-    are its CSV's)."""
-    lines = [(f"{t.name}.csv", c, unit, meaning) for t in tables for c, (unit, meaning) in column_meta(t).items()]
-    return _csv(("file", "column", "unit", "meaning"), [dict(zip(("file", "column", "unit", "meaning"), r,
-                                                                  strict=True)) for r in lines])
+    """``columns.csv``: file, column, unit, meaning and type for every column written (a Parquet
+    file's columns are its CSV's, with these types)."""
+    rows = []
+    for t in tables:
+        types = column_types(t)
+        for c, (unit, meaning) in column_meta(t).items():
+            rows.append(dict(zip(COLUMNS_HEADER, (f"{t.name}.csv", c, unit, meaning, types[c]), strict=True)))
+    return _csv(COLUMNS_HEADER, rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,6 +279,8 @@ def _cell(value: Any) -> Any:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):  # a per-rank list: JSON text in a cell
+        return json.dumps(value)
     return value
 
 
@@ -286,7 +309,8 @@ def table_files(folder: Path, tables: Sequence[Table],
         if "parquet" in formats:
             from cgbench.results.export_parquet import parquet_bytes
 
-            files[folder / f"{t.name}.parquet"] = parquet_bytes(t.columns, t.rows, column_meta(t))
+            files[folder / f"{t.name}.parquet"] = parquet_bytes(t.name, t.columns, t.rows, column_meta(t),
+                                                                column_types(t))
     return files
 
 

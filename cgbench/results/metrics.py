@@ -13,9 +13,11 @@ from cgbench.config.schema import SloConfig
 from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, Ledger
 from cgbench.engine.request import Request
 from cgbench.engine.stats import StepStats
+from cgbench.results.percentiles import active_percentiles
 
 # Nearest rank: every percentile is a value that was observed (a real request's latency, a whole
 # number of iterations), never a blend of two neighbours; see docs/metrics.md for the difference.
+# PERCENTILES is the default set; a run's metrics.percentiles is active_percentiles() (results/percentiles.py)
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -37,18 +39,18 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
     del deviation
     out: dict[str, float] = {"count": n, "min": round(float(vals[0]), digits), "mean": round(mean, digits),
                              "std": round(math.sqrt(spread / n), digits)}
-    for q in PERCENTILES:
+    for q in active_percentiles():
         out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)
     out["max"] = round(float(vals[-1]), digits)
     return out
 
 
-def empty_summary() -> dict[str, float]:
-    """The summary of no values: a count of 0 and every statistic 0.0."""
-    out: dict[str, float] = {"count": 0, "min": 0.0, "mean": 0.0, "std": 0.0}
-    for q in PERCENTILES:
-        out[f"p{q}"] = 0.0
-    out["max"] = 0.0
+def empty_summary() -> dict[str, float | None]:
+    """The summary of no values: a count of 0 and no statistic (null: there is none, not a 0)."""
+    out: dict[str, float | None] = {"count": 0, "min": None, "mean": None, "std": None}
+    for q in active_percentiles():
+        out[f"p{q}"] = None
+    out["max"] = None
     return out
 
 
@@ -104,9 +106,10 @@ def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dic
     out: dict[str, float] = {"count": total, "min": round(float(values[0]) * scale, digits),
                              "mean": round(mean * scale, digits),
                              "std": round(math.sqrt(spread / total) * scale, digits)}
-    ranks = np.array([_nearest_rank(total, q) for q in PERCENTILES], dtype=np.int64)
+    qs = active_percentiles()
+    ranks = np.array([_nearest_rank(total, q) for q in qs], dtype=np.int64)
     at = np.searchsorted(running, ranks, side="left")  # the first value whose running count reaches the rank
-    for q, i in zip(PERCENTILES, at.tolist(), strict=True):
+    for q, i in zip(qs, at.tolist(), strict=True):
         out[f"p{q}"] = round(float(values[i]) * scale, digits)
     out["max"] = round(float(values[-1]) * scale, digits)
     return out

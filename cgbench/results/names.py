@@ -22,6 +22,9 @@ FRACTION, ITERATIONS, MS, S, TOKENS, REQUESTS, COUNT, TOK_S, REQ_S, TEXT, FLAG =
 # GuideLLM, vLLM's benchmarks) report. Percentiles are nearest-rank (cgbench.results.metrics); std
 # is the population standard deviation (over n).
 SUMMARY_FIELDS = ("count", "min", "mean", "std", "p50", "p90", "p95", "p99", "max")
+# metrics.percentiles adds p1, p5, p10, p25 or p75 (cgbench.results.percentiles); every field any summary can hold:
+ALL_SUMMARY_FIELDS = ("count", "min", "mean", "std", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
+                      "max")
 PERCENTILE_METHOD = "nearest-rank"
 
 
@@ -273,7 +276,30 @@ _SPEC: tuple[Metric, ...] = (
     _M("spec.expected_tokens_per_step", COUNT, NEITHER, "expected tokens per step",
        "1 + the acceptance model's mean accepted drafts (before clamping)", needs_spec=True),
 )
-METRICS = METRICS + _SPEC
+# what serving benchmarks report (vLLM's vllm bench serve, GuideLLM, AIPerf; cgbench.results.peer_metrics):
+# each definition next to theirs in docs/metrics.md
+_PEERS: tuple[Metric, ...] = (
+    _M("input_tokens", TOKENS, NEITHER, "input tokens", "prompt tokens of completed requests (vLLM's "
+       "total_input_tokens, AIPerf's total_isl)", deterministic=True),
+    _M("input_length", TOKENS, NEITHER, "input length", "prompt tokens per completed request (AIPerf's "
+       "input_sequence_length)", summary=True, deterministic=True),
+    _M("output_length", TOKENS, NEITHER, "output length", "tokens emitted per completed request (AIPerf's "
+       "output_sequence_length)", summary=True, deterministic=True),
+    _M("batch_requests", REQUESTS, NEITHER, "batch requests", "requests in a step's batch (P + D: prefill "
+       "chunks and decodes; paused requests not), over steps: the batch occupancy", summary=True,
+       deterministic=True),
+    _M("input_throughput_tok_s", TOK_S, HIGHER, "input throughput", "input_tokens / makespan",
+       needs_clock=True),
+    _M("peak_output_throughput_tok_s", TOK_S, HIGHER, "peak output throughput",
+       "the most tokens emitted within one whole second of the run's clock ([k, k+1) s), first tokens "
+       "included (vLLM's max_output_tokens_per_s; null when no token was emitted)", needs_clock=True),
+    _M("concurrency", REQUESTS, NEITHER, "concurrency", "requests in flight (arrived, not yet completed or "
+       "failed) over the run's time, each level weighted by how long it held (mean: Little's law); count: "
+       "the requests that arrived", summary=True, needs_clock=True),
+    _M("max_concurrent_requests", REQUESTS, NEITHER, "peak concurrency", "the most completed requests in "
+       "flight at one time, each over [arrival, finish) (vLLM's max_concurrent_requests)", needs_clock=True),
+)
+METRICS = METRICS + _PEERS + _SPEC
 
 REGISTRY: dict[str, Metric] = {m.name: m for m in METRICS}
 
@@ -285,7 +311,7 @@ def metric(name: str) -> Metric | None:
         return REGISTRY[name]
     head, _, tail = name.rpartition(".")
     parent = REGISTRY.get(head)
-    if parent is not None and (parent.keyed or (parent.summary and tail in SUMMARY_FIELDS)):
+    if parent is not None and (parent.keyed or (parent.summary and tail in ALL_SUMMARY_FIELDS)):
         if parent.summary and tail == "count":
             return Metric(name, COUNT, NEITHER, f"{parent.label} count", f"values in {parent.name}",
                           deterministic=parent.deterministic, needs_clock=parent.needs_clock)

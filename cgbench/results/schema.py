@@ -23,6 +23,7 @@ from typing import Any
 from cgbench.config.schema import MOE_KEYS, BenchConfig, CGConfig, EngineConfig, ModelConfig
 from cgbench.results.document import SCHEMA_VERSION
 from cgbench.results.names import (
+    ALL_SUMMARY_FIELDS,
     FLAG,
     ITERATIONS,
     METRICS,
@@ -46,7 +47,8 @@ ADDED_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
 # metrics whose JSON type the unit does not say
 _METRIC_TYPES: dict[str, dict[str, Any]] = {"max_cg_wait_request": {"type": ["integer", "null"]},
                                            "goodput_req_s": {"type": ["number", "null"]},
-                                           "goodput_fraction": {"type": ["number", "null"]}}
+                                           "goodput_fraction": {"type": ["number", "null"]},
+                                           "peak_output_throughput_tok_s": {"type": ["number", "null"]}}
 _WHOLE_UNITS = (ITERATIONS, TOKENS, REQUESTS)  # scalar metrics in these units are integers
 
 STRING: dict[str, Any] = {"type": "string"}
@@ -141,9 +143,12 @@ def config_schema() -> dict[str, Any]:
 
 
 def summary_schema() -> dict[str, Any]:
-    props = {f: (INTEGER if f == "count" else NUMBER) for f in SUMMARY_FIELDS}
+    """A summary: every field it can hold (metrics.percentiles adds p1 ... p75), its statistics null when
+    ``count`` is 0 (there is no such value)."""
+    props = {f: (INTEGER if f == "count" else {"type": ["number", "null"]}) for f in ALL_SUMMARY_FIELDS}
     return record(props, [f for f in SUMMARY_FIELDS if f not in ADDED_SUMMARY_FIELDS],
-                  description="a summary: count, min, mean, std (population), nearest-rank percentiles, max")
+                  description="a summary: count, min, mean, std (population), nearest-rank percentiles (p50, p90, "
+                  "p95, p99 and those metrics.percentiles adds), max; null statistics when count is 0")
 
 
 def metric_schema(m: Metric) -> dict[str, Any]:
@@ -192,7 +197,7 @@ def metrics_schema() -> dict[str, Any]:
         top[head] = record(group["properties"], group["properties"])
         if group["always"]:
             required.append(head)
-    return record(top, required, description="the run's metrics (docs/metrics.md); unknown keys are errors")
+    return record(top, required, description="the run's metrics (cgbench docs metrics); unknown keys are errors")
 
 
 # ---------------------------------------------------------------------------------------------- result

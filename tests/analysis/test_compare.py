@@ -260,7 +260,7 @@ def _broken(kind: str, new: Path) -> Path:
     if kind == "missing":
         return new / "nope.json"
     if kind == "unreadable":
-        target.write_text('{"schema_version": 1, "metrics": {')
+        target.write_text('{"schema_version": 2, "metrics": {')
     elif kind == "schema":
         _edit(target, lambda d: d.__setitem__("schema_version", 99))
     elif kind == "not_a_result":

@@ -212,7 +212,7 @@ def test_an_arrays_tasks_are_reported_from_their_results_and_states(tmp_path, mo
     monkeypatch.setattr(executor_slurm, "STATE_POLL_S", 0.0)
     monkeypatch.setattr(executor_slurm, "UNRECORDED_GRACE_S", 0.0)
     monkeypatch.setattr(executor_slurm, "RESULT_GRACE_S", 0.0)
-    monkeypatch.setattr(executor_slurm, "_queued", lambda arrays: set())  # nothing left in the queue
+    monkeypatch.setattr(executor_slurm, "queued_tasks", lambda arrays: set())  # nothing left in the queue
     jobs = []
     for i, state in enumerate(["COMPLETED", "COMPLETED", "CANCELLED by 0", "CANCELLED by 0", "UNKNOWN", "TIMEOUT"]):
         folder = tmp_path / f"7_{i}"
@@ -224,8 +224,8 @@ def test_an_arrays_tasks_are_reported_from_their_results_and_states(tmp_path, mo
     jobs[1].outcome = Outcome(1, error="RuntimeError: boom")
     jobs[2].paths.stderr.write_text("started")  # cancelled while it ran (it wrote its log)
     got: dict[int, Outcome] = {}
-    watch = executor_slurm._Watch(jobs, [Task(i, ()) for i in range(6)], ["7"], lambda o: got.__setitem__(o.key, o),
-                                  poll_s=0.0)
+    watch = executor_slurm._Watch([executor_slurm.ArrayTask(j, (i,)) for i, j in enumerate(jobs)], ["7"],
+                                  lambda o: got.__setitem__(o.key, o), poll_s=0.0)
     watch.until_done()
     assert got[0].value == {"steps": 3}
     assert got[1].error == f"RuntimeError: boom (log: {jobs[1].paths.stderr})"

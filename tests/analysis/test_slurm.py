@@ -31,6 +31,7 @@ SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 AXES = ["workload=small", "model=transformer,hybrid", "policy=budget,megatron,defer", "cg=dense,sparse"]
 # submitit signals a job 90-120 s before its limit: 5 minutes leaves the points ample time
 SLURM = ["--executor", "slurm", "--slurm", "timeout_min=5"]
+ONE_A_TASK = ["--slurm", "points_per_task=1"]  # for the tests that cancel single points' tasks
 ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED")
 
 
@@ -166,8 +167,8 @@ def test_slurm_sweep_is_one_completed_array_with_the_local_metrics(cluster, loca
 @pytest.mark.slurm
 def test_scancel_of_the_array_then_resume_on_slurm_runs_no_point_twice(cluster, local_sweep, tmp_path):
     out = tmp_path / "cancelled"
-    # --jobs 1: one task at a time, so the array is cancelled with most points not yet run
-    proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, "--jobs", "1", "--out", out),
+    # --jobs 1: one task at a time, so the array is cancelled with most points not yet run; one point a task
+    proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, *ONE_A_TASK, "--jobs", "1", "--out", out),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: sum(map(len, _results_by_launch(out))) >= 3, 120, "three points to finish")
@@ -190,7 +191,7 @@ def test_scancel_of_the_array_then_resume_on_slurm_runs_no_point_twice(cluster, 
     kept = {p["file"]: ((out / p["file"]).read_bytes(), (out / p["file"]).stat().st_mtime_ns) for p in done}
     assert not any((out / p["file"]).exists() for p in missing)
 
-    r = cgbench("sweep", *AXES, *SLURM, "--resume", "--out", out)
+    r = cgbench("sweep", *AXES, *SLURM, *ONE_A_TASK, "--resume", "--out", out)
     assert r.returncode == 0, r.stderr
     _same_metrics_as_local(out, local_sweep)
     index = _index(out)
@@ -239,7 +240,7 @@ def test_a_killed_slurm_sweep_resumes_on_slurm(cluster, local_sweep, tmp_path):
     """SIGKILL of the submitting process: the folder holds complete files only, the index reads
     interrupted, and --resume submits an array of the points without a file."""
     out = tmp_path / "killed"
-    proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, "--jobs", "1", "--out", out),
+    proc = subprocess.Popen(_cgbench_cmd("sweep", *AXES, *SLURM, *ONE_A_TASK, "--jobs", "1", "--out", out),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: sum(map(len, _results_by_launch(out))) >= 2, 120, "two points to finish")
@@ -260,7 +261,9 @@ def test_a_killed_slurm_sweep_resumes_on_slurm(cluster, local_sweep, tmp_path):
     assert r.returncode == 0, r.stderr
     _same_metrics_as_local(out, local_sweep)
     assert {p["file"] for p in _index(out)["points"] if p["reused"]} == finished
-    assert len(_results_by_launch(out)[-1]) == 12 - len(finished)
+    # the new submission holds exactly the points without a file (in tasks of several points each)
+    resubmitted = {f for _, files in _index(out)["slurm"]["submissions"][-1]["tasks"] for f in files}
+    assert len(resubmitted) == 12 - len(finished) and not resubmitted & finished
 
 
 @pytest.mark.slurm
@@ -286,3 +289,118 @@ def test_a_bad_slurm_setting_is_one_line(cluster, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "no_such_option" in r.stderr
     assert not (tmp_path / "s").exists(), "a refused setting leaves no folder behind"
+
+
+# ---------------------------------------------------------------------------------------------- scale, detach
+
+BIG = 2_000  # tiny points: two requests each
+BIG_AXES = ["workload=small", "workload.num_requests=2", f"seed=range(0,{BIG})"]
+
+
+def _max_array_size() -> int:
+    r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True)
+    from cgbench.analysis.slurm_arrays import parse_max_array_size
+
+    value = parse_max_array_size(r.stdout)
+    assert value is not None, "scontrol show config names no MaxArraySize"
+    return value
+
+
+def _tasks_by_array(sweep_dir: Path) -> dict[str, int]:
+    """Array id -> its tasks, from the submissions sweep.json records, each checked in accounting."""
+    counts: dict[str, int] = {}
+    for submission in _index(sweep_dir)["slurm"]["submissions"]:
+        for job_id, _ in submission["tasks"]:
+            array = job_id.split("_")[0]
+            counts[array] = counts.get(array, 0) + 1
+    for array, n in counts.items():
+        assert set(sacct_states(array, n).values()) == {"COMPLETED"}, array
+    return counts
+
+
+@pytest.mark.slurm
+def test_a_2000_point_sweep_is_split_at_max_array_size_and_equals_the_local_one(cluster, tmp_path):
+    """Above the cluster's MaxArraySize (scripts/slurm-local.sh lowers it to 50): the array tasks, of
+    many points each, go into several arrays, none past the limit, and every point's metrics are the
+    local executor's byte for byte."""
+    limit = _max_array_size()
+    if limit >= BIG:
+        pytest.skip(f"MaxArraySize {limit} holds a {BIG}-point sweep in one array (CGBENCH_SLURM_MAX_ARRAY_SIZE)")
+    local = tmp_path / "local"
+    r = cgbench("sweep", *BIG_AXES, "--jobs", "2", "--out", local, timeout=600)
+    assert r.returncode == 0, r.stderr
+    per_task = -(-BIG // (limit + limit // 4 + 1))  # a few more tasks than one array holds
+    out = tmp_path / "slurm"
+    t0 = time.monotonic()
+    r = cgbench("sweep", *BIG_AXES, *SLURM, "--slurm", f"points_per_task={per_task}", "--out", out, timeout=1200)
+    wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    tasks = -(-BIG // per_task)
+    by_array = _tasks_by_array(out)
+    assert sum(by_array.values()) == tasks and len(by_array) == -(-tasks // limit) >= 2, by_array
+    assert max(by_array.values()) <= limit
+    m = re.search(rf"SLURM: {BIG} points in {tasks} array tasks of up to {per_task} points, {len(by_array)} arrays "
+                  rf".*MaxArraySize {limit} from scontrol show config\), submitted in ([\d.]+) s", r.stderr)
+    assert m, r.stderr
+    index = _index(out)
+    assert index["status"] == "complete" and index["counts"][DONE] == BIG
+    assert len(index["slurm"]["submissions"][0]["tasks"]) == tasks
+    for p in index["points"]:
+        assert _metrics_text(out / p["file"]) == _metrics_text(local / p["file"]), p["file"]
+    print(f"\n{BIG} points, {tasks} tasks in {len(by_array)} arrays: submitted in {m.group(1)} s, "
+          f"{wall:.1f} s in all ({BIG / wall:.0f} points/s)")
+
+
+@pytest.mark.slurm
+def test_detach_submits_and_exits_and_resume_of_the_folder_collects(cluster, local_sweep, tmp_path):
+    out = tmp_path / "detached"
+    t0 = time.monotonic()
+    # --jobs 1: one task at a time, so most of the sweep is still on the cluster when the command has exited
+    r = cgbench("sweep", *AXES, *SLURM, "--slurm", "points_per_task=3", "--jobs", "1", "--detach", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 < 60 and "submitted:" in r.stderr and f"--resume {out}" in r.stderr
+    index = _index(out)
+    assert index["status"] == "submitted" and index["counts"][PENDING] + index["counts"][DONE] == 12
+    [submission] = index["slurm"]["submissions"]
+    assert [len(files) for _, files in submission["tasks"]] == [3, 3, 3, 3]
+    # the folder alone: its sweep, on SLURM with the settings it was submitted with
+    r = cgbench("sweep", "--resume", out, timeout=300)
+    assert r.returncode == 0, r.stderr
+    _same_metrics_as_local(out, local_sweep)
+    assert _index(out)["executor"] == "slurm"
+    assert len(_launches(out)) == 1, "collected, not submitted again"
+    assert [len(x) for x in _results_by_launch(out)] == [4]
+
+
+@pytest.mark.slurm
+def test_resume_of_a_detached_sweep_resubmits_only_the_points_of_a_cancelled_task(cluster, local_sweep, tmp_path):
+    out = tmp_path / "detached-cancelled"
+    r = cgbench("sweep", *AXES, *SLURM, "--slurm", "points_per_task=3", "--jobs", "1", "--detach", "--out", out)
+    assert r.returncode == 0, r.stderr
+    [submission] = _index(out)["slurm"]["submissions"]
+    last, files = submission["tasks"][-1]
+    subprocess.run(["scancel", last], check=True)  # the last task: still pending behind --jobs 1
+    _wait_for(lambda: last not in subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True,
+                                                 text=True).stdout.split(), 60, f"{last} to leave the queue")
+    r = cgbench("sweep", "--resume", out, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "3 points of array tasks that ended without writing them run again" in r.stderr
+    _same_metrics_as_local(out, local_sweep)
+    first, second = _results_by_launch(out)
+    assert len(first) == 3 and len(second) == 1  # three tasks collected, one new task of the three points
+    assert {f for _, fs in _index(out)["slurm"]["submissions"][-1]["tasks"] for f in fs} == set(files)
+
+
+@pytest.mark.slurm
+def test_advise_on_slurm_ranks_the_same_candidates_as_locally(cluster, tmp_path):
+    args = ["advise", "model=hybrid", "policy=megatron", "workload.num_requests=64", "--budget-graphs", "20", "-n", "4",
+            "--format", "json"]
+    local = cgbench(*args, "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    r = cgbench(*args, "--out", tmp_path / "slurm", *SLURM)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"SLURM: \d+ candidates? in \d+ array tasks? ", r.stderr), r.stderr
+    a, b = json.loads(local.stdout), json.loads(r.stdout)
+    assert b["recommended"]["name"] == a["recommended"]["name"]
+    assert [(c["name"], c["metrics"]) for c in b["candidates"]] == [(c["name"], c["metrics"]) for c in a["candidates"]]
+    assert list((tmp_path / "slurm" / "slurm").iterdir()), "the tasks' files go under <out>/slurm/"

@@ -376,7 +376,7 @@ def test_resume_runs_only_missing_or_unreadable_points(serial_sweep, tmp_path):
     shutil.copytree(src, out)
     files = [p.file for p in plan_sweep(AXES).points]
     (out / files[0]).unlink()
-    (out / files[2]).write_text('{"schema_version": 1, "metr')  # unreadable
+    (out / files[2]).write_text('{"schema_version": 2, "metr')  # unreadable
     kept = {f: (out / f).stat().st_mtime_ns for f in (files[1], files[3])}
     r = sweep(*AXES, "--resume", "--out", str(out))
     assert r.exit_code == 0, r.output

@@ -30,7 +30,7 @@ def test_run_writes_result_json(tmp_path):
     r = runner.invoke(app, ["run", "model=hybrid", "cg=dense", *SMALL, "--out", str(out), "--trace", "--requests"])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 1 and doc["overrides"] == ["model=hybrid", "cg=dense", *SMALL]
+    assert doc["schema_version"] == 2 and doc["overrides"] == ["model=hybrid", "cg=dense", *SMALL]
     assert doc["config"]["cg"]["sizes_per_octave"] == 3 and doc["environment"]["backend"] == "sim"
     m = doc["metrics"]
     assert m["steps"] == len(doc["steps"]) == m["graphed_steps"] + m["eager_steps"]

@@ -63,6 +63,8 @@ def repo_like(tmp_path, monkeypatch) -> Path:
         pytest.skip("needs git")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "states").symlink_to(ROOT / "tests" / "states")
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "configs").symlink_to(ROOT / "examples" / "configs")  # the experiment example
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "baseline").symlink_to(ROOT / "results" / "baseline")
     shutil.copyfile(ROOT / ".gitignore", tmp_path / ".gitignore")

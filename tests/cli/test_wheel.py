@@ -150,3 +150,18 @@ def test_the_report_renders_from_the_wheel(installed):
     css = (ROOT / "cgbench" / "cli" / "report_assets" / "report.css").read_text(encoding="utf-8")
     js = (ROOT / "cgbench" / "cli" / "report_assets" / "report.js").read_text(encoding="utf-8")
     assert css in html and js in html and "figure(s) not drawn" in html and "<table" in html
+
+
+def test_the_guides_ship_in_the_wheel_and_the_licence_in_its_metadata(installed):
+    """Help and errors say "see cgbench docs TOPIC": that works from the wheel, outside the checkout."""
+    exe, work, env = installed
+    p = _run(installed, "docs", "sweeps", "--path")
+    assert p.returncode == 0, p.stderr
+    path = Path(p.stdout.strip())
+    assert path.is_file() and str(ROOT) not in str(path)
+    assert path.read_text() == (ROOT / "docs" / "sweeps.md").read_text()
+    code = ("import importlib.metadata as m; d = m.distribution('cgbench'); "
+            "print(d.metadata['License-Expression']); print(any(f.name == 'LICENSE' for f in d.files))")
+    meta = subprocess.run([str(exe.parent / "python"), "-c", code], capture_output=True, text=True, cwd=work, env=env,
+                          check=True)
+    assert meta.stdout.split() == ["Apache-2.0", "True"]

@@ -575,7 +575,7 @@ def _calibration(**point) -> dict:
 
 
 def result_doc(**keys) -> dict:
-    return {"schema_version": 1, "metrics": {"throughput_tok_s": 1.0}, **keys}
+    return {"schema_version": 2, "metrics": {"throughput_tok_s": 1.0}, **keys}
 
 
 def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
@@ -645,15 +645,15 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
 
     # -- deep nesting, huge and non-finite numbers, oversized cells, YAML surprises
     text("deep.json", "[" * DEEP + "]" * DEEP)
-    text("deep_result.json", '{"schema_version": 1, "metrics": {"x": ' + "[" * DEEP + "]" * DEEP + "}}")
+    text("deep_result.json", '{"schema_version": 2, "metrics": {"x": ' + "[" * DEEP + "]" * DEEP + "}}")
     text("deep_state.json", '{"model": ' + "[" * DEEP + "]" * DEEP + "}")
     text("deep_rules.yaml", "rules: " + "[" * 20_000 + "]" * 20_000 + "\n")
     text("deep_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": 1, "output_tokens": 1, "x": '
          + "[" * DEEP + "]" * DEEP + "}\n")
     text("deep_calib.json", json.dumps(_calibration())[:-1] + ', "notes": ' + "[" * DEEP + "]" * DEEP + "}")
     big_int = "9" * 5000
-    text("int_result.json", '{"schema_version": 1, "metrics": {"x": ' + big_int + "}}")
-    text("int65_result.json", '{"schema_version": 1, "metrics": {"x": 36893488147419103232}}')
+    text("int_result.json", '{"schema_version": 2, "metrics": {"x": ' + big_int + "}}")
+    text("int65_result.json", '{"schema_version": 2, "metrics": {"x": 36893488147419103232}}')
     text("int_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": ' + big_int + ', "output_tokens": 1}\n')
     text("int65_trace.jsonl", '{"arrival_s": 0, "prompt_tokens": 36893488147419103232, "output_tokens": 1}\n')
     text("int_trace.csv", "arrival_s,prompt_tokens,output_tokens\n0," + big_int + ",1\n")
@@ -664,8 +664,8 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     state = json.loads((ROOT / "tests/states/11_1_step1.json").read_text())
     state["cg"].update(kind="sglang", padding=False, max_capture_size=10**9)
     text("big_grid_state.json", json.dumps(state))
-    text("nan_result.json", '{"schema_version": 1, "metrics": {"x": NaN}}')
-    text("inf_result.json", '{"schema_version": 1, "metrics": {"x": 1e400}}')
+    text("nan_result.json", '{"schema_version": 2, "metrics": {"x": NaN}}')
+    text("inf_result.json", '{"schema_version": 2, "metrics": {"x": 1e400}}')
     text("inf_calib.json", json.dumps(_calibration())[:-1] + ', "tp_size": Infinity}')
     text("inf_rules.yaml", "rules:\n  throughput_tok_s: {better: higher, abs_tol: .inf}\n")
     text("late_trace.jsonl", '{"arrival_s": 1e308, "prompt_tokens": 5, "output_tokens": 1}\n')
@@ -685,7 +685,7 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     for name, doc in {
         "ovr_str": result_doc(overrides="model=hybrid"), "ovr_int": result_doc(overrides=[1, 2]),
         "config_list": result_doc(config=[1]), "env_int": result_doc(environment=5),
-        "metrics_empty": {"schema_version": 1, "metrics": {}}, "config_model_str": result_doc(config={"model": "x"}),
+        "metrics_empty": {"schema_version": 2, "metrics": {}}, "config_model_str": result_doc(config={"model": "x"}),
         "steps_str": result_doc(steps="x"), "steps_bad": result_doc(steps=[{"step": 0}]),
         "usage_ints": result_doc(graph_usage=[1, 2]), "env_backend_list": result_doc(environment={"backend": [1]}),
     }.items():
@@ -722,7 +722,7 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
         f[name].mkdir()
         (f[name] / "p.json").write_text(json.dumps(result_doc(overrides=["seed=1"])))
         (f[name] / INDEX_NAME).write_text(json.dumps({
-            "kind": INDEX_KIND, "schema_version": 1, "status": "done",
+            "kind": INDEX_KIND, "schema_version": 2, "status": "done",
             "points": [{"index": 0, "overrides": ["seed=1"], "file": "p.json", **point}]}))
     for key in ("tree_fifo", "tree_zero", "tree_dir", "tree_dangling", "tree_bomb", "tree_self", "tree_latin1",
                 "tree_big"):

@@ -40,7 +40,7 @@ def test_without_pyarrow_parquet_is_one_line_with_the_install_command(tmp_path, 
 
     out, export = tmp_path / "r.json", tmp_path / "exported"
     for args in ([*RUN, "--out", str(out), "--export", str(export), "--export-format", "parquet"],
-                 ["export", str(ROOT / "results" / "baseline"), "-o", str(export), "--format", "csv,parquet"]):
+                 ["export", str(ROOT / "results" / "baseline"), "-o", str(export), "--export-format", "csv,parquet"]):
         r = runner.invoke(app, args)
         assert r.exit_code == 2, r.output
         lines = r.stderr.strip().splitlines()
@@ -98,7 +98,7 @@ def test_parquet_holds_the_csv_typed_with_units(tmp_path):
 def test_a_sweep_exports_its_metric_table_as_parquet(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     export = tmp_path / "exported"
-    r = runner.invoke(app, ["export", str(ROOT / "results" / "baseline"), "-o", str(export), "--format",
+    r = runner.invoke(app, ["export", str(ROOT / "results" / "baseline"), "-o", str(export), "--export-format",
                             "csv,parquet"])
     assert r.exit_code == 0, r.output
     header, rows = _csv(export / "metrics.csv")

@@ -51,9 +51,9 @@ def _weighted_percentile(items, q):
     return float(items[-1][0])
 
 
-def _empty():
-    return {"count": 0, "min": 0.0, "mean": 0.0, "std": 0.0, "p50": 0.0, "p90": 0.0, "p95": 0.0, "p99": 0.0,
-            "max": 0.0}
+def _empty():  # since schema_version 2 a summary of no values has null statistics (it was all 0.0)
+    return {"count": 0, "min": None, "mean": None, "std": None, "p50": None, "p90": None, "p95": None, "p99": None,
+            "max": None}
 
 
 def _summary(values, scale=1.0, digits=6):

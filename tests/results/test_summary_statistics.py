@@ -36,7 +36,8 @@ def test_scale_and_single_value() -> None:
                                                  "p50": 250.0, "p90": 250.0, "p95": 250.0, "p99": 250.0,
                                                  "max": 250.0}
     empty = summary(np.array([], dtype=np.float64))
-    assert list(empty) == list(SUMMARY_FIELDS) and set(empty.values()) == {0}
+    assert list(empty) == list(SUMMARY_FIELDS) and empty["count"] == 0
+    assert all(v is None for k, v in empty.items() if k != "count")  # no value: null, not 0
 
 
 def test_twenty_values_p95_differs_from_p90_and_p99() -> None:

@@ -111,5 +111,5 @@ def _estimate(grid: Any, model: ModelConfig, hardware: HardwareConfig, engine: E
         },
         "fits": total <= device,
         "tp_size": t,
-        "method": "estimate (docs/cost-model.md, Graph capture)",
+        "method": "estimate (cgbench docs cost-model, Graph capture)",
     }
