@@ -141,6 +141,7 @@ class Engine:
         self.order: list[Request] = []
         self.kv_corners = options.kv_corners
         self.halted = False  # the engine crashed (an assertion Megatron raises)
+        self._emitted_through: int | None = None  # the last step whose tokens the rows emitted, when it is not step - 1
         self.chunked: Request | None = None  # the hidden chunked-prefill request between steps
         self.step = 0
         self._step_start_s = 0.0
@@ -379,7 +380,7 @@ class Engine:
     def finish(self) -> RunState:
         """The run is over: every row's counters brought up to the last step, every finished request
         packed into the ledger's columns (its object let go). Returns the run's state."""
-        self.rows.settle(self.step - 1)
+        self.rows.settle(self.step - 1 if self._emitted_through is None else self._emitted_through)
         self.state.requests.pack()
         return self.state
 
@@ -445,7 +446,11 @@ class Engine:
         q, ctx, rows, now = self.q, self.ctx, self.rows, self.state.now_s
         finished: list[Request] = []
         needing: list[Request] = []
-        ctx.after_step()
+        try:
+            ctx.after_step()
+        except MegatronAssertion:  # raised before any row emitted this step's token (a lazy row must not count it)
+            self._emitted_through = self.step - 1
+            raise
         if ctx.acceptance is not None:
             self._step_speculative(rows.stepped(self.step, self._step_start_s, now), finished, needing)
         else:

@@ -21,7 +21,7 @@ from cgbench.results.percentiles import active_percentiles
 PERCENTILES = (50, 90, 95, 99)
 
 
-def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float | None]:
     """Count, min, mean, standard deviation, percentiles and max of a numpy array ``values``, each
     value scaled by ``scale`` (elementwise ``v * scale``: the same float as in Python). The mean is
     Python's ``sum`` over the ascending values as Python floats (fed a chunk at a time), so it is the
@@ -37,7 +37,7 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
     deviation = vals - mean
     spread = _python_sum(deviation * deviation)
     del deviation
-    out: dict[str, float] = {"count": n, "min": round(float(vals[0]), digits), "mean": round(mean, digits),
+    out: dict[str, float | None] = {"count": n, "min": round(float(vals[0]), digits), "mean": round(mean, digits),
                              "std": round(math.sqrt(spread / n), digits)}
     for q in active_percentiles():
         out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)
@@ -62,7 +62,7 @@ def _python_sum(vals: Any) -> float:
     return total
 
 
-def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, digits: int = 6) -> dict[str, float | None]:
     """The ``summary`` of (value, count) pairs sorted by value (each value counted ``count`` times),
     scaled after the statistics are taken."""
     import numpy as np
@@ -72,7 +72,7 @@ def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, dig
     return _weighted_arrays(values, counts, scale, digits)
 
 
-def histogram_summary(histogram: dict[float, int], scale: float = 1.0, digits: int = 6) -> dict[str, float]:
+def histogram_summary(histogram: dict[float, int], scale: float = 1.0, digits: int = 6) -> dict[str, float | None]:
     """``weighted_summary`` of a histogram (value -> count; the ITL's record), without building its
     sorted list of pairs: the values and counts go into two numpy arrays, sorted by value once."""
     import numpy as np
@@ -84,7 +84,7 @@ def histogram_summary(histogram: dict[float, int], scale: float = 1.0, digits: i
     return _weighted_arrays(values[order], counts[order], scale, digits)
 
 
-def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dict[str, float]:
+def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dict[str, float | None]:
     """The weighted summary of ascending ``values`` (float64) counted ``counts`` (int64) times, in one
     cumulative pass: the running count gives the total and every nearest rank (a binary search each);
     the mean and the squared deviations are Python's ``sum`` over the elementwise products, in value
@@ -103,7 +103,7 @@ def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dic
     deviation = values - mean
     spread = _python_sum((counts * deviation) * deviation)
     del deviation
-    out: dict[str, float] = {"count": total, "min": round(float(values[0]) * scale, digits),
+    out: dict[str, float | None] = {"count": total, "min": round(float(values[0]) * scale, digits),
                              "mean": round(mean * scale, digits),
                              "std": round(math.sqrt(spread / total) * scale, digits)}
     qs = active_percentiles()

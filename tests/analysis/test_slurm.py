@@ -404,3 +404,23 @@ def test_advise_on_slurm_ranks_the_same_candidates_as_locally(cluster, tmp_path)
     assert b["recommended"]["name"] == a["recommended"]["name"]
     assert [(c["name"], c["metrics"]) for c in b["candidates"]] == [(c["name"], c["metrics"]) for c in a["candidates"]]
     assert list((tmp_path / "slurm" / "slurm").iterdir()), "the tasks' files go under <out>/slurm/"
+
+
+@pytest.mark.slurm
+def test_the_readmes_slurm_lines_run_on_the_cluster(cluster, tmp_path):
+    """The README's usage lines that submit to SLURM (the README test runs the rest), as printed, from
+    a fresh folder; a detached sweep is then collected with the --resume its comment names."""
+    from tests.cli.test_readme import usage_commands
+
+    lines = usage_commands(cluster=True)
+    assert lines, "the README shows a SLURM sweep"
+    for argv in lines:
+        r = subprocess.run(_cgbench_cmd(*argv[1:]), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (argv, r.stderr[-2000:])
+        if "--detach" in argv:
+            out = tmp_path / argv[argv.index("--out") + 1]
+            r = subprocess.run(_cgbench_cmd("sweep", "--resume", out), cwd=tmp_path, capture_output=True,
+                               text=True, timeout=900)
+            assert r.returncode == 0, (argv, r.stderr[-2000:])
+            counts = _index(out)["counts"]
+            assert counts[FAILED] == 0 and counts[PENDING] == 0 and counts[DONE] > 0, counts

@@ -33,8 +33,14 @@ def _commands(heading: str) -> list[list[str]]:
     return [shlex.split(line.split("  #", 1)[0]) for line in _block_after(heading)]
 
 
-def usage_commands() -> list[list[str]]:
-    return _commands("## Usage")
+def needs_a_cluster(argv: list[str]) -> bool:
+    """A line that submits to SLURM: tests/analysis/test_slurm.py runs it on the local cluster."""
+    return any(a == "--executor" and b == "slurm" for a, b in zip(argv, argv[1:]))
+
+
+def usage_commands(*, cluster: bool = False) -> list[list[str]]:
+    """The usage block's lines: those that run on this machine, or (``cluster``) those that need SLURM."""
+    return [argv for argv in _commands("## Usage") if needs_a_cluster(argv) == cluster]
 
 
 def report_commands() -> list[list[str]]:

@@ -143,3 +143,32 @@ def test_guard_after_a_gating_timeout_ends_the_stretch():
     # three deferrals, the timeout round (let through, then held by the guard), two more deferrals
     assert [t["deferred"] for t in slow[2]][1:7] == [1, 1, 1, None, 1, 1]
     assert slow[0]["deferral_events"] == 5
+
+
+def test_a_raise_before_the_rows_emit_counts_no_token_of_that_step():
+    """Megatron's Mamba slot allocator raises at step 1's update before any decode row emits (six new
+    states, one free slot): the fast engine's lazily counted rows must not count step 1's token
+    (found by the property above; the oracle emits 1 token, the fast engine counted 2)."""
+    from array import array
+
+    from cgbench.config.schema import BenchConfig
+    from cgbench.workload.arrivals import RequestSpec
+
+    base = BenchConfig()
+    cfg = replace(base, model=replace(base.model, layer_pattern="M-M*-"),
+                  cg=replace(base.cg, num_cuda_graphs=None, all_prefills=False, cuda_graph_max_tokens=16),
+                  policy=replace(base.policy, name="budget"),
+                  engine=replace(base.engine, max_requests=16, max_tokens=512, max_sequence_length=300,
+                                 block_size=16, ssm_chunk_alignment=16, check_invariants=True,
+                                 prefix_caching=True, prefix_caching_mamba_slots=2))
+    reqs = [RequestSpec(0, 0.0, 186, 6, array("q", range(100, 112))),
+            RequestSpec(1, 0.001, 67, 6, array("q", range(200, 205))),
+            RequestSpec(2, 0.001, 48, 3, array("q", range(300, 303)))]
+    results = []
+    for oracle in (False, True):
+        eng, state = _run(replace(cfg, engine=replace(cfg.engine, oracle=oracle)), reqs)
+        results.append(_everything(eng, state))
+    (fast, slow) = results
+    assert slow[0]["outcome"] == "engine_assertion" and "No evictable Mamba" in slow[0]["diagnosis"]
+    assert slow[0]["output_tokens"] == 1  # request 0's first token, at step 0
+    assert fast == slow
