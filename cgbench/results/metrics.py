@@ -62,7 +62,8 @@ def _python_sum(vals: Any) -> float:
     return total
 
 
-def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0, digits: int = 6) -> dict[str, float | None]:
+def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0,
+                     digits: int = 6) -> dict[str, float | None]:
     """The ``summary`` of (value, count) pairs sorted by value (each value counted ``count`` times),
     scaled after the statistics are taken."""
     import numpy as np

@@ -35,7 +35,7 @@ def _commands(heading: str) -> list[list[str]]:
 
 def needs_a_cluster(argv: list[str]) -> bool:
     """A line that submits to SLURM: tests/analysis/test_slurm.py runs it on the local cluster."""
-    return any(a == "--executor" and b == "slurm" for a, b in zip(argv, argv[1:]))
+    return any(a == "--executor" and b == "slurm" for a, b in zip(argv, argv[1:], strict=False))
 
 
 def usage_commands(*, cluster: bool = False) -> list[list[str]]:
