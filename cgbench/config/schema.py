@@ -523,6 +523,7 @@ HARDWARE_NON_NEGATIVE = ("floor_gemm_us", "floor_attention_us", "floor_scan_us",
                          "kernel_launch_us", "kernel_gap_us", "graph_node_us", "graph_launch_us",
                          "sync_us", "interconnect_latency_us", "interconnect_hop_us",
                          "interconnect_ll_latency_us", "interconnect_ll_hop_us", "interconnect_ll_bandwidth")
+GEMM_OVERLAP_EXPONENT_RANGE = (1.0, 16.0)
 HOST_PROFILE_NAMES = ("megatron", "vllm", "sglang", "measured")
 ALLREDUCE_ALGORITHMS = ("auto", "ring", "tree")
 
@@ -537,6 +538,11 @@ def check_hardware(h: HardwareConfig) -> None:
     for key in HARDWARE_NON_NEGATIVE:
         v = getattr(h, key)
         _require(isinstance(v, (int, float)) and v >= 0, f"hardware.{key}", f"must be >= 0, got {v}")
+    # below 1 the norm exceeds compute + memory (worse than no overlap) and near 0 it overflows; above
+    # 16 it is within 4.4 % of the roofline's max, and a nanosecond's power would underflow to zero
+    p = h.gemm_overlap_exponent
+    _require(GEMM_OVERLAP_EXPONENT_RANGE[0] <= p <= GEMM_OVERLAP_EXPONENT_RANGE[1], "hardware.gemm_overlap_exponent",
+             f"must be in [1, 16] (1: no overlap, compute + memory; 16: within 4.4 % of the roofline's max), got {p}")
     _require(h.host_calibration is None or bool(h.host_calibration), "hardware.host_calibration",
              "must be a file path or null")
     _require(h.host_op_us is None or (isinstance(h.host_op_us, (int, float)) and h.host_op_us >= 0),

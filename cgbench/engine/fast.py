@@ -270,10 +270,10 @@ class FastEngine(Engine):
         first, head = stretch.first, stretch.head
         rows = self.rows
         events = rows.events
-        # A head let through on a gating timeout and then stopped by the single-token guard had its
-        # wait counter reset: the next round defers it again, so this round is not a fixed point.
-        once = (head is None and self.queue and self.policy.timeout_iters >= 0
-                and (result.stop_reason == "single_token_guard" or result.stop_reason == "ssm_chunk_alignment"))
+        # A head let through on a gating timeout and then stopped by a later check of the round (the
+        # single-token guard, SSM alignment, a prefix span's budget) had its wait counter reset: the
+        # next round defers it again, so this round is not a fixed point.
+        once = head is None and self.queue and self.policy.timeout_iters >= 0 and result.head_stopped_after_gate
         watchdog = self.watchdog
         while True:
             limit = watchdog.first_firing(self.last_progress, self.step_bound)

@@ -119,11 +119,16 @@ class RoundResult:
     # prefix caching: the deferral is one the full-size non-chunked candidate caused (its computed
     # tokens would have hit a graph); every repeat of the round counts it again
     full_size_deferral: bool
+    # the gate let the head through (its wait counter reset) and a later check of the same round
+    # stopped it (a guard, an alignment, a prefix span's budget): the next round gates it afresh,
+    # so this round is not one the engine may repeat unchanged (engine/fast.py's stretches)
+    head_stopped_after_gate: bool
 
     def __init__(self, deferred: Request | None = None, stop_reason: str = "") -> None:
         self.deferred = deferred
         self.stop_reason = stop_reason
         self.full_size_deferral = False
+        self.head_stopped_after_gate = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,12 +330,14 @@ class Scheduler:
                 chunk = aligned_chunk(rem, chunk, self.ssm_alignment)  # (never with prefix caching: refused)
                 if chunk == 0:
                     result.stop_reason = "ssm_chunk_alignment"
+                    result.head_stopped_after_gate = True
                     return result
             elif self.flash_attn_guard and rem - chunk == 1:
                 if computed > 1:
                     chunk -= 1
                 else:
                     result.stop_reason = "single_token_guard"
+                    result.head_stopped_after_gate = True
                     return result
             if pc is not None:
                 # add_request re-derives the skip for this exact span; where it computes fewer than two
@@ -338,6 +345,7 @@ class Scheduler:
                 if skip > 0 and chunk - skip < 2 and (ctx.active_tokens + pc.match(req.id, req.finished_chunk, chunk)
                                                       .computed > ctx.max_tokens):
                     result.stop_reason = "max_tokens"
+                    result.head_stopped_after_gate = True
                     return result
                 self._mark_pending(req)
             # counted only for chunks that are admitted: a round that admits nothing changes nothing

@@ -177,7 +177,7 @@ def _check_shape(path: Path, doc: dict) -> None:
     for i, o in enumerate(doc.get("overrides") or []):
         if not isinstance(o, str):
             raise ConfigError(f"{path}: 'overrides[{i}]' must be a string, got {type(o).__name__}")
-    for key in ("graph_usage", "steps", "requests"):
+    for key in ("graph_usage", "steps", "requests", "warnings"):
         for i, rec in enumerate(doc.get(key) or []):
             if not isinstance(rec, dict):
                 raise ConfigError(f"{path}: '{key}[{i}]' must be an object, got {type(rec).__name__}")

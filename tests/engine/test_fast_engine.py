@@ -172,3 +172,30 @@ def test_a_raise_before_the_rows_emit_counts_no_token_of_that_step():
     assert slow[0]["outcome"] == "engine_assertion" and "No evictable Mamba" in slow[0]["diagnosis"]
     assert slow[0]["output_tokens"] == 1  # request 0's first token, at step 0
     assert fast == slow
+
+
+def test_a_head_stopped_by_a_prefix_span_after_its_gating_timeout_is_gated_afresh():
+    """wait_timeout lets request 2 through after 3 deferrals (its counter reset), then the prefix span's
+    budget check stops it (a 16-token prefix hit leaves one computed token, the 2-token budget holds a
+    decode): the next round defers it again, so the fast engine may not repeat that round over a
+    stretch (found by the property above: 23 deferrals against the oracle's 24)."""
+    from array import array
+
+    from cgbench.config.schema import BenchConfig
+    from cgbench.workload.arrivals import RequestSpec
+
+    base = BenchConfig()
+    cfg = replace(base, model=replace(base.model, name="transformer", kind="transformer", layer_pattern="*-"),
+                  cg=replace(base.cg, num_cuda_graphs=1, cuda_graph_max_tokens=16),
+                  policy=replace(base.policy, name="wait_timeout",
+                                 wait_timeout=replace(base.policy.wait_timeout, iters=3)),
+                  engine=replace(base.engine, max_requests=2, max_tokens=2, max_sequence_length=64,
+                                 block_size=16, megatron_rules="main", batch_invariant=True,
+                                 ssm_chunk_alignment=16, chunked_prefill=True, check_invariants=True,
+                                 prefix_caching=True))
+    reqs = [RequestSpec(0, 0.0, 16, 1, array("q", [11])), RequestSpec(1, 0.0, 1, 6, array("q", [22])),
+            RequestSpec(2, 0.0, 19, 1, array("q", [11, 33]))]
+    (fast, slow) = (_everything(*_run(replace(cfg, engine=replace(cfg.engine, oracle=oracle)), reqs))
+                    for oracle in (False, True))
+    assert slow[0]["deferral_events"] > 3 and slow[0]["eager_steps"] == 0
+    assert fast == slow

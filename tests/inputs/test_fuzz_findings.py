@@ -104,3 +104,29 @@ def test_a_sweep_over_a_listed_grid_run_refuses_is_refused_before_it_runs(tmp_pa
     assert r.exit_code == 2, r.output
     assert "cg.graphs[0]" in r.output and "not a valid graph" in r.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["5e-324", "1e-308", "0.5", "17"])
+def test_a_gemm_overlap_exponent_outside_its_range_is_one_line(value):
+    """Owner: config.schema.check_hardware (GEMM_OVERLAP_EXPONENT_RANGE). ``cost`` with
+    ``hardware.gemm_overlap_exponent=1e-308`` overflowed the p-norm (an OverflowError traceback), and at
+    5e-324 priced a step at Infinity ms (found by the CI fuzzer)."""
+    r = runner.invoke(app, ["cost", f"hardware.gemm_overlap_exponent={value}", "--shape", "64,1,0"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.stderr.strip().startswith("error: hardware.gemm_overlap_exponent: must be in [1, 16]") and \
+        r.stderr.strip().endswith(f"got {float(value)}")
+
+
+def test_a_result_whose_warning_is_not_an_object_is_one_line(tmp_path):
+    """Owner: results.document._check_shape (a result's ``warnings`` are objects, as its steps and
+    requests are). ``compare`` read ``warnings: [null]`` to an AttributeError (found by the mutated-result
+    property of tests/inputs/test_reader_properties.py)."""
+    base = sorted(Path(__file__).resolve().parents[2].glob("results/baseline/model-*.json"))[0]
+    doc = json.loads(base.read_text())
+    doc["warnings"] = [None]
+    (tmp_path / "hostile_inputs").mkdir()
+    new = tmp_path / "hostile_inputs" / "new.json"
+    new.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["compare", str(base), str(new)])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.stderr.strip() == f"error: {new}: 'warnings[0]' must be an object, got NoneType"
