@@ -149,10 +149,11 @@ class MegatronKnobs:
     non_decode: bool
 
     def overrides(self) -> list[str]:
+        # with all prefills the cap is engine.max_tokens: the run refuses a cuda_graph_max_tokens it would not read
+        cap = [] if self.all_prefills else [f"cg.cuda_graph_max_tokens={self.cuda_graph_max_tokens}"]
         return ["cg=megatron", f"cg.num_cuda_graphs={self.num_cuda_graphs}", f"cg.distribution={self.distribution}",
                 f"cg.mixed_prefill_count={self.mixed_prefill_count}",
-                f"cg.all_prefills={str(self.all_prefills).lower()}",
-                f"cg.cuda_graph_max_tokens={self.cuda_graph_max_tokens}",
+                f"cg.all_prefills={str(self.all_prefills).lower()}", *cap,
                 f"cg.non_decode={str(self.non_decode).lower()}", "cg.sizes_per_octave=1", "cg.p_per_octave=1"]
 
     def launch_args(self) -> list[LaunchArg]:

@@ -504,3 +504,16 @@ def test_a_seed_recheck_on_a_trace_is_flagged_as_changing_nothing(tmp_path):
     check = doc["robustness"][0]
     assert check["check"] == "seed=1" and check["same_as_search"] and check["advantage_lost"] == 0
     assert any("--check-workload" in n for n in doc["notes"])
+
+
+def test_every_megatron_setting_the_search_tries_is_a_config_run_accepts():
+    """Each knob setting's overrides compose as `cgbench run` composes them (no setting the run would
+    refuse as unread: with all prefills, cg.cuda_graph_max_tokens is not read, and the all-prefill
+    candidates failed as "run failed" while it was in their overrides), and give the knobs' grid."""
+    engine = load_config(["model=hybrid"]).engine
+    space = megatron_space(engine)
+    assert any(k.all_prefills for k, _, _ in space) and any(not k.all_prefills for k, _, _ in space)
+    kinds = {(k.all_prefills, k.non_decode, k.distribution, k.mixed_prefill_count): k for k, _, _ in space}
+    for knobs in kinds.values():  # one setting of each kind: the overrides differ by kind only
+        cfg = load_config(["model=hybrid", *knobs.overrides()])
+        assert cfg.cg.all_prefills == knobs.all_prefills and cfg.cg.num_cuda_graphs == knobs.num_cuda_graphs
