@@ -363,7 +363,7 @@ def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], l
 
 def load_side(path: Path) -> tuple[list[Point], bool]:
     """The points of a result file or a sweep directory; (points, is_sweep)."""
-    from cgbench.analysis.sweep import DONE, INDEX_NAME, load_index
+    from cgbench.analysis.sweep.run import DONE, INDEX_NAME, load_index
     from cgbench.results.document import load_result
 
     path = Path(path)

@@ -184,7 +184,7 @@ def run(
 
             check_sensitivity(cfg)
         if emit_megatron_log is not None:
-            from cgbench.analysis.megatron_log_emit import check_emittable
+            from cgbench.analysis.megatron_log.emit import check_emittable
 
             check_emittable(cfg)
         from cgbench.pipeline import run_device
@@ -220,7 +220,7 @@ def run(
                 doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
                                                  config_dirs=dirs, progress=report.update)
         if emit_megatron_log is not None:
-            from cgbench.analysis.megatron_log_emit import log_bytes
+            from cgbench.analysis.megatron_log.emit import log_bytes
 
             emitted = log_bytes(cfg, doc["metrics"], emit_megatron_log)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)

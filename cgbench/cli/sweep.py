@@ -1,7 +1,7 @@
 """The ``sweep``, ``compare`` and ``plot`` commands (registered on ``cgbench.cli.app.app``).
 
 Imports stay light at module level so ``cgbench --help`` is fast; the work happens in
-``cgbench.analysis.sweep``, ``cgbench.analysis.compare`` and ``cgbench.analysis.plots``.
+``cgbench.analysis.sweep.run``, ``cgbench.analysis.compare`` and ``cgbench.analysis.plots.plot``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from cgbench.config.overrides import split_override
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from cgbench.analysis.executors import Executor
-    from cgbench.analysis.sweep import PointOutputs, PointResult, SweepOutcome, SweepPlan, SweepPoint
+    from cgbench.analysis.sweep.executors import Executor
+    from cgbench.analysis.sweep.run import PointOutputs, PointResult, SweepOutcome, SweepPlan, SweepPoint
 
 SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
@@ -81,7 +81,7 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     from rich import box
     from rich.table import Table
 
-    from cgbench.analysis.sweep import resume_decisions
+    from cgbench.analysis.sweep.run import resume_decisions
 
     t = Table(title=f"sweep {plan.name}: {len(plan.points)} points -> {plan.out_dir}", box=box.SIMPLE_HEAVY,
               title_justify="left")
@@ -104,7 +104,7 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
 def _print_dry_run(plan: SweepPlan, resume: bool, fmt: str, slurm: dict | None) -> None:
     """``--dry-run``: the axes and the points as tables, or in any other ``--format`` as data (json:
     one document; csv and markdown: the points)."""
-    from cgbench.analysis.sweep_dry_run import dry_run_document, dry_run_rows
+    from cgbench.analysis.sweep.dry_run import dry_run_document, dry_run_rows
 
     if fmt == "table":
         ui.out.print(_axes_table(plan))
@@ -186,7 +186,7 @@ def _header(name: str) -> str:
 
 def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
-    from cgbench.analysis.sweep import summary_records
+    from cgbench.analysis.sweep.run import summary_records
 
     names = columns or TABLE_METRICS
     plan = outcome.plan
@@ -204,7 +204,7 @@ def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = No
 def summary_json(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     import json
 
-    from cgbench.analysis.sweep import summary_records
+    from cgbench.analysis.sweep.run import summary_records
 
     plan = outcome.plan
     return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
@@ -217,7 +217,7 @@ def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | No
     if fmt == "table":
         ui.out.print(summary_table(outcome, columns))
         return
-    from cgbench.analysis.sweep import summary_csv
+    from cgbench.analysis.sweep.run import summary_csv
 
     text = {"csv": lambda: summary_csv(outcome.plan, outcome.results, columns),
             "markdown": lambda: summary_markdown(outcome, columns),
@@ -226,7 +226,7 @@ def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | No
 
 
 def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None:
-    from cgbench.analysis.export_sweep import export_sweep
+    from cgbench.analysis.sweep.export import export_sweep
 
     _, notes = export_sweep(sweep_dir, export_dir, formats=formats)
     for note in notes:
@@ -239,7 +239,7 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
     """The sweep with its progress on stderr (``cli/progress.py``): a bar with the time left on a
     terminal; in a log a line per point, with the time left, and a line whenever a point (one with
     ``--sensitivity``, say) keeps the log quiet for a while."""
-    from cgbench.analysis.sweep import run_sweep
+    from cgbench.analysis.sweep.run import run_sweep
     from cgbench.cli.progress import ProgressReport
 
     interactive = ui.err.is_terminal
@@ -306,8 +306,8 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
     once planning has taken that long (10,000 points, the limit, take ~15 s: never minutes without a word)."""
     from functools import partial
 
-    from cgbench.analysis.sweep import plan_sweep
-    from cgbench.analysis.sweep_resume import has_index, plan_from_folder
+    from cgbench.analysis.sweep.resume import has_index, plan_from_folder
+    from cgbench.analysis.sweep.run import plan_sweep
 
     if resume and not overrides and repeat is None and out_dir is not None and has_index(out_dir):
         plan = partial(plan_from_folder, out_dir)
@@ -373,8 +373,8 @@ def _check_outputs(plan: SweepPlan, megatron_args: str | None = None) -> None:
     ``--megatron-args @FILE``) are the command's inputs, and the sweep's own files (index, summary,
     every point's result) replace none of them (``cgbench.safeio.declare_inputs``)."""
     from cgbench import safeio
-    from cgbench.analysis.fingerprint import input_paths
-    from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
+    from cgbench.analysis.sweep.fingerprint import input_paths
+    from cgbench.analysis.sweep.folder import INDEX_NAME, SUMMARY_CSV
 
     seen: set[tuple[str, str]] = set()
     if megatron_args is not None and megatron_args.startswith("@"):
@@ -398,17 +398,17 @@ def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | Non
     planned (their imports overlap the compositions)."""
     if jobs is None or jobs < 2 or executor != "local" or dry_run:
         return None
-    from cgbench.analysis.executors import LocalPool
+    from cgbench.analysis.sweep.executors import LocalPool
 
     pool = LocalPool(jobs)
-    pool.warm(["cgbench.analysis.sweep", "cgbench.pipeline"])
+    pool.warm(["cgbench.analysis.sweep.run", "cgbench.pipeline"])
     return pool
 
 
 def _slurm_executor(plan: SweepPlan, settings: dict, jobs: int | None, detach: bool = False,
                     resume: bool = False) -> Executor:
-    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
-    from cgbench.analysis.sweep_slurm import measured_point_s
+    from cgbench.analysis.sweep.executor_slurm import SlurmExecutor, slurm_folder
+    from cgbench.analysis.sweep.slurm import measured_point_s
 
     def say(line: str) -> None:
         ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -430,7 +430,7 @@ def _recorded_executor(out_dir: Path | None, resume: bool, executor: str | None,
     """A resumed SLURM sweep's (executor, settings, jobs), when neither --executor nor --slurm is given."""
     if not resume or out_dir is None or executor not in (None, "slurm"):
         return None
-    from cgbench.analysis.sweep_slurm import resume_executor
+    from cgbench.analysis.sweep.slurm import resume_executor
 
     return resume_executor(out_dir)
 
@@ -538,7 +538,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             raise
         n_jobs = jobs if jobs is not None else plan.jobs
         if executor == "slurm":
-            from cgbench.analysis.executor_slurm import available, parse_settings
+            from cgbench.analysis.sweep.executor_slurm import available, parse_settings
 
             settings = parse_settings(list(slurm or [])) if slurm or recorded is None else recorded[1]
             if jobs is None and recorded is not None:
@@ -550,12 +550,12 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
                 warm.close()
             _print_dry_run(plan, resume, fmt, settings if executor == "slurm" else None)
             return
-        from cgbench.analysis.sweep import claim_out_dir, release_out_dir
+        from cgbench.analysis.sweep.run import claim_out_dir, release_out_dir
         from cgbench.cli.export import export_formats
 
         formats = export_formats(export_format, export_dir)
         if export_dir is not None:
-            from cgbench.analysis.export_sweep import sweep_export_names
+            from cgbench.analysis.sweep.export import sweep_export_names
             from cgbench.results.export import check_export_folder
 
             check_export_folder(export_dir, sweep_export_names(formats))
@@ -573,7 +573,7 @@ SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
             where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
             ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
                          highlight=False, soft_wrap=True, markup=False)
-            from cgbench.analysis.sweep import PointOutputs
+            from cgbench.analysis.sweep.run import PointOutputs
 
             outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
                                    launch_line=None if launch is None else launch.line, columns=chosen or ())
@@ -732,8 +732,8 @@ queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     with ui.user_errors():
         from cgbench import safeio
-        from cgbench.analysis.plots import plot
-        from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.analysis.plots.data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.analysis.plots.plot import plot
         from cgbench.cli.formats import TABLE_OR_JSON
 
         check_format(fmt, TABLE_OR_JSON)

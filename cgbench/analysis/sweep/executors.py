@@ -9,7 +9,7 @@ propagates; the outcomes reported before it stand.
 
 * ``InProcess``: one task after the other, in the caller (``--jobs 1``).
 * ``LocalPool``: long-lived worker processes (``--jobs N``) that die with their parent
-  (``cgbench.analysis.workers``); tasks travel to them in chunks sized from the tasks' measured
+  (``cgbench.analysis.sweep.workers``); tasks travel to them in chunks sized from the tasks' measured
   time (one at first, then about ``CHUNK_TARGET_S`` of work each), so a quick task costs the pool a
   fraction of a millisecond rather than a round trip of its own, and slow tasks still balance.
   Where it is safe (``worker_context``: Linux, and no other thread in the caller) the workers are
@@ -17,7 +17,7 @@ propagates; the outcomes reported before it stand.
   interpreter's start-up and the imports again (about a second of CPU each, which made ``--jobs 2``
   slower than ``--jobs 1`` for a sweep of small points on a busy machine); elsewhere they are
   spawned, fresh interpreters that import on their own.
-* ``cgbench.analysis.executor_slurm.SlurmExecutor``: SLURM job arrays, a chunk of tasks in each array
+* ``cgbench.analysis.sweep.executor_slurm.SlurmExecutor``: SLURM job arrays, a chunk of tasks in each array
   task, through submitit's public ``AutoExecutor.map_array`` and job handles (``--executor slurm``).
 """
 
@@ -105,7 +105,7 @@ class InProcess:
     name = "in-process"
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
-        from cgbench.analysis.workers import InterruptWatch
+        from cgbench.analysis.sweep.workers import InterruptWatch
 
         with InterruptWatch() as ctrl_c:
             for task in tasks:
@@ -152,7 +152,7 @@ class LocalPool:
         """Start the workers now, with ``modules`` imported: forked, this process imports them first
         and the workers start with them (and everything else imported so far); spawned, each worker
         imports them, its start-up overlapping the caller's own work (planning a sweep)."""
-        from cgbench.analysis.workers import signals_deferred
+        from cgbench.analysis.sweep.workers import signals_deferred
 
         with signals_deferred():
             context = worker_context()
@@ -165,7 +165,7 @@ class LocalPool:
 
     def _start(self, context: BaseContext | None = None) -> ProcessPoolExecutor:
         if self._pool is None:
-            from cgbench.analysis.workers import worker_init
+            from cgbench.analysis.sweep.workers import worker_init
 
             context = context if context is not None else worker_context()
             if context.get_start_method() == "fork":  # nothing buffered may be written twice
@@ -177,7 +177,7 @@ class LocalPool:
         return self._pool
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
-        from cgbench.analysis.workers import signals_deferred
+        from cgbench.analysis.sweep.workers import signals_deferred
 
         queue = list(reversed(tasks))
         running: dict[Future, list[Task]] = {}

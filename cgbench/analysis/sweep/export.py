@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.sweep_folder import DONE, load_index
+from cgbench.analysis.sweep.folder import DONE, load_index
 from cgbench.results.document import load_result
 from cgbench.results.export import (
     COLUMNS,

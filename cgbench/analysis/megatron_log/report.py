@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cgbench.analysis.megatron_log_explain import KIND
+from cgbench.analysis.megatron_log.explain import KIND
 from cgbench.analysis.report import Cell, Report, Section, Table, cell, text_cells
 from cgbench.results.formatting import percent
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cgbench.analysis.plots_data import metric_label
+from cgbench.analysis.plots.data import metric_label
 from cgbench.results.names import label
 
 TIMELINE_BINS = 1500

@@ -3,7 +3,7 @@ legend (``policy=budget``, ...) sits under the panels, clear of the figure title
 
 from __future__ import annotations
 
-from cgbench.analysis.plots_data import (
+from cgbench.analysis.plots.data import (
     Record,
     Roles,
     compound,
@@ -13,7 +13,7 @@ from cgbench.analysis.plots_data import (
     scaled,
     setting_label,
 )
-from cgbench.analysis.plots_layout import bottom_legend, declutter, figure_title, fit_x_ticks, label_bars
+from cgbench.analysis.plots.layout import bottom_legend, declutter, figure_title, fit_x_ticks, label_bars
 from cgbench.results.formatting import significant
 
 PANEL_W, PANEL_H = 4.2, 3.2  # inches per facet

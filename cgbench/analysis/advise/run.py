@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from cgbench.analysis.advise_capture import CaptureEstimator
-from cgbench.analysis.advise_goals import OBJECTIVES, Slo
-from cgbench.analysis.advise_report import build_report, check_entry
-from cgbench.analysis.advise_runs import (
+from cgbench.analysis.advise.capture import CaptureEstimator
+from cgbench.analysis.advise.goals import OBJECTIVES, Slo
+from cgbench.analysis.advise.report import build_report, check_entry
+from cgbench.analysis.advise.runs import (
     Candidate,
     Evaluated,
     Evaluator,
@@ -41,8 +41,8 @@ from cgbench.analysis.advise_runs import (
     is_cg,
     without_keys,
 )
-from cgbench.analysis.advise_search import AdviseRequest, Search, check_request
-from cgbench.analysis.advise_space import (
+from cgbench.analysis.advise.search import AdviseRequest, Search, check_request
+from cgbench.analysis.advise.space import (
     Demand,
     MegatronKnobs,
     Shape,
@@ -148,7 +148,7 @@ def _executor(req: AdviseRequest, note: Callable[[str], None] | None):
     which the compute nodes must share); None: the local executor of ``--jobs``."""
     if req.executor != "slurm":
         return None
-    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
+    from cgbench.analysis.sweep.executor_slurm import SlurmExecutor, slurm_folder
 
     assert req.out_dir is not None
     return SlurmExecutor(slurm_folder(req.out_dir), req.slurm, parallelism=req.jobs if req.jobs > 1 else None,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cgbench.analysis.fingerprint import config_fingerprint
-from cgbench.analysis.sweep_folder import INDEX_NAME, load_index
-from cgbench.analysis.sweep_plan import SweepPlan, SweepPoint, point_file_name
+from cgbench.analysis.sweep.fingerprint import config_fingerprint
+from cgbench.analysis.sweep.folder import INDEX_NAME, load_index
+from cgbench.analysis.sweep.plan import SweepPlan, SweepPoint, point_file_name
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import ConfigError
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from cgbench.analysis.plots_data import (
+from cgbench.analysis.plots.data import (
     Record,
     Roles,
     compound,
@@ -25,7 +25,7 @@ from cgbench.analysis.plots_data import (
     setting_label,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import declutter, figure_title, plain_log_ticks
+from cgbench.analysis.plots.layout import declutter, figure_title, plain_log_ticks
 from cgbench.results.names import HIGHER, metric
 
 DEFAULT_Y = ("ttft_ms.p99", "tpot_ms.p99", "output_throughput_tok_s")

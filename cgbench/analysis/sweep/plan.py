@@ -17,13 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cgbench.analysis.fingerprint import config_fingerprint
+from cgbench.analysis.sweep.fingerprint import config_fingerprint
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.safeio import safe_name
 
 if TYPE_CHECKING:
-    from cgbench.analysis.sweep_lock import SweepLock
+    from cgbench.analysis.sweep.lock import SweepLock
 
 # Where an axis came from (shown by --dry-run, recorded in sweep.json).
 FROM_CLI, FROM_REPEAT = "command line", "--repeat"
@@ -36,7 +36,7 @@ class SweepPoint:
     file: str
     params: dict[str, str] = field(compare=False)  # the varying keys -> value, for tables and plots
     cfg: BenchConfig = field(compare=False, repr=False)
-    fingerprint: str = field(default="", compare=False)  # of the resolved config (cgbench.analysis.fingerprint)
+    fingerprint: str = field(default="", compare=False)  # of the resolved config (cgbench.analysis.sweep.fingerprint)
 
 
 @dataclass
@@ -231,7 +231,7 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
         if on_progress is not None:
             on_progress(i + 1, len(expanded))
 
-    from cgbench.analysis.sweep_gating import gating_warnings, identical_policy_refusal, point_gating
+    from cgbench.analysis.sweep.gating import gating_warnings, identical_policy_refusal, point_gating
 
     status = point_gating(points)
     refusal = identical_policy_refusal(points, varying, status)

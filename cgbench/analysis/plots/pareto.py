@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cgbench.analysis.plots_data import (
+from cgbench.analysis.plots.data import (
     Record,
     compound,
     facet_title,
@@ -21,7 +21,7 @@ from cgbench.analysis.plots_data import (
     scaled,
     spans_decades,
 )
-from cgbench.analysis.plots_layout import (
+from cgbench.analysis.plots.layout import (
     bottom_legend,
     declutter,
     figure_title,

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.fingerprint import fingerprint_of
-from cgbench.analysis.sweep_lock import SweepLock, is_locked
-from cgbench.analysis.sweep_plan import SweepPlan, SweepPoint
+from cgbench.analysis.sweep.fingerprint import fingerprint_of
+from cgbench.analysis.sweep.lock import SweepLock, is_locked
+from cgbench.analysis.sweep.plan import SweepPlan, SweepPoint
 from cgbench.config.schema import ConfigError
 from cgbench.results.health import flag_codes
 from cgbench.results.names import lookup
@@ -98,9 +98,9 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [_point_entry(r) for r in results],
     })
-    if plan.warnings:  # known before it ran (cgbench.analysis.sweep_gating)
+    if plan.warnings:  # known before it ran (cgbench.analysis.sweep.gating)
         doc["warnings"] = list(plan.warnings)
-    doc.update(extra or {})  # an executor's record (``slurm``: its submissions, cgbench.analysis.sweep_slurm)
+    doc.update(extra or {})  # an executor's record (``slurm``: its submissions, cgbench.analysis.sweep.slurm)
     return doc
 
 

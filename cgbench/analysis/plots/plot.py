@@ -6,7 +6,7 @@ the arrival rate is swept, load curves (latency percentiles and throughput again
 curve per policy, the SLO and each curve's maximum sustainable rate marked). Keys not named are
 placed automatically: hue = policy, x = grid (or rate), row = model, the rest as column facets.
 
-One run: see ``cgbench.analysis.plots_run``.
+One run: see ``cgbench.analysis.plots.run``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.plots_data import (
+from cgbench.analysis.plots.data import (
     RATE_KEY,
     PlotSpec,
     Record,
@@ -25,8 +25,8 @@ from cgbench.analysis.plots_data import (
     metric_label,
     varying,
 )
-from cgbench.analysis.plots_layout import DPI
-from cgbench.analysis.plots_pareto import pareto_front  # noqa: F401  (re-exported: the frontier's one definition)
+from cgbench.analysis.plots.layout import DPI
+from cgbench.analysis.plots.pareto import pareto_front  # noqa: F401  (re-exported: the frontier's one definition)
 from cgbench.config.schema import ConfigError
 from cgbench.safeio import describe_missing, make_folder, write_bytes_atomic
 
@@ -83,9 +83,9 @@ def _slo_from_config(config: dict[str, Any]) -> dict[str, float]:
 
 def sweep_figures(sweep_dir: Path, spec: PlotSpec) -> tuple[list[tuple[str, Any]], list[str]]:
     """(file name, matplotlib Figure) for every figure of a sweep, and notes about skipped ones."""
-    from cgbench.analysis.plots_bars import bars_figure
-    from cgbench.analysis.plots_load import DEFAULT_Y, load_figure
-    from cgbench.analysis.plots_pareto import pareto_figure
+    from cgbench.analysis.plots.bars import bars_figure
+    from cgbench.analysis.plots.load import DEFAULT_Y, load_figure
+    from cgbench.analysis.plots.pareto import pareto_figure
 
     plt = load_pyplot()
     records, keys, config = load_records(sweep_dir)
@@ -157,7 +157,7 @@ def sweep_rows(sweep_dir: Path) -> list[Record]:
 
 
 def plot_run(result: Path, out_dir: Path) -> tuple[list[Path], list[str]]:
-    from cgbench.analysis.plots_run import queue_wait_figure, summary_figure, timeline_figure
+    from cgbench.analysis.plots.run import queue_wait_figure, summary_figure, timeline_figure
     from cgbench.results.document import load_result
 
     doc = load_result(result)

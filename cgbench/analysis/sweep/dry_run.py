@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cgbench.analysis.sweep_folder import resume_decisions
-from cgbench.analysis.sweep_plan import SweepPlan
+from cgbench.analysis.sweep.folder import resume_decisions
+from cgbench.analysis.sweep.plan import SweepPlan
 
 KEPT, RUN, RUN_AGAIN = "kept", "run", "run again: config changed"
 

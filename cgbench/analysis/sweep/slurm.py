@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.sweep_folder import DONE, load_index
-from cgbench.analysis.sweep_plan import SweepPlan
+from cgbench.analysis.sweep.folder import DONE, load_index
+from cgbench.analysis.sweep.plan import SweepPlan
 from cgbench.config.schema import ConfigError
 
 SLURM_KEY = "slurm"
@@ -90,7 +90,7 @@ def adopt_in_flight(plan: SweepPlan, ex: Any, todo: list[int],
                 candidates.append((str(sub.get("folder", "")), entry[0], keys))
     if not candidates:
         return todo, []
-    from cgbench.analysis.executor_slurm import available, queued_tasks
+    from cgbench.analysis.sweep.executor_slurm import available, queued_tasks
 
     try:
         available()

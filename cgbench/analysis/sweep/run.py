@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.executors import Executor, InProcess, Outcome, Task, local_executor
-from cgbench.analysis.sweep_folder import (
+from cgbench.analysis.sweep.executors import Executor, InProcess, Outcome, Task, local_executor
+from cgbench.analysis.sweep.folder import (
     DONE,
     FAILED,
     HEADLINE,
@@ -44,7 +44,7 @@ from cgbench.analysis.sweep_folder import (
     summary_records,
     write_summary_csv,
 )
-from cgbench.analysis.sweep_plan import (
+from cgbench.analysis.sweep.plan import (
     FROM_CLI,
     FROM_REPEAT,
     SweepPlan,
@@ -53,7 +53,7 @@ from cgbench.analysis.sweep_plan import (
     point_file_name,
     point_label,
 )
-from cgbench.analysis.workers import SweepTerminated, signals_deferred, sigterm_interrupts
+from cgbench.analysis.sweep.workers import SweepTerminated, signals_deferred, sigterm_interrupts
 from cgbench.config.schema import BenchConfig
 from cgbench.safeio import clean_stale_temps_in
 
@@ -121,8 +121,8 @@ def _result(point: SweepPoint, outcome: Outcome) -> PointResult:
 
 def _record_submissions(plan: SweepPlan, ex: Executor, index: IndexWriter, earlier: list[dict[str, Any]]) -> None:
     """Keep the index's ``slurm`` record current: written as each submission is accepted, so a sweep
-    whose process ends (detached, or killed) still knows its array tasks (``cgbench.analysis.sweep_slurm``)."""
-    from cgbench.analysis.sweep_slurm import SLURM_KEY, record_block
+    whose process ends (detached, or killed) still knows its array tasks (``cgbench.analysis.sweep.slurm``)."""
+    from cgbench.analysis.sweep.slurm import SLURM_KEY, record_block
 
     def on_submitted(_: dict[str, Any]) -> None:
         index.extra[SLURM_KEY] = record_block(plan, ex, earlier)
@@ -177,7 +177,7 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
             on_note(note)
     earlier: list[dict[str, Any]] = []
     if resume:  # tasks of an earlier SLURM submission still on the cluster are collected, not run again
-        from cgbench.analysis.sweep_slurm import adopt_in_flight
+        from cgbench.analysis.sweep.slurm import adopt_in_flight
 
         before = len(todo)
         todo, earlier = adopt_in_flight(plan, ex, todo, on_note or (lambda line: None))
@@ -211,7 +211,7 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
         signal_name = "SIGTERM" if isinstance(e, SweepTerminated) else "SIGINT"
     status = final_status(results, interrupted)
     if getattr(ex, "detach", False) and not interrupted and any(r.status == PENDING for r in results):
-        from cgbench.analysis.sweep_slurm import SUBMITTED
+        from cgbench.analysis.sweep.slurm import SUBMITTED
 
         status = SUBMITTED  # its tasks run on: --resume collects them
     # a second signal while the final index is written must not leave it saying "running"

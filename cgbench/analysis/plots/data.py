@@ -67,7 +67,7 @@ def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
 
 def load_records(sweep_dir: Path) -> tuple[list[Record], list[str], dict[str, Any]]:
     """(records of finished points, the sweep's axis keys in order, the first point's config)."""
-    from cgbench.analysis.sweep import DONE, load_index
+    from cgbench.analysis.sweep.run import DONE, load_index
     from cgbench.results.document import load_result
 
     index = load_index(sweep_dir)

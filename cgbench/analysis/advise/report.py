@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cgbench.analysis.advise_runs import Evaluated, Evaluator, explicit_overrides
-from cgbench.analysis.advise_search import Search
-from cgbench.analysis.advise_space import Demand
+from cgbench.analysis.advise.runs import Evaluated, Evaluator, explicit_overrides
+from cgbench.analysis.advise.search import Search
+from cgbench.analysis.advise.space import Demand
 from cgbench.config.megatron_lines import launch_advice
 from cgbench.results.names import number_at
 
@@ -82,7 +82,7 @@ def _entry(s: Search, e: Evaluated) -> dict[str, Any]:
 
 def pareto_names(s: Search, ranked: list[Evaluated]) -> list[str]:
     """Completed candidates no other beats on both graph count and objective (fewest graphs first)."""
-    from cgbench.analysis.plots import pareto_front
+    from cgbench.analysis.plots.plot import pareto_front
 
     pts = [e for e in ranked if e.metrics.get("outcome") == "completed"
            and number_at(e.metrics, s.objective.metric) is not None]

@@ -3,7 +3,7 @@ overrides plus its ``cg`` overrides. ``Evaluator`` composes them (once per set o
 ``cgbench.config.compose.Composer``) and runs them on the sweep's executors (in this process, or in
 a pool of worker processes with ``jobs > 1``; results in submission order, so the same as one
 worker), and keeps each result for ``--resume``. A kept result is reused only when the config it
-ran has the same fingerprint (``cgbench.analysis.fingerprint``: the resolved config and the
+ran has the same fingerprint (``cgbench.analysis.sweep.fingerprint``: the resolved config and the
 contents of its input files): a changed workload, trace or default reruns it."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.advise_capture import CaptureEstimate
-from cgbench.analysis.advise_space import MegatronKnobs, Shape, shape_counts
-from cgbench.analysis.executors import Executor, Outcome, Task, local_executor
+from cgbench.analysis.advise.capture import CaptureEstimate
+from cgbench.analysis.advise.space import MegatronKnobs, Shape, shape_counts
+from cgbench.analysis.sweep.executors import Executor, Outcome, Task, local_executor
 from cgbench.config.overrides import override_key
 from cgbench.config.schema import BenchConfig, ConfigError
 
@@ -134,8 +134,8 @@ class Evaluator:
         record (a candidate grid the search made up), unless ``requested_by(i)`` names the option of
         the user's request that made job ``i`` (a re-check's ``--check-workload``): then the refusal
         is the user's bad input, raised naming that option once every job has ended."""
-        from cgbench.analysis.executors import describe
-        from cgbench.analysis.fingerprint import config_fingerprint
+        from cgbench.analysis.sweep.executors import describe
+        from cgbench.analysis.sweep.fingerprint import config_fingerprint
 
         out: list[tuple[dict[str, Any], bool] | None] = [None] * len(jobs)
         fingerprints: dict[int, str] = {}

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cgbench.analysis.megatron_log_digest import LogDigest, Shape
+from cgbench.analysis.megatron_log.digest import LogDigest, Shape
 from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.factory import make_roofline, resolve_hardware
 from cgbench.backends.sim.host_profiles import host_profile

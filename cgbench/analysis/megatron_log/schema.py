@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cgbench.analysis.megatron_log_explain import KIND
+from cgbench.analysis.megatron_log.explain import KIND
 from cgbench.backends.sim.log_calibration import FITTABLE, LOG_CALIBRATION_SCHEMA
 from cgbench.results.schema import (
     BOOLEAN,

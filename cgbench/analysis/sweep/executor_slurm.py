@@ -1,9 +1,9 @@
 """The SLURM executor: job arrays through submitit's public API, many points per array task.
 
 ``AutoExecutor(cluster="slurm").map_array`` submits the array tasks; each task runs
-``cgbench.analysis.executors.call_chunk`` over a chunk of consecutive points, so its result is a list
+``cgbench.analysis.sweep.executors.call_chunk`` over a chunk of consecutive points, so its result is a list
 of ``Outcome`` read back with ``job.result()``. Chunks are sized and arrays split at the cluster's
-``MaxArraySize`` by ``cgbench.analysis.slurm_arrays`` (10,000 points are a few hundred tasks in as many
+``MaxArraySize`` by ``cgbench.analysis.sweep.slurm_arrays`` (10,000 points are a few hundred tasks in as many
 arrays as the cluster allows). The loop polls the result files and the tasks' states
 (``job.get_info`` / ``job.state``, which read accounting through sacct), each less often while nothing
 changes. A task that ends without a result is reported, for every point of its chunk, from its state:
@@ -32,8 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.executors import Outcome, Task, call_chunk
-from cgbench.analysis.slurm_arrays import (
+from cgbench.analysis.sweep.executors import Outcome, Task, call_chunk
+from cgbench.analysis.sweep.slurm_arrays import (
     RESULT_POLL_MAX_S,
     RESULT_POLL_S,
     STATE_POLL_MAX_S,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cgbench.analysis.megatron_log_digest import LogDigest, Shape
+from cgbench.analysis.megatron_log.digest import LogDigest, Shape
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.scheduler import GraphChoice
@@ -148,7 +148,7 @@ def _check_config(digest: LogDigest, lg: LogGrid) -> None:
     graphs = [tuple(g) for g in lg.grid.graphs]
     em = digest.emitted
     if em is not None:
-        from cgbench.analysis.megatron_log_emit import grid_digest
+        from cgbench.analysis.megatron_log.emit import grid_digest
 
         if em.get("model") not in (None, cfg.model.name):
             check.add("other_model", f"the log was emitted for model {em.get('model')!r} "

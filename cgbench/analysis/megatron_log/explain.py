@@ -1,7 +1,7 @@
 """``cgbench explain --megatron-log LOG``: a production run, from its own step log, in cgbench's terms.
 
 Per rank: the eager-step fraction and the time in eager steps; the eager steps by reason, each real
-shape re-matched against the captured grid (``cgbench.analysis.megatron_log_grid``: the config's
+shape re-matched against the captured grid (``cgbench.analysis.megatron_log.grid``: the config's
 grid, else the log's capture listing, else the graphs it replays) with what the grid lacks for it;
 the longest run of consecutive eager steps; deferral-like waits (``megatron_log_digest``); and what
 another grid or the #4870 policies would have done to those very shapes (``what_if``), priced by
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cgbench.analysis.megatron_log_digest import LogDigest, RankDigest, Shape
-from cgbench.analysis.megatron_log_grid import LogGrid, miss_detail
+from cgbench.analysis.megatron_log.digest import LogDigest, RankDigest, Shape
+from cgbench.analysis.megatron_log.grid import LogGrid, miss_detail
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.policy_registry import make_policy
 from cgbench.engine.scheduler import GraphChoice
@@ -38,7 +38,7 @@ class Pricing:
     description: str
 
     def ms(self, real: Shape, graph: Shape | None, mean_blocks: float) -> float:
-        from cgbench.analysis.megatron_log_fit import context_tokens
+        from cgbench.analysis.megatron_log.fit import context_tokens
         from cgbench.engine.contract import StepWork
 
         T, P, D = real
@@ -238,7 +238,7 @@ def explain_document(digest: LogDigest, lg: LogGrid, *, alternatives: list[Alter
 
 def fitted_pricing(digest: LogDigest, cfg: BenchConfig, *, rank: int | None = None) -> tuple[Pricing | None, str]:
     """The cost model fitted to ``digest`` (``megatron_log_fit``) as the what-ifs' pricer, and a note."""
-    from cgbench.analysis.megatron_log_fit import fit
+    from cgbench.analysis.megatron_log.fit import fit
     from cgbench.backends.sim.factory import make_roofline
     from cgbench.config.schema import ConfigError
 
@@ -257,9 +257,9 @@ def explain_megatron_log(path: str, *, overrides: list[str] = (), megatron_args:
                          what_ifs: list[str] = (), config_dirs: list = (),  # type: ignore[assignment]
                          progress: Any = None) -> tuple[dict[str, Any], str]:
     """``cgbench explain --megatron-log``'s document, and the ``--megatron-args`` translation to print."""
-    from cgbench.analysis.megatron_log_config import log_config, what_if_configs
-    from cgbench.analysis.megatron_log_digest import digest_log
-    from cgbench.analysis.megatron_log_grid import log_grid
+    from cgbench.analysis.megatron_log.config import log_config, what_if_configs
+    from cgbench.analysis.megatron_log.digest import digest_log
+    from cgbench.analysis.megatron_log.grid import log_grid
 
     lc = log_config(list(overrides), megatron_args, list(config_dirs))
     alternatives_cfg = what_if_configs(lc, list(what_ifs), list(config_dirs))

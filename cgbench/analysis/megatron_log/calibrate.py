@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cgbench.analysis.megatron_log_config import LogConfig
-from cgbench.analysis.megatron_log_digest import LogDigest, digest_log
-from cgbench.analysis.megatron_log_fit import Fit, fit
-from cgbench.analysis.megatron_log_grid import LogGrid, log_grid, refuse_unchecked
+from cgbench.analysis.megatron_log.config import LogConfig
+from cgbench.analysis.megatron_log.digest import LogDigest, digest_log
+from cgbench.analysis.megatron_log.fit import Fit, fit
+from cgbench.analysis.megatron_log.grid import LogGrid, log_grid, refuse_unchecked
 from cgbench.backends.sim.log_calibration import LogCalibration, log_calibration_of
 from cgbench.backends.sim.uncertainty import UncertainParameter
 from cgbench.config.schema import BenchConfig, ConfigError

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.advise_capture import CaptureEstimate, CaptureEstimator
-from cgbench.analysis.advise_goals import OBJECTIVES, Objective, Slo
-from cgbench.analysis.advise_runs import Candidate, explicit_overrides
-from cgbench.analysis.advise_space import (
+from cgbench.analysis.advise.capture import CaptureEstimate, CaptureEstimator
+from cgbench.analysis.advise.goals import OBJECTIVES, Objective, Slo
+from cgbench.analysis.advise.runs import Candidate, explicit_overrides
+from cgbench.analysis.advise.space import (
     Demand,
     MegatronKnobs,
     Shape,
