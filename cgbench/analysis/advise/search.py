@@ -1,6 +1,6 @@
 """What one ``cgbench advise`` search is asked (``AdviseRequest``, checked by ``check_request``)
 and what it derives from the base config (``Search``): the records the search (``advise.py``) and
-its report (``advise_report.py``) share."""
+its report (``report.py``) share."""
 
 from __future__ import annotations
 

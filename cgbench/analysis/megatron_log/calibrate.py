@@ -1,7 +1,7 @@
 """``cgbench calibrate --megatron-log LOG``: fit the cost model to a production log and write the
 calibration file the simulator reads (``hardware.host_calibration``, ``cgbench.backends.sim.log_calibration``).
 
-The log is refused when it disagrees with the config by name (``megatron_log_grid``: another model's
+The log is refused when it disagrees with the config by name (``grid``: another model's
 emitted log, another grid's capture listing or replayed graphs): a fit of another model's steps
 would price this one wrongly. ``fitted_ranges`` gives ``--sensitivity`` the fitted ranges.
 """

@@ -3,9 +3,9 @@
 Per rank: the eager-step fraction and the time in eager steps; the eager steps by reason, each real
 shape re-matched against the captured grid (``cgbench.analysis.megatron_log.grid``: the config's
 grid, else the log's capture listing, else the graphs it replays) with what the grid lacks for it;
-the longest run of consecutive eager steps; deferral-like waits (``megatron_log_digest``); and what
+the longest run of consecutive eager steps; deferral-like waits (``digest``); and what
 another grid or the #4870 policies would have done to those very shapes (``what_if``), priced by
-the cost model fitted to the same log when the model is known (``megatron_log_fit``).
+the cost model fitted to the same log when the model is known (``fit``).
 
 The document (``explain_document``) is what ``--format json`` prints and ``cgbench report`` reads
 (``KIND``); its schema is ``cgbench schema megatron-log``.
@@ -31,7 +31,7 @@ TOP_SHAPES = 8  # eager shapes listed per reason
 
 @dataclass
 class Pricing:
-    """Prices steps for the what-ifs: the cost model fitted to the log (``megatron_log_fit``)."""
+    """Prices steps for the what-ifs: the cost model fitted to the log (``fit``)."""
 
     model: Any  # a StepPricer
     block_size: int
@@ -237,7 +237,7 @@ def explain_document(digest: LogDigest, lg: LogGrid, *, alternatives: list[Alter
 
 
 def fitted_pricing(digest: LogDigest, cfg: BenchConfig, *, rank: int | None = None) -> tuple[Pricing | None, str]:
-    """The cost model fitted to ``digest`` (``megatron_log_fit``) as the what-ifs' pricer, and a note."""
+    """The cost model fitted to ``digest`` (``fit``) as the what-ifs' pricer, and a note."""
     from cgbench.analysis.megatron_log.fit import fit
     from cgbench.backends.sim.factory import make_roofline
     from cgbench.config.schema import ConfigError

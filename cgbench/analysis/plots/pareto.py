@@ -4,7 +4,7 @@ facet (models and loads are never mixed in one frontier), the frontier of each p
 Colour = policy, marker = grid. Points that coincide exactly are drawn once, ringed, and labelled
 with the series that share them (``budget = megatron``). Every panel has the same y scale (log when
 the values of all panels span a decade or more, else linear); a linear axis prints plain numbers (no
-offset) and spans at least ``plots_layout.MIN_RELATIVE_SPAN`` of its values, so a spread of a few
+offset) and spans at least ``layout.MIN_RELATIVE_SPAN`` of its values, so a spread of a few
 thousandths of a percent looks like one, not like the panel's full height.
 """
 

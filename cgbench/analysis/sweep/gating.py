@@ -21,7 +21,7 @@ from cgbench.engine.gating import GatingStatus, all_prefills_flag
 
 
 class SweepPoint(Protocol):
-    """What this module reads of a planned point (``sweep_plan.SweepPoint``, which imports this one)."""
+    """What this module reads of a planned point (``plan.SweepPoint``, which imports this one)."""
 
     @property
     def overrides(self) -> tuple[str, ...]: ...

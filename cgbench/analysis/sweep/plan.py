@@ -54,7 +54,7 @@ class SweepPlan:
     lock: SweepLock | None = field(default=None, repr=False)  # held from claim_out_dir() to release_out_dir()
     notes: list[str] = field(default_factory=list)  # one line each, for the user (stale index, reruns)
     # known before anything runs, one line each: gating off and why, points that run the same steps
-    # (``sweep_gating``); printed and written into sweep.json
+    # (``gating``); printed and written into sweep.json
     warnings: list[str] = field(default_factory=list)
 
     @property

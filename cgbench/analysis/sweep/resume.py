@@ -2,7 +2,7 @@
 from the folder's index (``sweep.json`` records every point's overrides, the axes and where each came
 from), each point composed again, so its fingerprint is today's config's (a point whose config changed
 still runs again). With arguments, ``plan_sweep`` plans them and ``--resume`` checks they are the
-folder's sweep (``sweep_folder.check_resume_target``)."""
+folder's sweep (``folder.check_resume_target``)."""
 
 from __future__ import annotations
 

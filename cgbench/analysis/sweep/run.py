@@ -1,4 +1,4 @@
-"""Running a sweep: the thin driver over its plan (``sweep_plan``), its folder (``sweep_folder``)
+"""Running a sweep: the thin driver over its plan (``plan``), its folder (``folder``)
 and an executor (``executors``).
 
 ``run_sweep`` claims the folder (its lock), decides with ``--resume`` which points are kept, hands
