@@ -15,7 +15,7 @@ import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_dirs_for_children, with_launch_line
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -20,7 +20,7 @@ from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
-from cgbench.config.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
+from cgbench.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
 app = typer.Typer(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "

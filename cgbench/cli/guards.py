@@ -36,7 +36,7 @@ def check_device_memory(cfg: BenchConfig) -> None:
 
 def require_torch(what: str = "backend=torch") -> None:
     if importlib.util.find_spec("torch") is None:
-        from cgbench.extras import needs
+        from cgbench.results.extras import needs
 
         raise ConfigError(needs(what, "torch"))
 

@@ -414,7 +414,7 @@ def test_the_plot_needs_matplotlib_only_when_asked(tmp_path, monkeypatch):
     out = tmp_path / "adv"
     args = ["advise", *HEADLINE, "workload.num_requests=64", "--budget-graphs", "20", "-n", "3", "--out", str(out)]
     r = runner.invoke(app, [*args, "--plot"])
-    from cgbench.extras import install_hint
+    from cgbench.results.extras import install_hint
 
     assert r.exit_code == 2 and install_hint("plot") in r.stderr and not out.exists()
     r = runner.invoke(app, args)

@@ -208,7 +208,7 @@ class LogDigest:
 
     def rank(self, rank: int | None = None) -> RankDigest:
         """``rank``'s digest (the lowest rank when None); a ConfigError naming the ranks otherwise."""
-        from cgbench.config.errors import ConfigError
+        from cgbench.errors import ConfigError
 
         if rank is None:
             return self.ranks[min(self.ranks)]

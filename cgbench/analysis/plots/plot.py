@@ -36,11 +36,11 @@ PARETO_METRICS = ("ttft_ms.p99", "output_throughput_tok_s")
 
 def load_pyplot(what: str = "cgbench plot"):
     """matplotlib's pyplot on the file-only Agg backend; ConfigError with the install command
-    (``cgbench.extras``) when matplotlib is missing. Every figure cgbench draws starts here."""
+    (``cgbench.results.extras``) when matplotlib is missing. Every figure cgbench draws starts here."""
     try:
         import matplotlib
     except ImportError as e:
-        from cgbench.extras import needs
+        from cgbench.results.extras import needs
 
         raise ConfigError(needs(what, "matplotlib")) from e
     matplotlib.use("Agg")
