@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 MAX_FILE_BYTES = 256 * 1024 * 1024  # no input cgbench reads comes near this (traces: ~40 B a request)
 MAX_DEPTH = 64  # containers inside containers; cgbench documents are at most ~6 deep

@@ -278,7 +278,7 @@ def sweep_wall(points: int, jobs: int, extra: Sequence[str] = TINY) -> float:
 
 def sim_seconds_per_point(points: int = 60) -> float:
     """Median wall seconds of ``run_point`` alone on the tiny points, in this (warmed-up) process."""
-    from cgbench.analysis.sweep import plan_sweep
+    from cgbench.analysis.sweep.run import plan_sweep
     from cgbench.pipeline import run_point
 
     plan = plan_sweep([f"seed=range(0,{points})", *TINY])

@@ -35,7 +35,7 @@ if mode == "read":
     steps = sum(1 for _ in reader.steps())
     lines = reader.stats.lines
 else:
-    from cgbench.analysis.megatron_log_digest import digest_log
+    from cgbench.analysis.megatron_log.digest import digest_log
     d = digest_log(path)
     steps, lines = d.stats.step_lines, d.stats.lines
 end = resource.getrusage(resource.RUSAGE_SELF)
@@ -47,7 +47,7 @@ print(json.dumps({"lines": lines, "steps": steps, "cpu_s": cpu, "peak_rss_mib": 
 def write_log(path: Path, lines: int, other_every: int, compress: bool) -> None:
     """``lines`` lines: a simulated run's step lines (hybrid model, the default grid, no gating) over
     and over, step numbers counting on, and an unrelated line after every ``other_every`` step lines."""
-    from cgbench.analysis.megatron_log_emit import log_text
+    from cgbench.analysis.megatron_log.emit import log_text
     from cgbench.config.compose import load_config
     from cgbench.pipeline import run_point
 

@@ -82,7 +82,7 @@ def ci_caption(baseline: Path) -> str:
 
 def rate_caption(rate_dir: Path) -> str:
     """The caption of rate_load.png, its numbers from the rate sweep ``rate_dir``."""
-    from cgbench.analysis.plots_load import max_sustainable
+    from cgbench.analysis.plots.load import max_sustainable
 
     index = json.loads((rate_dir / "sweep.json").read_text())
     bound = float(index["axes"].get("slo.ttft_ms", ["1000"])[0])

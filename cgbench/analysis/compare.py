@@ -363,7 +363,7 @@ def compare_docs(base: dict[str, Any], new: dict[str, Any], rules: list[Rule], l
 
 def load_side(path: Path) -> tuple[list[Point], bool]:
     """The points of a result file or a sweep directory; (points, is_sweep)."""
-    from cgbench.analysis.sweep import DONE, INDEX_NAME, load_index
+    from cgbench.analysis.sweep.run import DONE, INDEX_NAME, load_index
     from cgbench.results.document import load_result
 
     path = Path(path)
@@ -450,7 +450,7 @@ def parse_pair_by(text: str | None) -> tuple[str, ...]:
 
 def _check_pair_by(pair_by: tuple[str, ...], sides: list[tuple[str, list[Point], Path]]) -> None:
     """Every ``pair_by`` key is set by some point of each side (else a typo, or an axis one side lacks)."""
-    from cgbench.config.errors import did_you_mean
+    from cgbench.errors import did_you_mean
 
     for name, points, path in sides:
         present = sorted({split_override(o)[0] for p in points for o in p.overrides} - {"seed"})

@@ -105,7 +105,7 @@ class Figures:
 
     def __init__(self) -> None:
         try:
-            from cgbench.analysis.plots import load_pyplot
+            from cgbench.analysis.plots.plot import load_pyplot
 
             self.plt = load_pyplot("cgbench report")
             self.hint = ""
@@ -119,7 +119,7 @@ class Figures:
         if self.plt is None:
             self.missing.append(caption)
             return None
-        from cgbench.analysis.plots_layout import DPI
+        from cgbench.analysis.plots.layout import DPI
 
         fig = make(self.plt)
         return self.png(caption, fig, DPI)
@@ -158,7 +158,7 @@ def graph_usage_table(doc: dict[str, Any], caption: str) -> Table:
 
 
 def run_report(doc: dict[str, Any], source: str) -> Report:
-    from cgbench.analysis.plots_run import queue_wait_figure, summary_figure, timeline_figure
+    from cgbench.analysis.plots.run import queue_wait_figure, summary_figure, timeline_figure
 
     m = doc["metrics"]
     figures = Figures()
@@ -220,9 +220,9 @@ def _provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def sweep_report(sweep_dir: Path) -> Report:
-    from cgbench.analysis.plots import sweep_figures
-    from cgbench.analysis.plots_data import PlotSpec
-    from cgbench.analysis.sweep_folder import DONE, HEADLINE, load_index
+    from cgbench.analysis.plots.data import PlotSpec
+    from cgbench.analysis.plots.plot import sweep_figures
+    from cgbench.analysis.sweep.folder import DONE, HEADLINE, load_index
     from cgbench.results.document import load_result
 
     index = load_index(sweep_dir)
@@ -281,7 +281,7 @@ def sweep_report(sweep_dir: Path) -> Report:
         except ConfigError as e:  # what cgbench plot would refuse: the tables still stand
             drawn, notes = [], [f"no figures: {e}"]
         for name, fig in drawn:
-            from cgbench.analysis.plots_layout import DPI
+            from cgbench.analysis.plots.layout import DPI
 
             target = load if name == "load.png" else comparisons
             target.figures.append(figures.png(_figure_caption(name), fig, DPI))
@@ -316,7 +316,7 @@ def _figure_caption(name: str) -> str:
 
 
 def advise_report(doc: dict[str, Any], source: str) -> Report:
-    from cgbench.analysis.plots_advise import advise_pareto_figure
+    from cgbench.analysis.plots.advise import advise_pareto_figure
 
     obj = doc.get("objective") or {}
     objective = f"{obj.get('name')} ({obj.get('direction')} {obj.get('metric')}" + (
@@ -394,8 +394,8 @@ def advise_report(doc: dict[str, Any], source: str) -> Report:
 def build_report(target: Path, readers: Mapping[str, Callable[[dict[str, Any], str], Report]] | None = None) -> Report:
     """The report of ``target``: a sweep folder, a result JSON, an advise report (by its ``kind``), or
     a document whose ``kind`` ``readers`` maps to the function that reports it (``cgbench report``
-    passes ``cgbench.analysis.megatron_log_report.READERS``)."""
-    from cgbench.analysis.advise_report import REPORT_KIND
+    passes ``cgbench.analysis.megatron_log.report.READERS``)."""
+    from cgbench.analysis.advise.report import REPORT_KIND
     from cgbench.safeio import describe_missing, read_json
 
     target = Path(target)

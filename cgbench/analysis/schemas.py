@@ -1,8 +1,8 @@
 """The JSON Schemas of every document cgbench writes, by kind, and their committed copies.
 
 ``cgbench.results.schema`` builds the result document's and the state file's; this module adds the
-sweep index (``sweep.json``, ``cgbench.analysis.sweep_folder``) and the advise report
-(``cgbench.analysis.advise_report``). ``scripts/json_schemas.py`` writes them to ``cgbench/schemas/``
+sweep index (``sweep.json``, ``cgbench.analysis.sweep.folder``) and the advise report
+(``cgbench.analysis.advise.report``). ``scripts/json_schemas.py`` writes them to ``cgbench/schemas/``
 (shipped in the wheel; ``cgbench schema KIND`` prints one) and a test fails when a committed file
 differs from what this module generates. docs/schema.md says how they are versioned.
 """
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.advise_report import HEADLINE as ADVISE_HEADLINE
-from cgbench.analysis.advise_report import REPORT_KIND
+from cgbench.analysis.advise.report import HEADLINE as ADVISE_HEADLINE
+from cgbench.analysis.advise.report import REPORT_KIND
 from cgbench.analysis.baselines import KINDS as BASELINE_KINDS
-from cgbench.analysis.sweep_folder import DONE, FAILED, HEADLINE, INDEX_KIND, PENDING
+from cgbench.analysis.sweep.folder import DONE, FAILED, HEADLINE, INDEX_KIND, PENDING
 from cgbench.results import schema as base
 from cgbench.results.names import metric
 from cgbench.results.schema import (
@@ -57,7 +57,7 @@ def _headline(names: tuple[str, ...], *, every: bool) -> dict[str, Any]:
 
 
 def _slurm_record() -> dict[str, Any]:
-    """A SLURM sweep's submissions (``cgbench.analysis.sweep_slurm``): each array task's id and the
+    """A SLURM sweep's submissions (``cgbench.analysis.sweep.slurm``): each array task's id and the
     files of its points, what a ``--resume`` adopts."""
     task = {"type": "array", "prefixItems": [STRING, STRINGS], "minItems": 2, "maxItems": 2}
     submission = record({"folder": STRING, "submitted_at": STRING, "points_per_task": INTEGER,
@@ -163,7 +163,7 @@ def advise_schema() -> dict[str, Any]:
 
 
 def _megatron_log_builders() -> dict[str, Callable[[], dict[str, Any]]]:
-    from cgbench.analysis.megatron_log_schema import calibration_schema, explain_schema
+    from cgbench.analysis.megatron_log.schema import calibration_schema, explain_schema
 
     return {"megatron-log": explain_schema, "log-calibration": calibration_schema}
 
@@ -192,7 +192,7 @@ def document_kind(doc: Any) -> str | None:
         return "sweep"
     if kind == REPORT_KIND:
         return "advise"
-    from cgbench.analysis.megatron_log_schema import document_kind as megatron_log_kind
+    from cgbench.analysis.megatron_log.schema import document_kind as megatron_log_kind
 
     found = megatron_log_kind(doc)
     if found is not None:

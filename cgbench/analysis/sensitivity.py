@@ -308,7 +308,7 @@ def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *, overrides: l
     ``analysis/baselines.py``, ``launch_line`` the user's ``--megatron-args``; advise: its own).
     ``progress(done, planned)``: after each evaluation (a recording run, a re-run or a re-pricing)."""
     check_sensitivity(cfg)
-    from cgbench.analysis.megatron_log_calibrate import fitted_ranges
+    from cgbench.analysis.megatron_log.calibrate import fitted_ranges
 
     cfg, params = fitted_ranges(cfg, params)  # a log calibration's values in the config, its fitted ranges
     notes: list[str] = []

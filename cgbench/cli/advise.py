@@ -1,5 +1,5 @@
 """The ``advise`` command (registered on ``cgbench.cli.app.app``): search the captured-graph grid a
-workload needs under a budget. The search is ``cgbench.analysis.advise``; this module parses,
+workload needs under a budget. The search is ``cgbench.analysis.advise.run``; this module parses,
 prints and writes files."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import typer
 
 from cgbench.cli import errors as ui  # consoles and user_errors
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_dirs_for_children, with_launch_line
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -208,14 +208,14 @@ def output_files(out_dir: Path, plot: bool) -> list[Path]:
 
 
 def _pyplot():
-    from cgbench.analysis.plots import load_pyplot
+    from cgbench.analysis.plots.plot import load_pyplot
 
     return load_pyplot("cgbench advise --plot")
 
 
 def pareto_plot(doc: dict[str, Any], path: Path) -> Path:
-    """Objective against graph count (``cgbench.analysis.plots_advise``), saved to ``path``."""
-    from cgbench.analysis.plots_advise import advise_pareto_figure
+    """Objective against graph count (``cgbench.analysis.plots.advise``), saved to ``path``."""
+    from cgbench.analysis.plots.advise import advise_pareto_figure
 
     plt = _pyplot()
     fig = advise_pareto_figure(plt, doc)
@@ -315,7 +315,7 @@ recommendation and re-checks the recommendation on another seed. See cgbench doc
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
     """
     with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
-        from cgbench.analysis.advise import AdviseRequest, run_advise
+        from cgbench.analysis.advise.run import AdviseRequest, run_advise
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
         from cgbench.config.megatron_args import read_launch_text
 
@@ -334,14 +334,14 @@ recommendation and re-checks the recommendation on another seed. See cgbench doc
             check_workload=list(check_workload or []), out_dir=out_dir, resume=resume, executor=executor,
             launch_line=None if megatron_args is None else read_launch_text(megatron_args))
         if slurm:
-            from cgbench.analysis.executor_slurm import parse_settings
+            from cgbench.analysis.sweep.executor_slurm import parse_settings
 
             req.slurm = parse_settings(list(slurm))
-        from cgbench.analysis.advise import check_request
+        from cgbench.analysis.advise.run import check_request
 
         check_request(req)
         if executor == "slurm":
-            from cgbench.analysis.executor_slurm import available
+            from cgbench.analysis.sweep.executor_slurm import available
 
             available()
         if with_sensitivity:

@@ -20,7 +20,7 @@ from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
-from cgbench.config.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
+from cgbench.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
 app = typer.Typer(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "
@@ -184,7 +184,7 @@ def run(
 
             check_sensitivity(cfg)
         if emit_megatron_log is not None:
-            from cgbench.analysis.megatron_log_emit import check_emittable
+            from cgbench.analysis.megatron_log.emit import check_emittable
 
             check_emittable(cfg)
         from cgbench.pipeline import run_device
@@ -220,7 +220,7 @@ def run(
                 doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=ovr, launch_line=launch_line,
                                                  config_dirs=dirs, progress=report.update)
         if emit_megatron_log is not None:
-            from cgbench.analysis.megatron_log_emit import log_bytes
+            from cgbench.analysis.megatron_log.emit import log_bytes
 
             emitted = log_bytes(cfg, doc["metrics"], emit_megatron_log)
         if state is not None:  # written with the result, after every computation (Ctrl-C writes nothing)

@@ -237,8 +237,8 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
 def _calibrate_log(log: Path, ovr: list[str], megatron_args: Optional[str], out_path: Optional[Path],
                    rank: Optional[int], as_json: bool, out: Any, err: Any, config_dirs: list[Path]) -> None:
     """``cgbench calibrate --megatron-log LOG``: fit, write the calibration file, print the fit."""
-    from cgbench.analysis.megatron_log_calibrate import calibrate_megatron_log, default_calibration_path
-    from cgbench.analysis.megatron_log_config import log_config
+    from cgbench.analysis.megatron_log.calibrate import calibrate_megatron_log, default_calibration_path
+    from cgbench.analysis.megatron_log.config import log_config
     from cgbench.cli.guards import declare_config_inputs
     from cgbench.cli.render_megatron_log import calibration_table, host_evidence_table, log_progress, residual_table
     from cgbench.results.document import ensure_writable

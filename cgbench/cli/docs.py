@@ -46,8 +46,8 @@ def docs_cmd(
         import sys
 
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
-        from cgbench.config.errors import did_you_mean
         from cgbench.config.schema import ConfigError
+        from cgbench.errors import did_you_mean
 
         check_format(fmt, TABLE_OR_JSON)
         found = topics()

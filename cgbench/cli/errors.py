@@ -21,8 +21,8 @@ from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
 from cgbench.cli.console import err, out, print_error
-from cgbench.config.errors import ConfigError
-from cgbench.extras import OPTIONAL_DEPS, install_hint
+from cgbench.errors import ConfigError
+from cgbench.results.extras import OPTIONAL_DEPS, install_hint
 
 __all__ = ["OPTIONAL_DEPS", "OneLineUsageErrors", "err", "out", "print_error", "usage_line", "user_errors"]
 

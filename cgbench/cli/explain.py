@@ -1,7 +1,7 @@
 """``cgbench explain RUN.json --request N``: why a request of a run waited (registered in ``cli.app``);
 ``cgbench explain --megatron-log LOG``: a production run's step log in cgbench's terms.
 
-The work is in ``cgbench.analysis.explain_request`` and ``cgbench.analysis.megatron_log_explain``;
+The work is in ``cgbench.analysis.explain_request`` and ``cgbench.analysis.megatron_log.explain``;
 this module parses, calls and prints (the log's tables: ``cgbench.cli.render_megatron_log``)."""
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _explain_log(log: Path, run_file: Path | None, request: int | None, step: in
                  fmt: str, megatron_args: str | None, overrides: list[str], what_ifs: list[str], rank: int | None,
                  config_dirs: list[Path]) -> None:
     """``cgbench explain --megatron-log LOG``: read, explain, print (a table, or the JSON document)."""
-    from cgbench.analysis.megatron_log_explain import explain_megatron_log
+    from cgbench.analysis.megatron_log.explain import explain_megatron_log
     from cgbench.cli.console import err, out
     from cgbench.cli.formats import check_format
     from cgbench.cli.render_megatron_log import explain_lines, log_progress

@@ -90,7 +90,7 @@ def export_cmd(
         if shape != "flat":
             written, notes = _export_peer(target, out_dir, shape, force)
         elif target.is_dir():
-            from cgbench.analysis.export_sweep import export_sweep
+            from cgbench.analysis.sweep.export import export_sweep
 
             written, notes = export_sweep(target, out_dir, replace=force, key="--out", formats=chosen)
         else:
@@ -117,7 +117,7 @@ def _export_peer(target: Path, out_dir: Path, shape: str, force: bool) -> tuple[
     from cgbench.results.export_peers import peer_file, peer_text
 
     if target.is_dir():
-        from cgbench.analysis.export_sweep import sweep_peer_files
+        from cgbench.analysis.sweep.export import sweep_peer_files
 
         files, notes = sweep_peer_files(target, out_dir, shape)
     else:

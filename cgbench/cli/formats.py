@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 FORMATS = ("table", "markdown", "json", "csv")  # run, grid, schedule, sweep, compare
 TABLE_OR_JSON = ("table", "json")  # cost, advise

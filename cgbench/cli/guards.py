@@ -36,7 +36,7 @@ def check_device_memory(cfg: BenchConfig) -> None:
 
 def require_torch(what: str = "backend=torch") -> None:
     if importlib.util.find_spec("torch") is None:
-        from cgbench.extras import needs
+        from cgbench.results.extras import needs
 
         raise ConfigError(needs(what, "torch"))
 
@@ -64,7 +64,7 @@ def check_host_memory(cfg: BenchConfig) -> None:
 def declare_config_inputs(cfg, megatron_args: str | None = None) -> None:
     """The files a config reads (trace, calibration tables) and a ``--megatron-args @FILE`` are
     the command's inputs: no output may replace them (``cgbench.safeio.declare_inputs``)."""
-    from cgbench.analysis.fingerprint import input_paths
+    from cgbench.analysis.sweep.fingerprint import input_paths
     from cgbench.safeio import declare_inputs
 
     declare_inputs(input_paths(cfg))

@@ -33,7 +33,7 @@ def report_cmd(
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
 
         check_format(fmt, TABLE_OR_JSON)
-        from cgbench.analysis.megatron_log_report import READERS
+        from cgbench.analysis.megatron_log.report import READERS
         from cgbench.analysis.report import build_report
         from cgbench.cli.report_html import render_html
         from cgbench.safeio import check_writable, declare_folder_inputs, declare_inputs, write_text_atomic

@@ -1,7 +1,7 @@
 """The ``sweep``, ``compare`` and ``plot`` commands (registered on ``cgbench.cli.app.app``).
 
 Imports stay light at module level so ``cgbench --help`` is fast; the work happens in
-``cgbench.analysis.sweep``, ``cgbench.analysis.compare`` and ``cgbench.analysis.plots``.
+``cgbench.analysis.sweep.run``, ``cgbench.analysis.compare`` and ``cgbench.analysis.plots.plot``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from cgbench.config.overrides import split_override
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from cgbench.analysis.executors import Executor
-    from cgbench.analysis.sweep import PointOutputs, PointResult, SweepOutcome, SweepPlan, SweepPoint
+    from cgbench.analysis.sweep.command import PlanFn
+    from cgbench.analysis.sweep.executors import Executor
+    from cgbench.analysis.sweep.run import PointOutputs, PointResult, SweepOutcome, SweepPlan, SweepPoint
 
 SweepOverrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides; a comma list or range() is a sweep axis (model=transformer,hybrid), a single "
@@ -81,7 +82,7 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
     from rich import box
     from rich.table import Table
 
-    from cgbench.analysis.sweep import resume_decisions
+    from cgbench.analysis.sweep.run import resume_decisions
 
     t = Table(title=f"sweep {plan.name}: {len(plan.points)} points -> {plan.out_dir}", box=box.SIMPLE_HEAVY,
               title_justify="left")
@@ -104,7 +105,7 @@ def _plan_table(plan: SweepPlan, resume: bool) -> Table:
 def _print_dry_run(plan: SweepPlan, resume: bool, fmt: str, slurm: dict | None) -> None:
     """``--dry-run``: the axes and the points as tables, or in any other ``--format`` as data (json:
     one document; csv and markdown: the points)."""
-    from cgbench.analysis.sweep_dry_run import dry_run_document, dry_run_rows
+    from cgbench.analysis.sweep.dry_run import dry_run_document, dry_run_rows
 
     if fmt == "table":
         ui.out.print(_axes_table(plan))
@@ -186,7 +187,7 @@ def _header(name: str) -> str:
 
 def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     """The summary as a Markdown table (raw axis values, metrics formatted like the table)."""
-    from cgbench.analysis.sweep import summary_records
+    from cgbench.analysis.sweep.run import summary_records
 
     names = columns or TABLE_METRICS
     plan = outcome.plan
@@ -204,7 +205,7 @@ def summary_markdown(outcome: SweepOutcome, columns: tuple[str, ...] | None = No
 def summary_json(outcome: SweepOutcome, columns: tuple[str, ...] | None = None) -> str:
     import json
 
-    from cgbench.analysis.sweep import summary_records
+    from cgbench.analysis.sweep.run import summary_records
 
     plan = outcome.plan
     return json.dumps({"name": plan.name, "dir": str(plan.out_dir), "axes": plan.axes,
@@ -217,7 +218,7 @@ def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | No
     if fmt == "table":
         ui.out.print(summary_table(outcome, columns))
         return
-    from cgbench.analysis.sweep import summary_csv
+    from cgbench.analysis.sweep.run import summary_csv
 
     text = {"csv": lambda: summary_csv(outcome.plan, outcome.results, columns),
             "markdown": lambda: summary_markdown(outcome, columns),
@@ -225,10 +226,7 @@ def print_summary(outcome: SweepOutcome, fmt: str, columns: tuple[str, ...] | No
     ui.out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
-def _export(sweep_dir: Path, export_dir: Path, formats: tuple[str, ...]) -> None:
-    from cgbench.analysis.export_sweep import export_sweep
-
-    _, notes = export_sweep(sweep_dir, export_dir, formats=formats)
+def _print_export(export_dir: Path, notes: list[str]) -> None:
     for note in notes:
         ui.err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     ui.err.print(f"export: {export_dir}", markup=False, highlight=False, soft_wrap=True)
@@ -239,7 +237,7 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
     """The sweep with its progress on stderr (``cli/progress.py``): a bar with the time left on a
     terminal; in a log a line per point, with the time left, and a line whenever a point (one with
     ``--sensitivity``, say) keeps the log quiet for a while."""
-    from cgbench.analysis.sweep import run_sweep
+    from cgbench.analysis.sweep.run import run_sweep
     from cgbench.cli.progress import ProgressReport
 
     interactive = ui.err.is_terminal
@@ -259,60 +257,10 @@ def _run_with_progress(plan: SweepPlan, jobs: int, resume: bool, executor: Execu
                          on_note=report.note, outputs=outputs)
 
 
-class SweepLaunchLine:
-    """``sweep --megatron-args``: every point runs the launch line's translation with its own overrides
-    winning (``megatron_args.with_megatron_args``, one point at a time: the KV sizing reads each
-    point's model); ``text`` is the translation to print, point 1's, with the axes that replace
-    translated keys named."""
-
-    def __init__(self, value: str, config_dirs: list[Path]) -> None:
-        from cgbench.config.megatron_args import read_launch_text, translate
-
-        self.value, self.config_dirs = value, config_dirs
-        self.line = read_launch_text(value)
-        t = translate(self.line)
-        t.check()  # a bad line is one --megatron-args error, before any point
-        self.translated = t.overrides
-        self.first: str | None = None
-
-    def __call__(self, point: list[str]) -> list[str]:
-        from cgbench.config.megatron_args import with_megatron_args
-
-        ovr, text = with_megatron_args(self.value, point, config_dirs=self.config_dirs)
-        if self.first is None:
-            self.first = text
-        return ovr
-
-    def text(self, plan: SweepPlan) -> str:
-        from cgbench.config.overrides import override_key
-
-        shown = [ln for ln in (self.first or "").splitlines()
-                 if not (ln.startswith("  yours wins   ") and override_key(ln.split()[2]) in plan.varying)]
-        lines = [*shown, "  (point 1's translation; every point is translated the same way, its own overrides "
-                 "winning)"]
-        for key in plan.varying:
-            hit = [o for o in self.translated if override_key(o) in (key, f"{key}.") or
-                   override_key(o).partition(".")[0] == key]
-            if hit:
-                lines.append(f"  axis wins    {key}={','.join(plan.axes[key])} (a sweep axis: each point's value "
-                             f"replaces the translated {' '.join(hit)})")
-        return "\n".join(lines) + "\n"
-
-
-def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Path | None,
-                        resume: bool = False, launch: SweepLaunchLine | None = None) -> SweepPlan:
-    """Plan the sweep (``--resume`` with no overrides: the one recorded in the folder); on a terminal, a
-    progress bar on stderr while the points are composed; in a log, a line every ``PLAN_NOTE_EVERY_S``
-    once planning has taken that long (10,000 points, the limit, take ~15 s: never minutes without a word)."""
-    from functools import partial
-
-    from cgbench.analysis.sweep import plan_sweep
-    from cgbench.analysis.sweep_resume import has_index, plan_from_folder
-
-    if resume and not overrides and repeat is None and out_dir is not None and has_index(out_dir):
-        plan = partial(plan_from_folder, out_dir)
-    else:
-        plan = partial(plan_sweep, overrides, repeat=repeat, out_dir=out_dir, launch=launch)
+def _plan_with_progress(plan: PlanFn) -> SweepPlan:
+    """Plan the sweep: on a terminal, a progress bar on stderr while the points are composed; in a log, a
+    line every ``PLAN_NOTE_EVERY_S`` once planning has taken that long (10,000 points, the limit, take
+    ~15 s: never minutes without a word)."""
     err = ui.err
     if not err.is_terminal:
         import time
@@ -341,6 +289,17 @@ def _plan_with_progress(overrides: list[str], *, repeat: int | None, out_dir: Pa
         return plan(on_progress=on_progress)
 
 
+def _say(line: str) -> None:
+    ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_planned(plan: SweepPlan, launch_text: str | None) -> None:
+    if launch_text is not None:
+        ui.err.print(launch_text, end="", highlight=False, markup=False, soft_wrap=True)
+    for line in plan.warnings:  # gating off, and points that run the same steps: before anything runs
+        print_warning(line)
+
+
 def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
     if text is None:
         return None
@@ -353,86 +312,6 @@ def _parse_columns(text: str | None, dry_run: bool) -> tuple[str, ...] | None:
 
 
 PLAN_NOTE_EVERY_S = 5.0
-EXECUTORS = ("local", "slurm")
-# the Hydra launchers that --launcher used to name, and what replaces each
-_OLD_LAUNCHERS = {"basic": "the default (--executor local --jobs 1)", "joblib": "--jobs N (local worker processes)",
-                  "submitit_local": "--jobs N (local worker processes)",
-                  "submitit_slurm": "--executor slurm, with --slurm KEY=VALUE for its settings"}
-
-
-def _refuse_launcher(launcher: str) -> None:
-    from cgbench.config.schema import ConfigError
-
-    instead = _OLD_LAUNCHERS.get(launcher, "--jobs N (local worker processes) or --executor slurm")
-    raise ConfigError(f"--launcher {launcher}: Hydra launchers are replaced by cgbench's executors: use {instead} "
-                      "(see cgbench docs sweeps)")
-
-
-def _check_outputs(plan: SweepPlan, megatron_args: str | None = None) -> None:
-    """Before any point runs: the files the points read (traces, calibration tables, a
-    ``--megatron-args @FILE``) are the command's inputs, and the sweep's own files (index, summary,
-    every point's result) replace none of them (``cgbench.safeio.declare_inputs``)."""
-    from cgbench import safeio
-    from cgbench.analysis.fingerprint import input_paths
-    from cgbench.analysis.sweep_folder import INDEX_NAME, SUMMARY_CSV
-
-    seen: set[tuple[str, str]] = set()
-    if megatron_args is not None and megatron_args.startswith("@"):
-        safeio.declare_inputs({"--megatron-args": megatron_args[1:]})
-        seen.add(("--megatron-args", megatron_args[1:]))
-    for point in plan.points:
-        for key, path in input_paths(point.cfg).items():
-            if (key, path) not in seen:
-                seen.add((key, path))
-                safeio.declare_inputs({key: path})
-    if not seen:
-        return
-    for name in (INDEX_NAME, SUMMARY_CSV):
-        safeio.check_writable(plan.out_dir / name, "--out")
-    for point in plan.points:
-        safeio.check_not_input(plan.out_dir / point.file, "--out")
-
-
-def _warm_pool(jobs: int | None, executor: str, dry_run: bool) -> Executor | None:
-    """With ``--jobs N`` (N > 1) on this machine, the pool's workers start while the points are
-    planned (their imports overlap the compositions)."""
-    if jobs is None or jobs < 2 or executor != "local" or dry_run:
-        return None
-    from cgbench.analysis.executors import LocalPool
-
-    pool = LocalPool(jobs)
-    pool.warm(["cgbench.analysis.sweep", "cgbench.pipeline"])
-    return pool
-
-
-def _slurm_executor(plan: SweepPlan, settings: dict, jobs: int | None, detach: bool = False,
-                    resume: bool = False) -> Executor:
-    from cgbench.analysis.executor_slurm import SlurmExecutor, slurm_folder
-    from cgbench.analysis.sweep_slurm import measured_point_s
-
-    def say(line: str) -> None:
-        ui.err.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    return SlurmExecutor(slurm_folder(plan.out_dir), settings, parallelism=jobs, job_name=f"cgbench-{plan.name}",
-                         say=say, detach=detach, point_s=measured_point_s(plan.out_dir) if resume else None)
-
-
-def _resume_folder(overrides: list[str], out_dir: Path | None, resume: bool) -> tuple[list[str], Path | None]:
-    """``cgbench sweep --resume DIR``: a lone argument that is no override (no ``=``) but a sweep folder
-    is the folder to finish, as ``--out DIR``."""
-    if resume and out_dir is None and len(overrides) == 1 and "=" not in overrides[0] \
-            and Path(overrides[0]).is_dir():
-        return [], Path(overrides[0])
-    return overrides, out_dir
-
-
-def _recorded_executor(out_dir: Path | None, resume: bool, executor: str | None, slurm: list[str] | None):
-    """A resumed SLURM sweep's (executor, settings, jobs), when neither --executor nor --slurm is given."""
-    if not resume or out_dir is None or executor not in (None, "slurm"):
-        return None
-    from cgbench.analysis.sweep_slurm import resume_executor
-
-    return resume_executor(out_dir)
 
 
 def sweep_cmd(
@@ -494,94 +373,25 @@ a config error (also: another sweep is writing the same --out folder), 130 when 
 SIGTERM; finished points are kept; [bold]--resume[/bold] runs the rest).
     """
     with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
-        from cgbench.config.schema import ConfigError
+        from cgbench.analysis.sweep.command import DryRun, SweepHooks, SweepRequest
+        from cgbench.analysis.sweep.command import sweep as run_sweep_command
+        from cgbench.cli.export import export_formats
 
         check_format(fmt)
         chosen = _parse_columns(columns, dry_run)
-        if launcher is not None:
-            _refuse_launcher(launcher)
-        overrides, out_dir = _resume_folder(list(overrides or []), out_dir, resume)
-        recorded = _recorded_executor(out_dir, resume, executor, slurm)
-        executor = executor or (recorded[0] if recorded else "local")
-        if executor not in EXECUTORS:
-            raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
-        if slurm and executor != "slurm":
-            raise ConfigError("--slurm: settings for --executor slurm (add --executor slurm)")
-        if detach and executor != "slurm":
-            raise ConfigError("--detach: only a SLURM sweep runs on without this process (add --executor slurm)")
-        if resume and out_dir is None:
-            raise ConfigError("--resume: name the sweep folder to finish: cgbench sweep --resume DIR "
-                              "(or --out DIR; without it every sweep gets a new folder)")
-        launch = None if megatron_args is None else SweepLaunchLine(megatron_args, list(config_dirs or []))
-        warm = _warm_pool(jobs, executor, dry_run)
-        try:
-            plan = _plan_with_progress(list(overrides or []), repeat=repeat, out_dir=out_dir, resume=resume,
-                                       launch=launch)
-        except BaseException:
-            if warm is not None:
-                warm.close(abort=True)
-            raise
-        if launch is not None:
-            ui.err.print(launch.text(plan), end="", highlight=False, markup=False, soft_wrap=True)
-        for line in plan.warnings:  # gating off, and points that run the same steps: before anything runs
-            print_warning(line)
-        try:
-            _check_outputs(plan, megatron_args)
-            if with_sensitivity:
-                from cgbench.analysis.sensitivity import check_sensitivity
-
-                for point in plan.points:
-                    check_sensitivity(point.cfg)
-        except BaseException:
-            if warm is not None:
-                warm.close(abort=True)
-            raise
-        n_jobs = jobs if jobs is not None else plan.jobs
-        if executor == "slurm":
-            from cgbench.analysis.executor_slurm import available, parse_settings
-
-            settings = parse_settings(list(slurm or [])) if slurm or recorded is None else recorded[1]
-            if jobs is None and recorded is not None:
-                jobs = recorded[2]
-            if not dry_run:
-                available()
-        if dry_run:
-            if warm is not None:
-                warm.close()
-            _print_dry_run(plan, resume, fmt, settings if executor == "slurm" else None)
+        req = SweepRequest(overrides=tuple(overrides or ()), out_dir=out_dir, jobs=jobs, repeat=repeat, resume=resume,
+                           dry_run=dry_run, executor=executor, detach=detach, slurm=tuple(slurm or ()),
+                           launcher=launcher, config_dirs=tuple(config_dirs or ()), export_dir=export_dir,
+                           sensitivity=with_sensitivity, megatron_args=megatron_args, columns=chosen or ())
+        hooks = SweepHooks(plan=_plan_with_progress, planned=_print_planned, say=_say, run=_run_with_progress,
+                           export_formats=lambda: export_formats(export_format, export_dir))
+        ran = run_sweep_command(req, hooks)
+        if isinstance(ran, DryRun):
+            _print_dry_run(ran.plan, ran.resume, fmt, ran.slurm)
             return
-        from cgbench.analysis.sweep import claim_out_dir, release_out_dir
-        from cgbench.cli.export import export_formats
-
-        formats = export_formats(export_format, export_dir)
-        if export_dir is not None:
-            from cgbench.analysis.export_sweep import sweep_export_names
-            from cgbench.results.export import check_export_folder
-
-            check_export_folder(export_dir, sweep_export_names(formats))
-        if executor == "slurm":  # a setting submitit refuses is refused before the folder exists
-            _slurm_executor(plan, settings, jobs, detach)
-        try:
-            claim_out_dir(plan, resume=resume)
-        except BaseException:
-            if warm is not None:
-                warm.close(abort=True)
-            raise
-        try:
-            # the SLURM files go into the folder claimed (a default folder may have got a -2 suffix)
-            ex = _slurm_executor(plan, settings, jobs, detach, resume) if executor == "slurm" else warm
-            where = "SLURM" if executor == "slurm" else f"{n_jobs} process{'es' if n_jobs > 1 else ''}"
-            ui.err.print(f"sweep {plan.name}: {len(plan.points)} points, {where} -> {plan.out_dir}",
-                         highlight=False, soft_wrap=True, markup=False)
-            from cgbench.analysis.sweep import PointOutputs
-
-            outputs = PointOutputs(records=export_dir is not None, sensitivity=with_sensitivity,
-                                   launch_line=None if launch is None else launch.line, columns=chosen or ())
-            outcome = _run_with_progress(plan, n_jobs, resume, ex, outputs=outputs)
-        finally:
-            release_out_dir(plan)
-        if export_dir is not None and not outcome.interrupted:
-            _export(plan.out_dir, export_dir, formats)
+        outcome = ran.outcome
+        if export_dir is not None and ran.export_notes is not None:
+            _print_export(export_dir, ran.export_notes)
     print_summary(outcome, fmt, chosen)
     for line in outcome.plan.warnings:  # again under the summary they qualify (also in sweep.json)
         print_warning(line)
@@ -732,8 +542,8 @@ queue-wait histograms (needs [bold]run --requests[/bold]).
     """
     with ui.user_errors():
         from cgbench import safeio
-        from cgbench.analysis.plots import plot
-        from cgbench.analysis.plots_data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.analysis.plots.data import PlotSpec, parse_pairs, parse_slo
+        from cgbench.analysis.plots.plot import plot
         from cgbench.cli.formats import TABLE_OR_JSON
 
         check_format(fmt, TABLE_OR_JSON)

@@ -33,7 +33,6 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from cgbench.config.errors import did_you_mean
 from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
@@ -43,6 +42,7 @@ from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugi
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
 from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
+from cgbench.errors import did_you_mean
 from cgbench.safeio import require_cwd
 
 __all__ = ["GROUPS", "Composer", "check_override_keys", "compose_dict", "composed_yaml", "config_dir", "data_roots",

@@ -24,8 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cgbench.config.errors import ConfigError
 from cgbench.config.overrides import override_key
+from cgbench.errors import ConfigError
 
 MEGATRON_VERSION = "0.19.2"
 NAMES_FILE = Path(__file__).with_name("data") / "megatron_args.txt"

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from cgbench.config.errors import ConfigError
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import config_dir, user_config_dirs
+from cgbench.errors import ConfigError
 
 ALWAYS = ("name", "kind", "layer_pattern", "pattern_repeat", "hidden_size", "vocab_size", "dtype_bytes")
 BY_LAYER = {

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 MAX_CONFIG_FILE_BYTES = 1024 * 1024  # an option file is a few hundred bytes
 MAX_CONFIG_FILES = 10_000  # YAML files in one user tree

@@ -95,8 +95,8 @@ def plugin_help() -> list[str]:
     """Lines for ``run --help``: each plug-in policy (installed, or declared by a ``plugins.yaml`` of
     ``$CGBENCH_CONFIG_DIR``) with its options and defaults, the plug-in grid kinds and workload sources
     (loading them; one that fails to load is listed with why)."""
-    from cgbench.config.errors import ConfigError
     from cgbench.config.registry.grids import grid_kind
+    from cgbench.errors import ConfigError
 
     try:  # a plugins.yaml that is not what it should be: say why, under the help, not instead of it
         found = {family: plugin_names(family) for family in ("policies", "grids", "workloads")}

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
-from cgbench.config.errors import ConfigError  # every package imports it from here
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind, grid_unread, kinds_of
 from cgbench.config.registry.policies import (
     BUILTIN_POLICIES,
@@ -32,6 +31,7 @@ from cgbench.config.registry.workloads import (
     with_chosen,
     workload_source,
 )
+from cgbench.errors import ConfigError  # every package imports it from here
 
 MODEL_KINDS = ("transformer", "hybrid")
 # the built-in names of each registry (installed plug-ins add policies and grid kinds)

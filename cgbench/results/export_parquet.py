@@ -34,7 +34,7 @@ def require_pyarrow(what: str = "--export-format parquet") -> None:
         import pyarrow  # noqa: F401
         import pyarrow.parquet  # noqa: F401
     except ImportError as e:
-        from cgbench.extras import needs
+        from cgbench.results.extras import needs
 
         raise ConfigError(needs(what, "pyarrow")) from e
 

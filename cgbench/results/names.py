@@ -335,7 +335,7 @@ def column_names() -> list[str]:
 def parse_columns(text: str, option: str = "--columns") -> tuple[str, ...]:
     """``ttft_ms.p99,tpot_ms.p50`` -> the metric names, each checked against the registry; a
     ``ConfigError`` (one line, with the nearest name) for the first that is no column."""
-    from cgbench.config.errors import ConfigError, did_you_mean
+    from cgbench.errors import ConfigError, did_you_mean
 
     names = [t.strip() for t in text.split(",")]
     if not any(names):

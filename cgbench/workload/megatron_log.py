@@ -29,7 +29,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 from cgbench.workload import megatron_log_format as fmt
 from cgbench.workload.trace_file import file_size, is_gzip, trace_lines
 

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 from cgbench.safeio import MAX_LINE_CHARS, describe_missing, kind_of
 
 GZIP_MAGIC = b"\x1f\x8b"

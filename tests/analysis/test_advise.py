@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench.analysis.advise import AdviseRequest, Slo, run_advise
-from cgbench.analysis.advise_capture import CaptureEstimator
-from cgbench.analysis.advise_space import (
+from cgbench.analysis.advise.capture import CaptureEstimator
+from cgbench.analysis.advise.run import AdviseRequest, Slo, run_advise
+from cgbench.analysis.advise.space import (
     Demand,
     MegatronKnobs,
     ShapePrices,
@@ -158,7 +158,7 @@ def test_the_coverage_greedy_serves_every_step_whenever_some_list_of_that_size_d
 def test_the_scorer_prices_a_grid_as_the_engines_matcher_does():
     cfg = load_config(CHAT)
     doc = run_point(cfg, CHAT, trace=True)
-    from cgbench.analysis.advise_space import shape_counts
+    from cgbench.analysis.advise.space import shape_counts
 
     demand = Demand.of(shape_counts(doc["steps"]))
     prices = ShapePrices(make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine), gating=True)
@@ -414,7 +414,7 @@ def test_the_plot_needs_matplotlib_only_when_asked(tmp_path, monkeypatch):
     out = tmp_path / "adv"
     args = ["advise", *HEADLINE, "workload.num_requests=64", "--budget-graphs", "20", "-n", "3", "--out", str(out)]
     r = runner.invoke(app, [*args, "--plot"])
-    from cgbench.extras import install_hint
+    from cgbench.results.extras import install_hint
 
     assert r.exit_code == 2 and install_hint("plot") in r.stderr and not out.exists()
     r = runner.invoke(app, args)
@@ -453,7 +453,7 @@ def test_no_candidate_within_the_budgets_exits_1(tmp_path):
 
 
 def test_a_candidate_that_breaks_is_reported_failed_and_the_search_goes_on(tmp_path, monkeypatch):
-    import cgbench.analysis.advise_runs as advise
+    import cgbench.analysis.advise.runs as advise
 
     real = advise.evaluate
 

@@ -32,7 +32,7 @@ from cgbench.analysis.compare import (
     match_key,
     to_dict,
 )
-from cgbench.analysis.sweep import INDEX_NAME, plan_sweep, run_sweep
+from cgbench.analysis.sweep.run import INDEX_NAME, plan_sweep, run_sweep
 from cgbench.cli.render_compare import markdown
 
 runner = CliRunner()

@@ -22,7 +22,7 @@ from cgbench.analysis.compare import (
     load_rules,
     to_dict,
 )
-from cgbench.analysis.sweep import INDEX_NAME, plan_sweep, run_sweep
+from cgbench.analysis.sweep.run import INDEX_NAME, plan_sweep, run_sweep
 
 pytestmark = pytest.mark.slow  # each test runs compare over sweep folders
 

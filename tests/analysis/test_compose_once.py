@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cgbench.analysis.sweep_plan import plan_sweep
+from cgbench.analysis.sweep.plan import plan_sweep
 from cgbench.config.compose import Composer, load_config_fresh
 from cgbench.config.schema import ConfigError
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.analysis import executor_slurm
-from cgbench.analysis.executors import MAX_CHUNK, InProcess, LocalPool, Outcome, Task, chunk_size, local_executor
-from cgbench.analysis.sweep import execute_point, plan_sweep
+from cgbench.analysis.sweep import executor_slurm
+from cgbench.analysis.sweep.executors import MAX_CHUNK, InProcess, LocalPool, Outcome, Task, chunk_size, local_executor
+from cgbench.analysis.sweep.run import execute_point, plan_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["workload=small", "model=transformer,hybrid", "policy=budget,megatron,defer"]
@@ -94,7 +94,7 @@ def test_chunks_hold_about_a_target_of_work_and_balance_at_the_end(task_s, remai
 
 _PARENT = """
 import sys, time
-from cgbench.analysis.executors import LocalPool, Task
+from cgbench.analysis.sweep.executors import LocalPool, Task
 pool = LocalPool(2)
 pool.run(time.sleep, [Task(0, (120,)), Task(1, (120,))], print)
 """
@@ -138,13 +138,13 @@ def test_pool_workers_die_with_their_parent(tmp_path):
 
 _FORKED = """
 import sys, threading
-from cgbench.analysis.executors import LocalPool, Task
+from cgbench.analysis.sweep.executors import LocalPool, Task
 Task._mark_of_the_caller = 7  # set in this process only: a worker that re-imported the class lacks it
 stop = threading.Event()
 if sys.argv[1] == "thread":  # another thread running: forking could copy a lock it holds
     threading.Thread(target=stop.wait, daemon=True).start()
 pool = LocalPool(2)
-pool.warm(["cgbench.analysis.sweep"])
+pool.warm(["cgbench.analysis.sweep.run"])
 got = {}
 tasks = [Task(i, (Task, "_mark_of_the_caller", None)) for i in range(4)]
 pool.run(getattr, tasks, lambda o: got.update({o.key: o.value}))

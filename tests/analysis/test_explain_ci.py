@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from cgbench.analysis.explain_request import explain_all
-from cgbench.analysis.sweep_plan import plan_sweep
+from cgbench.analysis.sweep.plan import plan_sweep
 from cgbench.pipeline import build_engine, run_point
 from cgbench.results.deferrals import deferral_rows
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.analysis.megatron_log_digest import digest_log
-from cgbench.analysis.megatron_log_emit import log_text
-from cgbench.analysis.megatron_log_explain import COVERED, explain_megatron_log
-from cgbench.analysis.megatron_log_grid import CAPTURE, CONFIG, REPLAYED, miss_detail
+from cgbench.analysis.megatron_log.digest import digest_log
+from cgbench.analysis.megatron_log.emit import log_text
+from cgbench.analysis.megatron_log.explain import COVERED, explain_megatron_log
+from cgbench.analysis.megatron_log.grid import CAPTURE, CONFIG, REPLAYED, miss_detail
 from cgbench.config.compose import load_config
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape
@@ -151,7 +151,7 @@ def test_miss_details_say_what_the_grid_lacks():
 
 
 def test_memory_stays_bounded_past_the_shape_budget(tmp_path, monkeypatch):
-    from cgbench.analysis import megatron_log_digest
+    from cgbench.analysis.megatron_log import digest as megatron_log_digest
 
     monkeypatch.setattr(megatron_log_digest, "MAX_SHAPES", 4)
     lines = []

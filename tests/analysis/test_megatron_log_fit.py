@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.analysis.megatron_log_calibrate import calibrate_megatron_log, fitted_ranges
-from cgbench.analysis.megatron_log_config import log_config
-from cgbench.analysis.megatron_log_digest import digest_log
-from cgbench.analysis.megatron_log_emit import log_text
-from cgbench.analysis.megatron_log_fit import context_tokens, fit
+from cgbench.analysis.megatron_log.calibrate import calibrate_megatron_log, fitted_ranges
+from cgbench.analysis.megatron_log.config import log_config
+from cgbench.analysis.megatron_log.digest import digest_log
+from cgbench.analysis.megatron_log.emit import log_text
+from cgbench.analysis.megatron_log.fit import context_tokens, fit
 from cgbench.backends.sim.log_calibration import LogCalibration
 from cgbench.backends.sim.uncertainty import UNCERTAIN
 from cgbench.config.compose import load_config

@@ -18,13 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cgbench.analysis.plots import plot_sweep, sweep_figures, sweep_rows
-from cgbench.analysis.plots_data import PlotSpec, load_records
-from cgbench.analysis.plots_layout import bar_labels, bottom_legend, clipped_texts, colliding_texts, overlaps
-from cgbench.analysis.plots_load import max_sustainable
-from cgbench.analysis.plots_pareto import pareto_front
-from cgbench.analysis.plots_run import TIMELINE_BINS, queue_wait_figure, timeline_figure
-from cgbench.analysis.sweep import plan_sweep, run_sweep
+from cgbench.analysis.plots.data import PlotSpec, load_records
+from cgbench.analysis.plots.layout import bar_labels, bottom_legend, clipped_texts, colliding_texts, overlaps
+from cgbench.analysis.plots.load import max_sustainable
+from cgbench.analysis.plots.pareto import pareto_front
+from cgbench.analysis.plots.plot import plot_sweep, sweep_figures, sweep_rows
+from cgbench.analysis.plots.run import TIMELINE_BINS, queue_wait_figure, timeline_figure
+from cgbench.analysis.sweep.run import plan_sweep, run_sweep
 from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
 from cgbench.results.document import write_json_atomic
@@ -129,7 +129,7 @@ def test_the_frame_checks_see_a_cut_off_legend_and_a_legend_title_on_the_figure_
 def test_the_overlap_check_sees_crowded_labels_and_fit_x_ticks_clears_them():
     """A negative control for the checks below: 30 long tick labels on a narrow axis do overlap;
     rotating / thinning them clears them."""
-    from cgbench.analysis.plots_layout import fit_x_ticks
+    from cgbench.analysis.plots.layout import fit_x_ticks
 
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.bar(range(30), range(30))
@@ -170,7 +170,7 @@ def _coinciding_points_are_named(fig, sweep: Path) -> None:
     the points' metrics, per facet); a point of one policy has no label."""
     from collections import defaultdict
 
-    from cgbench.analysis.plots_data import scaled
+    from cgbench.analysis.plots.data import scaled
 
     rows = sweep_rows(sweep)
     shared: dict[tuple, list[str]] = defaultdict(list)
@@ -426,7 +426,7 @@ def test_queue_wait_histograms_centre_their_bins_on_whole_values(values):
 
 
 def _records(values: list[float], y: str = "output_throughput_tok_s") -> list:
-    from cgbench.analysis.plots_data import Record
+    from cgbench.analysis.plots.data import Record
 
     return [Record({"policy": p}, {"eager_step_fraction": 0.1 * i, y: v})
             for i, (p, v) in enumerate(zip(("budget", "megatron", "defer", "cover"), values, strict=False))]
@@ -435,8 +435,8 @@ def _records(values: list[float], y: str = "output_throughput_tok_s") -> list:
 def test_a_tiny_spread_looks_tiny_on_the_pareto_panel():
     """A 0.008 tok/s spread over ~5,123 tok/s: no offset notation, and the points sit in a sliver of the
     panel (the axis spans at least 2% of the values); a real spread still fills the panel."""
-    from cgbench.analysis.plots_layout import MIN_RELATIVE_SPAN
-    from cgbench.analysis.plots_pareto import pareto_figure
+    from cgbench.analysis.plots.layout import MIN_RELATIVE_SPAN
+    from cgbench.analysis.plots.pareto import pareto_figure
 
     fig = pareto_figure(plt, _records([5123.450, 5123.452, 5123.455, 5123.458]), [], "policy", None,
                         "output_throughput_tok_s", "tiny spread")
@@ -460,8 +460,8 @@ def test_a_tiny_spread_looks_tiny_on_the_pareto_panel():
 def test_the_load_panels_of_a_metric_share_their_y_limits():
     """The rate_load caption's promise: a metric keeps one y scale in every row (kind and limits), so a
     grid whose latency is ten times another's looks ten times higher."""
-    from cgbench.analysis.plots_data import Record, Roles
-    from cgbench.analysis.plots_load import load_figure
+    from cgbench.analysis.plots.data import Record, Roles
+    from cgbench.analysis.plots.load import load_figure
 
     records = [Record({"cg": cg, "policy": "budget", "workload.arrival.rate": str(rate)},
                       {"ttft_ms.p99": scale * rate, "output_throughput_tok_s": 100.0 * rate / scale})
@@ -494,8 +494,8 @@ def test_bad_input_exits_2(tmp_path, make, needle):
 
 def test_importing_the_commands_does_not_import_matplotlib_or_hydra():
     code = ("import sys; import cgbench.cli.app, cgbench.cli.sweep; "
-            "print(sorted(m for m in ('matplotlib', 'hydra', 'cgbench.analysis.plots', 'cgbench.analysis.sweep') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('matplotlib', 'hydra', 'cgbench.analysis.plots.plot', "
+            "'cgbench.analysis.sweep.run') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.analysis.sweep import DONE, FAILED, INDEX_NAME, PENDING
+from cgbench.analysis.sweep.run import DONE, FAILED, INDEX_NAME, PENDING
 
 pytestmark = pytest.mark.slow  # launchers and processes
 
@@ -253,7 +253,7 @@ def test_a_killed_slurm_sweep_resumes_on_slurm(cluster, local_sweep, tmp_path):
               60, "the array to leave the queue")
     for f in out.glob("*.json"):  # atomic writes: every file there is complete
         json.loads(f.read_text())
-    from cgbench.analysis.sweep import load_index
+    from cgbench.analysis.sweep.run import load_index
 
     assert load_index(out)["status"] == "interrupted"
     finished = {f.name for f in out.glob("workload-*.json")}
@@ -299,7 +299,7 @@ BIG_AXES = ["workload=small", "workload.num_requests=2", f"seed=range(0,{BIG})"]
 
 def _max_array_size() -> int:
     r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True)
-    from cgbench.analysis.slurm_arrays import parse_max_array_size
+    from cgbench.analysis.sweep.slurm_arrays import parse_max_array_size
 
     value = parse_max_array_size(r.stdout)
     assert value is not None, "scontrol show config names no MaxArraySize"

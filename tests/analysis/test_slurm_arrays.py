@@ -1,6 +1,6 @@
-"""How points become SLURM array tasks and arrays, and how the polls back off (cgbench.analysis.slurm_arrays),
+"""How points become SLURM array tasks and arrays, and how the polls back off (cgbench.analysis.sweep.slurm_arrays),
 without a cluster; a chunk's task reported for each of its points (the watch of executor_slurm); a
-detached sweep's record and what a --resume adopts of it (cgbench.analysis.sweep_slurm)."""
+detached sweep's record and what a --resume adopts of it (cgbench.analysis.sweep.slurm)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from cgbench.analysis import executor_slurm
-from cgbench.analysis.executors import Outcome
-from cgbench.analysis.slurm_arrays import (
+from cgbench.analysis.sweep import executor_slurm
+from cgbench.analysis.sweep.executors import Outcome
+from cgbench.analysis.sweep.slurm_arrays import (
     TASKS_PER_SLOT,
     Backoff,
     array_batches,

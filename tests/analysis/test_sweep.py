@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cgbench.analysis.sweep import INDEX_NAME, headline, plan_sweep, point_file_name
+from cgbench.analysis.sweep.run import INDEX_NAME, headline, plan_sweep, point_file_name
 from cgbench.config.compose import load_config
 from cgbench.config.overrides import override_key
 from cgbench.pipeline import run_point
@@ -209,7 +209,7 @@ def test_two_sweeps_without_out_land_in_different_folders(tmp_path, monkeypatch)
 
 
 def test_same_second_default_folders_get_a_suffix(tmp_path):
-    from cgbench.analysis.sweep import claim_out_dir
+    from cgbench.analysis.sweep.run import claim_out_dir
 
     plans = [plan_sweep(["model=hybrid", "policy=budget", *SMALL, f"out_dir={tmp_path}"]) for _ in range(2)]
     plans[1].out_dir = plans[0].out_dir  # as if both started in the same second
@@ -392,7 +392,7 @@ _SLOW_SWEEP = """
 import sys, time
 sys.path.insert(0, {root!r})
 import typer
-import cgbench.analysis.sweep as sw
+import cgbench.analysis.sweep.run as sw
 from cgbench.cli.sweep import sweep_cmd
 
 _run = sw.execute_point
@@ -411,7 +411,7 @@ STOP_AXES = ["model=hybrid", "policy=budget,megatron", "cg=sparse,dense,megatron
 
 
 def test_ctrl_c_keeps_finished_points_records_them_and_exits_130(tmp_path, monkeypatch):
-    import cgbench.analysis.sweep as sw
+    import cgbench.analysis.sweep.run as sw
 
     real, calls = sw.execute_point, []
 
@@ -503,7 +503,7 @@ def test_the_old_hydra_spellings_exit_2_naming_the_new_one(tmp_path, args, new):
 
 def test_executor_slurm_without_slurm_is_one_clear_error(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
-    import cgbench.analysis.executor_slurm as slurm
+    import cgbench.analysis.sweep.executor_slurm as slurm
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: None)  # as on a machine without SLURM's clients
     r = sweep("--executor", "slurm", *SMALL, "--out", str(tmp_path / "s"))

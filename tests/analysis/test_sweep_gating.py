@@ -1,5 +1,5 @@
 """A sweep says where gating is off and refuses a policy axis whose points are provably the same run
-(cgbench.analysis.sweep_gating): before anything runs, in its output and in sweep.json."""
+(cgbench.analysis.sweep.gating): before anything runs, in its output and in sweep.json."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cgbench.analysis.sweep_plan import plan_sweep
+from cgbench.analysis.sweep.plan import plan_sweep
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
 

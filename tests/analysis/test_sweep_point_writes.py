@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cgbench import safeio
-from cgbench.analysis.sweep import INDEX_NAME, plan_sweep, run_sweep
+from cgbench.analysis.sweep.run import INDEX_NAME, plan_sweep, run_sweep
 from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
 from tests.helpers import load_script

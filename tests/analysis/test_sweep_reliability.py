@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cgbench.analysis.fingerprint import config_fingerprint, fingerprint_of
-from cgbench.analysis.sweep import load_index, plan_sweep
-from cgbench.analysis.sweep_lock import LOCK_NAME
+from cgbench.analysis.sweep.fingerprint import config_fingerprint, fingerprint_of
+from cgbench.analysis.sweep.lock import LOCK_NAME
+from cgbench.analysis.sweep.run import load_index, plan_sweep
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
 from tests.helpers import one_error_line
@@ -285,7 +285,7 @@ def test_without_the_parent_death_signal_the_watchdog_ends_an_orphaned_worker(tm
     """The fallback where prctl is unavailable: a worker whose parent dies exits within a second or two."""
     pid_file = tmp_path / "worker.pid"
     worker = ("import os, sys, time\n"
-              "from cgbench.analysis import workers\n"
+              "from cgbench.analysis.sweep import workers\n"
               "workers._request_parent_death_signal = lambda: False\n"
               "workers.worker_init(os.getppid())\n"
               f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
@@ -324,7 +324,7 @@ def test_resume_of_a_killed_sweep_says_it_was_interrupted_and_finishes_it(tmp_pa
 
 
 def test_a_running_index_whose_lock_is_held_is_running(tmp_path):
-    from cgbench.analysis.sweep_lock import SweepLock
+    from cgbench.analysis.sweep.lock import SweepLock
 
     out = tmp_path / "s"
     assert _sweep("model=transformer", SMALL, "--out", str(out)).exit_code == 0

@@ -241,7 +241,7 @@ def test_piped_sweep_and_compare_at_80_columns_print_every_header_and_value_whol
                             "policy=budget,megatron", "workload=chat", "workload.num_requests=30", "--out", str(out)],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert "…" not in sweep.stdout
-    from cgbench.analysis.sweep import load_index
+    from cgbench.analysis.sweep.run import load_index
     from cgbench.cli.sweep import TABLE_METRICS, _header
     from cgbench.results.formatting import metric_value
     from cgbench.results.names import lookup

@@ -1,7 +1,7 @@
 """Install hints are right for how cgbench is installed: an editable install of the checkout it
 runs from (``pip install -e '.[plot]'``), the extra from the index for an installed wheel
 (``pip install 'cgbench[plot]'``; tests/test_wheel.py runs that case for real). One function
-(``cgbench.extras.install_hint``) makes every hint."""
+(``cgbench.results.extras.install_hint``) makes every hint."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cgbench.cli.app import app
-from cgbench.extras import OPTIONAL_DEPS, install_hint, needs
 from cgbench.results.document import source_checkout
+from cgbench.results.extras import OPTIONAL_DEPS, install_hint, needs
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]

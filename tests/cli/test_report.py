@@ -142,7 +142,7 @@ def test_user_text_is_escaped_everywhere(run_file, tmp_path):
 
 
 def test_without_matplotlib_the_tables_stay_and_the_page_says_what_is_missing(run_file, tmp_path, no_matplotlib):
-    from cgbench.extras import install_hint
+    from cgbench.results.extras import install_hint
 
     out = tmp_path / "run.html"
     r = runner.invoke(app, ["report", str(run_file), "-o", str(out)])

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cgbench.analysis.sweep_folder import INDEX_KIND, INDEX_NAME
+from cgbench.analysis.sweep.folder import INDEX_KIND, INDEX_NAME
 from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -143,7 +143,7 @@ def test_missing_torch_gives_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     r = runner.invoke(app, ["run", "backend=torch", "model=tiny_hybrid", f"out_dir={tmp_path}"])
     assert r.exit_code == 2 and "Traceback" not in r.output
-    from cgbench.extras import install_hint
+    from cgbench.results.extras import install_hint
 
     assert r.stderr.strip() == f"error: backend=torch needs torch, which is not installed: {install_hint('torch')}"
     assert files_under(tmp_path) == set()

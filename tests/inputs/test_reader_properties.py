@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cgbench.analysis.compare import load_rules
-from cgbench.analysis.sweep import load_index
+from cgbench.analysis.sweep.run import load_index
 from cgbench.backends.sim.calibrated import CALIBRATION_SCHEMA, CalibrationTable
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError

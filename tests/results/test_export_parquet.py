@@ -36,7 +36,7 @@ def test_formats_are_a_checked_comma_list_in_a_fixed_order():
 
 @pytest.mark.slow
 def test_without_pyarrow_parquet_is_one_line_with_the_install_command(tmp_path, no_pyarrow):
-    from cgbench.extras import install_hint
+    from cgbench.results.extras import install_hint
 
     out, export = tmp_path / "r.json", tmp_path / "exported"
     for args in ([*RUN, "--out", str(out), "--export", str(export), "--export-format", "parquet"],

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.analysis.export_sweep import export_sweep
-from cgbench.analysis.sweep import PointOutputs, plan_sweep, run_sweep
+from cgbench.analysis.sweep.export import export_sweep
+from cgbench.analysis.sweep.run import PointOutputs, plan_sweep, run_sweep
 from cgbench.config.compose import load_config
 from cgbench.pipeline import run_point
 from cgbench.results.export import export_run, metrics_table, request_table, run_tables, step_table

@@ -150,7 +150,7 @@ def test_compare_gate_passes_against_a_base_without_the_new_fields(doc: dict, tm
 def test_plots_compare_and_tables_take_the_new_fields(tmp_path) -> None:
     """They resolve names through the registry: an axis label, a compare rule, a table header."""
     from cgbench.analysis.compare import judge, load_rules
-    from cgbench.analysis.plots_data import metric_label
+    from cgbench.analysis.plots.data import metric_label
     from cgbench.results.names import label
 
     assert metric_label("ttft_ms.p95") == "TTFT p95 (ms)"

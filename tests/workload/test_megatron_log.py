@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 from cgbench.workload import megatron_log_format as fmt
 from cgbench.workload.megatron_log import MegatronLogReader, read_all
 from tests.helpers import examples

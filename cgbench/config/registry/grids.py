@@ -17,12 +17,39 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
 
-if TYPE_CHECKING:
-    from cgbench.config.schema import CGConfig, EngineConfig
+
+class GridSettings(Protocol):
+    """What a grid kind's estimate and its unread keys read of ``cg``: ``cgbench.config.schema.CGConfig``
+    (which validates with this registry, so the registry names the fields it reads instead of importing it)."""
+
+    kind: str
+    num_cuda_graphs: int | None
+    all_prefills: bool
+    cuda_graph_max_tokens: int
+    distribution: str
+    mixed_prefill_count: int
+    non_decode: bool
+    sizes_per_octave: int
+    p_per_octave: int
+    graphs: list[list[int]]
+    capture_sizes: list[int]
+    max_capture_size: int
+    piecewise: bool
+    piecewise_sizes: list[int]
+    piecewise_max_tokens: int
+    padding: bool
+
+
+class EngineLimits(Protocol):
+    """What a grid kind's estimate reads of ``engine`` (``cgbench.config.schema.EngineConfig``)."""
+
+    max_requests: int
+    max_tokens: int
+    num_speculative_tokens: int
 
 FAMILIES = ("megatron", "peer")
 MEGATRON_KEYS = ("num_cuda_graphs", "distribution", "mixed_prefill_count", "sizes_per_octave", "p_per_octave",
@@ -39,13 +66,13 @@ class GridKind:
     name: str
     family: str
     reads: tuple[str, ...]
-    estimate: Callable[[CGConfig, EngineConfig], tuple[int, str]]
-    unread: Callable[[CGConfig], dict[str, str]] | None = None
+    estimate: Callable[[GridSettings, EngineLimits], tuple[int, str]]
+    unread: Callable[[GridSettings], dict[str, str]] | None = None
     build: Callable[..., Any] | None = None
     summary: str = ""
 
 
-def _megatron_graphs(cg: CGConfig, e: EngineConfig, non_decode: bool) -> tuple[int, str]:
+def _megatron_graphs(cg: GridSettings, e: EngineLimits, non_decode: bool) -> tuple[int, str]:
     n = cg.num_cuda_graphs
     if n is None or n == 0:
         return 0, "cg.num_cuda_graphs"
@@ -72,7 +99,7 @@ def _megatron_graphs(cg: CGConfig, e: EngineConfig, non_decode: bool) -> tuple[i
     return int(sizes * (p_values + 2)), key
 
 
-def _peer_graphs(cg: CGConfig, e: EngineConfig) -> tuple[int, str]:
+def _peer_graphs(cg: GridSettings, e: EngineLimits) -> tuple[int, str]:
     q = 1 + e.num_speculative_tokens
     if cg.capture_sizes:
         decode, key = len(cg.capture_sizes), "cg.capture_sizes"
@@ -103,7 +130,7 @@ def _peer_graphs(cg: CGConfig, e: EngineConfig) -> tuple[int, str]:
     return decode + piecewise, key
 
 
-def _all_prefills_cap(cg: CGConfig) -> dict[str, str]:
+def _all_prefills_cap(cg: GridSettings) -> dict[str, str]:
     if cg.all_prefills:
         return {"cg.cuda_graph_max_tokens": "cg.all_prefills=true (the cap is engine.max_tokens)"}
     return {}
@@ -154,7 +181,7 @@ def _readers(key: str, kinds: list[GridKind]) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
 
 
-def grid_unread(cg: CGConfig) -> dict[str, str]:
+def grid_unread(cg: GridSettings) -> dict[str, str]:
     """The ``cg`` keys kind ``cg.kind`` does not read, each with why (``schema.unread_keys``)."""
     chosen = grid_kind(cg.kind)
     kinds = list(BUILTIN_GRID_KINDS.values()) + ([chosen] if chosen.name not in BUILTIN_GRID_KINDS else [])

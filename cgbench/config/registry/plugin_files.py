@@ -27,9 +27,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cgbench.config.errors import did_you_mean
 from cgbench.config.paths import ENV_CONFIG_DIR, MAX_CONFIG_FILE_BYTES, check_option_file, config_dir
 from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+from cgbench.errors import did_you_mean
 from cgbench.safeio import check_tree, read_text
 
 FILE_NAME = "plugins.yaml"

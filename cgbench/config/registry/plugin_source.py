@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cgbench.config.errors import ConfigError
+from cgbench.errors import ConfigError
 
 ENTRY_POINT_GROUPS = {"policies": "cgbench.policies", "grids": "cgbench.grids", "workloads": "cgbench.workloads"}
 

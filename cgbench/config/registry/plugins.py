@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
-from cgbench.config.errors import ConfigError, did_you_mean
 from cgbench.config.registry.plugin_files import declared, folders_in_effect
 from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+from cgbench.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint

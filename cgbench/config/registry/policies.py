@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cgbench.config.errors import ConfigError
 from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
+from cgbench.errors import ConfigError
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cgbench.config.errors import ConfigError, did_you_mean
+from cgbench.errors import ConfigError, did_you_mean
 
 ARRIVAL_UNITS = ("s", "ms", "us", "epoch_s", "epoch_ms", "epoch_us", "datetime")
 PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "epoch_s": 1.0, "epoch_ms": 1e3, "epoch_us": 1e6,

@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cgbench.config.errors import ConfigError
 from cgbench.config.registry.grids import GridKind
 from cgbench.config.registry.policies import PolicySpec
 from cgbench.config.registry.workloads import WorkloadSource
 from cgbench.engine.policies import DEFER, EAGER
+from cgbench.errors import ConfigError
 from cgbench.grids.shapes import BatchShape
 
 
