@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.config.errors import ConfigError
+from cgbench.config.megatron_ranges import check_values
 from cgbench.config.overrides import override_key
 
 MEGATRON_VERSION = "0.19.2"
@@ -399,6 +400,7 @@ def translate(text: str) -> Translation:
             t.accepted.append((f"{flag} {values[0]}", f"{rule.note}: {values[0]} is what cgbench assumes"))
         else:
             t.refused.append((flag, rule.note))
+    check_values(given)  # Megatron's ranges, before any arithmetic on them
     _translate_model(given, t)
     _translate_engine(given, t)
     _translate_graphs(given, t)
