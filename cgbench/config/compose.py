@@ -37,7 +37,7 @@ from cgbench.config.errors import did_you_mean
 from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
-from cgbench.config.overrides import override_key, override_value
+from cgbench.config.overrides import override_key, override_value, quoting_advice
 from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs, yaml_tree_signature
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.plugin_files import plugin_folders
@@ -239,6 +239,9 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         raise ConfigError(_yaml_error_text(e)) from None
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         msg = _error_text(e)
+        advice = quoting_advice(overrides) if "LexerNoViableAlt" in msg else None
+        if advice:
+            raise ConfigError(advice) from None
         if msg.startswith("Config group override must be a string"):  # `engine=null`: name the key
             bad = next((o for o in overrides if override_value(o).strip().lower() in ("null", "~", "")), "")
             group = override_key(bad) if bad else "a config group"
@@ -581,7 +584,8 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                 else:
                     axes.append([f"{key}={o.get_value_element_as_str()}"])
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(_error_text(e)) from e
+        msg = _error_text(e)
+        raise ConfigError((quoting_advice(overrides) if "LexerNoViableAlt" in msg else None) or msg) from e
     check_sweep_points(axes)
     return [list(p) for p in itertools.product(*axes)]
 
