@@ -237,6 +237,13 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         return cfg
     except yaml.YAMLError as e:  # a user's config file: name it, with the line
         raise ConfigError(_yaml_error_text(e)) from None
+    except RecursionError:  # Hydra follows a defaults list that includes itself until the stack ends
+        from cgbench.config.defaults_cycle import find_cycle
+
+        named = [v.strip() for o in overrides for v in override_value(o).split(",")]
+        cycle = find_cycle(user_config_dirs(config_dirs), named)
+        raise ConfigError(f"a defaults list includes itself: {cycle}; remove the include that closes the cycle"
+                          if cycle else "a defaults list includes itself (a cycle of config files)") from None
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         msg = _error_text(e)
         advice = quoting_advice(overrides) if "LexerNoViableAlt" in msg else None

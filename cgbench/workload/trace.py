@@ -265,7 +265,9 @@ class _Layout:
 
     def _open(self) -> tuple[list[str] | None, str, Iterator[tuple[str, Any]]]:
         """(the CSV header or None for JSONL, where it is, the data records: a dict or a row's cells each)."""
-        lines = trace_lines(self.path, self.label)
+        where = str(self.path)
+        bound = None if self.options.window is not None else lambda n: check_trace_memory(n, where)
+        lines = trace_lines(self.path, self.label, line_bound=bound)  # the plain file's bound, gzip'd too
         if self.kind == "jsonl":
             return None, "", _jsonl_records(lines, self.label)
         rows = _csv_records(lines, self.label)
