@@ -565,6 +565,30 @@ def _resolve_paths(cfg: BenchConfig) -> None:
 
 
 
+def _as_number(text: str) -> int | float | None:
+    """A sweep value as the config's number fields read it (``01`` and ``1`` are both 1), else None."""
+    t = text.strip().replace("_", "")
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            continue
+    return None
+
+
+def _refuse_equal_values(key: str, texts: list[str]) -> None:
+    """Two values of one sweep axis that the config reads as one (``seed=1,01``, ``x=1,1.0``, or a value
+    listed twice) would plan two points of one config: refused, naming both."""
+    seen: dict[object, str] = {}
+    for text in texts:
+        number = _as_number(text)
+        value: object = ("n", number) if number is not None and number == number else ("s", text.strip())
+        if value in seen:
+            raise ConfigError(f"{key}: the sweep values {seen[value]!r} and {text!r} are the same value: each "
+                              "point would be the same config; list each value once")
+        seen[value] = text
+
+
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Hydra sweep syntax -> the Cartesian product of override lists (first key varies slowest,
     as Hydra's BasicSweeper). ``a=1,2``, ``range()``, ``choice()`` and ``glob()`` are supported."""
@@ -584,7 +608,9 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                     if not o.is_discrete_sweep():
                         raise ConfigError(f"{key}: interval() sweeps are not supported; list values instead")
                     check_sweep_axis(key, o.value())  # a zero step, an endless or huge range
-                    values = [f"{key}={v}" for v in o.sweep_string_iterator()]
+                    texts = list(o.sweep_string_iterator())
+                    _refuse_equal_values(key, texts)
+                    values = [f"{key}={v}" for v in texts]
                     if not values:
                         raise ConfigError(f"{key}: the sweep has no values")
                     axes.append(values)

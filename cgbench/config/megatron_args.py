@@ -226,7 +226,7 @@ def inference_config_fields() -> frozenset[str]:
 
 
 def _read_names(path: Path = NAMES_FILE) -> list[str]:
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 @cache
