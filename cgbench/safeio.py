@@ -38,7 +38,7 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -649,6 +649,51 @@ def read_json(path: str | Path, key: str = "") -> Any:
     return load_json_text(read_text(path, key), _where(path, key))
 
 
+# the characters that open and close YAML flow collections, and what hides them (quotes, comments)
+_FLOW = re.compile(r"""[\[\]{}]|'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|(?:^|(?<=\s))#[^\n]*""", re.MULTILINE)
+
+
+def _flow_too_deep(text: str) -> int | None:
+    """The offset of the first ``[`` or ``{`` nested more than ``MAX_DEPTH`` deep (brackets in
+    quotes and comments not counted), else None: a linear scan, before the parser."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    for m in _FLOW.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return m.start()
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def yaml_events(text: str, where: str, max_events: int | None = None) -> Iterator[Any]:
+    """The YAML parser's events of ``text``, refused past ``MAX_DEPTH`` nested containers (one line
+    naming ``where`` and the depth) as they come: PyYAML's composer and constructor take time
+    quadratic in the depth (a 20,000-deep ``[[[...]]]`` of 40 KB took a minute), its parser does
+    not, so this is checked before either; and past ``max_events`` events."""
+    import yaml
+
+    deep = _flow_too_deep(text)
+    if deep is not None:  # PyYAML's scanner looks ahead over every open bracket: quadratic too
+        raise ConfigError(f"{where}:{text.count(chr(10), 0, deep) + 1}: nested more than {MAX_DEPTH} levels deep")
+    depth = 0
+    for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = f":{event.start_mark.line + 1}" if event.start_mark is not None else ""
+                raise ConfigError(f"{where}{line}: nested more than {MAX_DEPTH} levels deep")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+        if max_events is not None and n > max_events:
+            raise ConfigError(f"{where}: more than {max_events:,} YAML nodes")
+        yield event
+
+
 def load_yaml_text(text: str, where: str, finite: bool = True) -> Any:
     """``yaml.safe_load`` with the same bounds as JSON, and duplicate mapping keys refused."""
     import yaml
@@ -671,6 +716,11 @@ def load_yaml_text(text: str, where: str, finite: bool = True) -> Any:
         return loader.construct_mapping(node, deep=True)
 
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    try:
+        for _ in yaml_events(text, where):  # the depth, before the composer's quadratic cost
+            pass
+    except yaml.YAMLError:
+        pass  # the load below names the problem with its line
     try:
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 
-from cgbench.config.registry.grids import grid_kind
+from cgbench.config.registry.grids import graph_estimate
 from cgbench.config.registry.workloads import workload_source
 from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, check_finite, validate
 from cgbench.safeio import safe_name
@@ -97,7 +97,7 @@ def check_sizes(cfg: BenchConfig) -> None:
 def estimate_graphs(cfg: BenchConfig) -> tuple[int, str]:
     """An upper estimate of how many graphs the ``cg`` config builds (the lists built on the way
     included), and the key that drives it: the estimate its grid family registers."""
-    return grid_kind(cfg.cg.kind).estimate(cfg.cg, cfg.engine)
+    return graph_estimate(cfg.cg, cfg.engine)
 
 
 def estimate_request_bytes(cfg: BenchConfig) -> int:

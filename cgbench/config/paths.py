@@ -109,21 +109,20 @@ def yaml_tree_signature(dirs: Sequence[Path]) -> tuple:
 
 
 def check_option_file(path: Path) -> None:
-    """One user option file: bounded, UTF-8, YAML without aliases (``check_user_tree``)."""
+    """One user option file: bounded in bytes, nodes and depth, UTF-8, YAML without aliases
+    (``check_user_tree``)."""
     import yaml
 
-    from cgbench.safeio import read_text
+    from cgbench.safeio import read_text, yaml_events
 
     where = str(path)  # named as Hydra's own errors in a user file are (cgbench.config.suggest)
     text = read_text(path, max_bytes=MAX_CONFIG_FILE_BYTES)
     try:
-        for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        for event in yaml_events(text, where, MAX_YAML_EVENTS):  # bounded in depth too: in time
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark is not None else 0
                 raise ConfigError(f"{where}:{line}: YAML alias *{event.anchor}: aliases are not supported in "
                                   "config files (write the value out)")
-            if n > MAX_YAML_EVENTS:
-                raise ConfigError(f"{where}: more than {MAX_YAML_EVENTS:,} YAML nodes")
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
