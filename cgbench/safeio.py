@@ -508,14 +508,43 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
+def first_wide_int(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first integer outside 64 bits in a JSON-like value, else None."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool) and not -INT64_MAX - 1 <= v <= INT64_MAX:
+            return at or "(top level)"
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")  # an integer past 64 bits has 19 digits or more
+
+
+def _check_int64(doc: Any, text: str) -> str:
+    """``text`` (``doc`` dumped) when every integer in it fits in 64 bits, as every reader of cgbench's
+    documents requires (a count at 2^63-1 plus one is 2^63). The text is scanned first: the walk runs
+    only where a run of 19 digits is (a long number, or digits in a string)."""
+    if _LONG_DIGITS.search(text) is not None:
+        where = first_wide_int(doc)
+        if where is not None:
+            raise ConfigError(f"{where}: an integer that does not fit in 64 bits; a result holds 64-bit integers "
+                              "only")
+    return text
+
+
 def dumps_strict(doc: Any, indent: int | None = 1) -> str:
-    """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value.
-    ``indent=None``: compact, on one line (Python's C encoder, several times faster than an indented
-    dump, which runs the pure-Python one); the same document on reading."""
+    """``json.dumps`` that refuses NaN/Infinity (strict JSON) and integers past 64 bits with a
+    ConfigError naming the value. ``indent=None``: compact, on one line (Python's C encoder, several
+    times faster than an indented dump, which runs the pure-Python one); the same document on reading."""
     try:
         if indent is None:
-            return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
-        return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+            return _check_int64(doc, json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n")
+        return _check_int64(doc, json.dumps(doc, indent=indent, allow_nan=False) + "\n")
     except ValueError:  # the encoder names no path: find the value (only on this rare path)
         where = first_non_finite(doc)
         if where is None:

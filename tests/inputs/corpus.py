@@ -692,8 +692,9 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
         text(f"{name}.json", json.dumps(doc))
 
     # -- issue 32: inputs an output must not replace, failed and hand-edited sweeps, user config trees
-    text("res_a.json", json.dumps(result_doc()))
-    text("res_b.json", json.dumps(result_doc()))
+    valid = next((ROOT / "results" / "baseline").glob("model-*.json")).read_text()  # a valid result
+    text("res_a.json", valid)
+    text("res_b.json", valid)
     f["trace_link_json"] = d / "trace_link.json"
     f["trace_link_json"].symlink_to(f["ok_trace_jsonl"])
     f["trace_hardlink_json"] = d / "trace_hardlink.json"
@@ -722,7 +723,8 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
         f[name].mkdir()
         (f[name] / "p.json").write_text(json.dumps(result_doc(overrides=["seed=1"])))
         (f[name] / INDEX_NAME).write_text(json.dumps({
-            "kind": INDEX_KIND, "schema_version": 2, "status": "done",
+            "kind": INDEX_KIND, "schema_version": 2, "status": "failed", "cgbench_version": "0",
+            "created_at": "2026-01-01T00:00:00Z", "name": name, "counts": {"done": 0, "failed": 1, "pending": 0},
             "points": [{"index": 0, "overrides": ["seed=1"], "file": "p.json", **point}]}))
     for key in ("tree_fifo", "tree_zero", "tree_dir", "tree_dangling", "tree_bomb", "tree_self", "tree_latin1",
                 "tree_big"):
