@@ -561,7 +561,7 @@ CASES: list[Case] = [
         ("run workload=big --config-dir {tree_big}", ("big.yaml", "byte limit")),
         ("run --megatron-args @{fifo_csv}", ("--megatron-args", "FIFO")),
         ("run --megatron-args @{latin_args}", ("--megatron-args", "latin_args.txt", "not a UTF-8")),
-        ("grid --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
+        ("grid workload=bomb --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),  # a file it reads: refused
         ("sweep seed=1,2 --config-dir {tree_fifo} --dry-run", ("ff.yaml", "FIFO")),
         slow=True),
     # -- issue 32, tracebacks: sizes, overflows and names checked before anything is built
