@@ -37,7 +37,15 @@ from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
 from cgbench.config.overrides import override_key, override_value, quoting_advice
-from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs, yaml_tree_signature
+from cgbench.config.paths import (
+    GROUPS,
+    check_files_read,
+    config_dir,
+    data_roots,
+    group_options,
+    user_config_dirs,
+    yaml_tree_signature,
+)
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
@@ -226,7 +234,9 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
     ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``); ``resolve=False`` skips the
     check that every value resolves (a partial composition that later overrides complete)."""
-    search = _searchpath_override(user_config_dirs(config_dirs))
+    dirs = user_config_dirs(config_dirs)
+    check_files_read(dirs, overrides)  # a bad file of the tree counts only if this config may read it
+    search = _searchpath_override(dirs)
     require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():

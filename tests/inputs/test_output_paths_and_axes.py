@@ -50,3 +50,19 @@ def test_the_c_locale_writes_and_prints_a_non_ascii_output_path(tmp_path):
     assert b"Traceback" not in p.stderr and b"UnicodeDecodeError" not in p.stderr
     assert out.is_file()
     assert b"result: " + os.fsencode(out) in p.stdout + p.stderr  # the path as it was given, byte for byte
+
+
+def test_a_bad_file_the_command_never_reads_does_not_refuse_its_folder(tmp_path):
+    (tmp_path / "workload").mkdir()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "workload" / "broken.yaml").write_text("a: &a [1]\nb: *a\n")
+    (tmp_path / "workload" / "small4.yaml").write_text("defaults:\n  - default\n  - _self_\nnum_requests: 4\n")
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["run", "workload=small4", "--config-dir", str(tmp_path), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    one_error_line(runner.invoke(app, ["run", "workload=broken", "--config-dir", str(tmp_path), "--out", str(out)]),
+                   "broken.yaml:2", "alias")
+    # named by another file's defaults list: it may be read, so it is refused
+    (tmp_path / "model" / "uses.yaml").write_text("defaults:\n  - /workload/broken\n")
+    one_error_line(runner.invoke(app, ["run", "workload.num_requests=4", "--config-dir", str(tmp_path),
+                                       "--out", str(out)]), "broken.yaml:2", "alias")
