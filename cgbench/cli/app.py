@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from cgbench import __version__
-from cgbench.cli.console import err, out, print_error, print_warning
+from cgbench.cli.console import err, out, print_error, print_held, print_warning
 from cgbench.cli.errors import OneLineUsageErrors, user_errors
 from cgbench.cli.export import ExportDir, ExportFormats
 from cgbench.cli.formats import check_format
@@ -292,6 +292,7 @@ def _print_info(overrides: list[str], dirs: list, fmt: str) -> None:
 @contextmanager
 def progress(label: str, after_s: float = 2.0) -> Iterator[None]:
     """A spinner with the elapsed time on stderr, only on a terminal and only after ``after_s``."""
+    print_held()  # the work starts: the command's input was accepted
     if not err.is_terminal:
         yield
         return

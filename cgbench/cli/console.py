@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -62,10 +62,19 @@ def piped_width(stream: TextIO) -> int | None:
         return PIPED_WIDTH
 
 
+class _ResultConsole(Console):
+    """The stdout console: a command's result follows the reports held until its input was accepted."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        print_held()
+        super().print(*objects, **kwargs)
+
+
 def make_console(stderr: bool = False) -> Console:
     """A console on which no string is read as markup or emoji codes."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=piped_width(stream), markup=False, emoji=False, highlight=False)
+    kind = Console if stderr else _ResultConsole
+    return kind(stderr=stderr, width=piped_width(stream), markup=False, emoji=False, highlight=False)
 
 
 def styled(text: str, style: str) -> Text:
@@ -92,6 +101,26 @@ def print_error(message: str) -> None:
 def print_warning(message: str) -> None:
     """One line on stderr: ``warning: <message>``, verbatim."""
     print_line(err, styled("warning:", "yellow"), " ", message)
+
+
+# Reports a command prints only once its input is accepted (the --megatron-args translation): a
+# refusal stays one line, and the report shows when the work starts or the command ends.
+_held: list[str] = []
+
+
+def print_when_accepted(text: str) -> None:
+    """Hold ``text`` for stderr until ``print_held`` (the work starts, or the command succeeds);
+    ``drop_held`` forgets it (the command refused its input)."""
+    _held.append(text)
+
+
+def print_held() -> None:
+    while _held:
+        err.print(_held.pop(0), end="", highlight=False, markup=False, soft_wrap=True)
+
+
+def drop_held() -> None:
+    _held.clear()
 
 
 def help_width() -> int | None:

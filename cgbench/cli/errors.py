@@ -33,29 +33,43 @@ def user_errors() -> Iterator[None]:
     """Bad input -> one clear line on stderr and exit code 2; a missing optional dependency -> its
     install command, exit 2; Ctrl-C -> exit 130, nothing written. A command starts with no
     declared inputs (``cgbench.safeio.declare_inputs``)."""
+    from cgbench.cli.console import drop_held, print_held
     from cgbench.safeio import reset_inputs
 
     reset_inputs()
+    drop_held()
     try:
         yield
     except ConfigError as e:
+        drop_held()
         print_error(_suggested(str(e)))
         raise typer.Exit(2) from None
     except ModuleNotFoundError as e:
         top = (e.name or "").split(".")[0]
         if top not in OPTIONAL_DEPS:
             raise
+        drop_held()
         print_error(f"{top} is not installed (an optional dependency): {install_hint(OPTIONAL_DEPS[top])}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
+        drop_held()
         err.print("interrupted: nothing was written")
         raise typer.Exit(130) from None
+    except (typer.Exit, SystemExit) as e:  # a command's own exit: 2 has printed its one line
+        code = e.exit_code if isinstance(e, typer.Exit) else e.code
+        if code == 2:
+            drop_held()
+        else:
+            print_held()
+        raise
     except OSError as e:
         if e.errno not in _PATH_ERRNOS or not e.filename:
             raise
         # a user's path that no file system call can take (pathlib's exists() raises these)
+        drop_held()
         print_error(f"{e.filename}: {_PATH_ERRNOS[e.errno]}")
         raise typer.Exit(2) from None
+    print_held()
 
 
 _PATH_ERRNOS = {errno.ENAMETOOLONG: "file name too long", errno.ELOOP: "too many levels of symbolic links"}

@@ -56,16 +56,17 @@ MegatronArgs = Annotated[Optional[str], typer.Option(
 def with_launch_line(value: str | None, overrides: list[str], config_dirs: Sequence[Path] | None = None, *,
                      compose_with: list[str] | None = None) -> list[str]:
     """``--megatron-args``, the same on every command: the translated overrides first, the typed
-    ones after (they win), and the translation printed on stderr (``megatron_args.with_megatron_args``).
+    ones after (they win), and the translation printed on stderr once the command's input is accepted
+    (``megatron_args.with_megatron_args``, ``console.print_when_accepted``).
     ``compose_with``: one point's overrides, when ``overrides`` are a sweep's."""
     if value is None:
         return list(overrides)
-    from cgbench.cli.console import err
+    from cgbench.cli.console import print_when_accepted
     from cgbench.config.megatron_args import with_megatron_args
 
     ovr, translation = with_megatron_args(value, list(overrides), config_dirs=list(config_dirs or []),
                                           compose_with=compose_with)
-    err.print(translation, end="", highlight=False, markup=False, soft_wrap=True)
+    print_when_accepted(translation)  # a later refusal of the command line stays its one line
     return ovr
 def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of an override (``cgbench --install-completion``): ``model=<TAB>`` lists the

@@ -108,6 +108,9 @@ class ProgressReport:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def __enter__(self) -> ProgressReport:
+        from cgbench.cli.console import print_held
+
+        print_held()  # the work starts: the command's input was accepted
         if self.console.is_terminal:
             from rich.progress import (
                 BarColumn,

@@ -130,3 +130,18 @@ def test_a_result_whose_warning_is_not_an_object_is_one_line(tmp_path):
     r = runner.invoke(app, ["compare", str(base), str(new)])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert r.stderr.strip() == f"error: {new}: 'warnings[0]' must be an object, got NoneType"
+
+
+def test_a_refusal_after_the_launch_line_is_translated_is_still_one_line(tmp_path):
+    """Owner: cli.console.print_when_accepted (the --megatron-args translation is held until the
+    command's input is accepted, and dropped on a refusal). A folder --out after a translated line
+    printed the translation, then the error (found by the CLI fuzzer)."""
+    r = runner.invoke(app, ["run", "workload.num_requests=8", "--megatron-args", "--expert-model-parallel-size 1",
+                            "--out", str(tmp_path)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"error: --out {tmp_path}: is a directory"
+    ok = runner.invoke(app, ["run", "workload.num_requests=8", "--megatron-args", "--expert-model-parallel-size 1",
+                             "--out", str(tmp_path / "r.json")])
+    assert ok.exit_code == 0, ok.output
+    assert ok.stderr.startswith("Megatron 0.19.2 arguments -> cgbench overrides:\n"
+                                "  translated   --expert-model-parallel-size 1 -> engine.ep_size=1\n")
