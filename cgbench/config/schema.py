@@ -7,15 +7,13 @@ see. They import nothing from Hydra, so library users and tests can build them d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind, grid_unread, kinds_of
 from cgbench.config.registry.policies import (
     BUILTIN_POLICIES,
-    PadGuardConfig,
-    WaitTimeoutConfig,
     check_options,
     option_sections,
     policy_spec,
@@ -230,14 +228,19 @@ class WorkloadConfig:
         return self.arrival.process != "closed_loop"
 
 
-@dataclass
-class PolicyConfig:
-    """The policy's name and the option sections (``policy.<name>``) of the built-in policies that
+def _policy_config() -> type:
+    """``PolicyConfig``, its option sections derived from the registry's records (a new policy's
+    section is its record's ``options``, never a field written here too)."""
+    sections = [(s.name, s.options, field(default_factory=s.options)) for s in BUILTIN_POLICIES.values()
+                if s.options is not None]
+    cls = make_dataclass("PolicyConfig", [("name", str, field(default="megatron")), *sections])
+    cls.__module__ = __name__
+    cls.__doc__ = """The policy's name and the option sections (``policy.<name>``) of the built-in policies that
     have options (``cgbench.config.registry.policies``); a plug-in policy's configs add its own."""
+    return cls
 
-    name: str = "megatron"
-    pad_guard: PadGuardConfig = field(default_factory=PadGuardConfig)
-    wait_timeout: WaitTimeoutConfig = field(default_factory=WaitTimeoutConfig)
+
+PolicyConfig = _policy_config()
 
 
 @dataclass
