@@ -139,3 +139,10 @@ def check_options(policy_cfg: Any) -> None:
         spec = policy_spec(section, key=f"policy.{section}")
         if spec.check is not None:
             spec.check(getattr(policy_cfg, section))
+
+
+def check_policy(cfg: Any) -> None:
+    """The rules of ``cfg.policy`` (a ``BenchConfig``'s): its name, then each option section's."""
+    p = cfg.policy
+    policy_spec(p.name)  # a built-in or an installed plug-in, else did-you-mean
+    check_options(p)
