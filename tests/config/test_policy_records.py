@@ -63,7 +63,7 @@ _BEFORE = {
 
 
 def test_each_record_builds_the_policy_it_built_before():
-    assert sorted(_BEFORE) == sorted(BUILTIN_POLICIES)
+    assert set(_BEFORE) <= set(BUILTIN_POLICIES)  # a policy added later has no "before"
     for name, before in _BEFORE.items():
         assert make_policy(schema.PolicyConfig(name=name)) == before, name
     options = BUILTIN_POLICIES["pad_guard"].options(max_ratio=3.5)
