@@ -82,7 +82,7 @@ def stale_modules(info_path: Path = BUILD_INFO, root: Path = PACKAGE_ROOT) -> li
     import json
 
     try:
-        recorded = json.loads(info_path.read_text())["sources"]
+        recorded = json.loads(info_path.read_text(encoding="utf-8"))["sources"]
     except (OSError, ValueError, KeyError, TypeError):
         return list(COMPILED_MODULES)
     stale = []

@@ -38,7 +38,7 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -508,14 +508,43 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
+def first_wide_int(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first integer outside 64 bits in a JSON-like value, else None."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool) and not -INT64_MAX - 1 <= v <= INT64_MAX:
+            return at or "(top level)"
+        if isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")  # an integer past 64 bits has 19 digits or more
+
+
+def _check_int64(doc: Any, text: str) -> str:
+    """``text`` (``doc`` dumped) when every integer in it fits in 64 bits, as every reader of cgbench's
+    documents requires (a count at 2^63-1 plus one is 2^63). The text is scanned first: the walk runs
+    only where a run of 19 digits is (a long number, or digits in a string)."""
+    if _LONG_DIGITS.search(text) is not None:
+        where = first_wide_int(doc)
+        if where is not None:
+            raise ConfigError(f"{where}: an integer that does not fit in 64 bits; a result holds 64-bit integers "
+                              "only")
+    return text
+
+
 def dumps_strict(doc: Any, indent: int | None = 1) -> str:
-    """``json.dumps`` that refuses NaN/Infinity (strict JSON) with a ConfigError naming the value.
-    ``indent=None``: compact, on one line (Python's C encoder, several times faster than an indented
-    dump, which runs the pure-Python one); the same document on reading."""
+    """``json.dumps`` that refuses NaN/Infinity (strict JSON) and integers past 64 bits with a
+    ConfigError naming the value. ``indent=None``: compact, on one line (Python's C encoder, several
+    times faster than an indented dump, which runs the pure-Python one); the same document on reading."""
     try:
         if indent is None:
-            return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
-        return json.dumps(doc, indent=indent, allow_nan=False) + "\n"
+            return _check_int64(doc, json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n")
+        return _check_int64(doc, json.dumps(doc, indent=indent, allow_nan=False) + "\n")
     except ValueError:  # the encoder names no path: find the value (only on this rare path)
         where = first_non_finite(doc)
         if where is None:
@@ -649,6 +678,51 @@ def read_json(path: str | Path, key: str = "") -> Any:
     return load_json_text(read_text(path, key), _where(path, key))
 
 
+# the characters that open and close YAML flow collections, and what hides them (quotes, comments)
+_FLOW = re.compile(r"""[\[\]{}]|'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|(?:^|(?<=\s))#[^\n]*""", re.MULTILINE)
+
+
+def _flow_too_deep(text: str) -> int | None:
+    """The offset of the first ``[`` or ``{`` nested more than ``MAX_DEPTH`` deep (brackets in
+    quotes and comments not counted), else None: a linear scan, before the parser."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    for m in _FLOW.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return m.start()
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def yaml_events(text: str, where: str, max_events: int | None = None) -> Iterator[Any]:
+    """The YAML parser's events of ``text``, refused past ``MAX_DEPTH`` nested containers (one line
+    naming ``where`` and the depth) as they come: PyYAML's composer and constructor take time
+    quadratic in the depth (a 20,000-deep ``[[[...]]]`` of 40 KB took a minute), its parser does
+    not, so this is checked before either; and past ``max_events`` events."""
+    import yaml
+
+    deep = _flow_too_deep(text)
+    if deep is not None:  # PyYAML's scanner looks ahead over every open bracket: quadratic too
+        raise ConfigError(f"{where}:{text.count(chr(10), 0, deep) + 1}: nested more than {MAX_DEPTH} levels deep")
+    depth = 0
+    for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = f":{event.start_mark.line + 1}" if event.start_mark is not None else ""
+                raise ConfigError(f"{where}{line}: nested more than {MAX_DEPTH} levels deep")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+        if max_events is not None and n > max_events:
+            raise ConfigError(f"{where}: more than {max_events:,} YAML nodes")
+        yield event
+
+
 def load_yaml_text(text: str, where: str, finite: bool = True) -> Any:
     """``yaml.safe_load`` with the same bounds as JSON, and duplicate mapping keys refused."""
     import yaml
@@ -671,6 +745,11 @@ def load_yaml_text(text: str, where: str, finite: bool = True) -> Any:
         return loader.construct_mapping(node, deep=True)
 
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    try:
+        for _ in yaml_events(text, where):  # the depth, before the composer's quadratic cost
+            pass
+    except yaml.YAMLError:
+        pass  # the load below names the problem with its line
     try:
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:

@@ -39,3 +39,18 @@ def example_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     plugins.clear_caches()
     yield
     plugins.clear_caches()
+
+
+@pytest.fixture
+def hostile_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The misbehaving plug-ins of ``tests.hostile_plugins`` as if installed."""
+    from tests.hostile_plugins import HOSTILE
+
+    def points(family: str) -> dict[str, EntryPoint]:
+        group = plugins.ENTRY_POINT_GROUPS[family]
+        return {n: EntryPoint(n, v, group) for n, v in HOSTILE[family].items()}
+
+    monkeypatch.setattr(plugins, "_entry_points", points)
+    plugins.clear_caches()
+    yield
+    plugins.clear_caches()

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cgbench.config.schema import BenchConfig, ConfigError, validate
+from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.engine.core import Engine
 from cgbench.engine.replay import Batch, RoundDecision, RoundState, replay_round, state_from_engine
 from cgbench.engine.request import Request
@@ -123,8 +123,12 @@ def config_from_record(config: dict[str, Any], source: str) -> BenchConfig:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"{source}: config: {first}") from None
     assert isinstance(cfg, BenchConfig)
-    validate(cfg)
-    return cfg
+    from cgbench.config.limits import validate_within_limits
+
+    try:  # the size checks run applies, before the re-run builds anything
+        return validate_within_limits(cfg)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: config: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -435,7 +435,9 @@ def _checked_advise(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     rec = doc.get("recommended")
     if rec is not None and (not isinstance(rec, dict) or not isinstance(rec.get("name"), str)):
         raise ConfigError(f"{path}: 'recommended' must be null or an object with a 'name'")
-    return doc
+    from cgbench.results.read_checked import ADVISE, check_document
+
+    return check_document(doc, ADVISE, path)
 
 
 # what the report reads of each candidate: key -> the JSON types it may have

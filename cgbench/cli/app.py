@@ -109,7 +109,7 @@ def run(
     overrides: Overrides = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON path (default: "
                         "<out_dir>/runs/<time>_<model>_<cg>_<policy>_<workload>[_<engine>][_<backend>][_<hardware>]"
-                        "[_chunked].json).")] = None,
+                        "[_chunked].json); a file, not a folder (a trailing slash is refused).")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Add per-step records to the JSON.")] = False,
     requests: Annotated[bool, typer.Option("--requests", help="Add per-request records to the JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print the graph-usage table.")] = False,

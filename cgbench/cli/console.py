@@ -21,6 +21,34 @@ from rich.console import Console
 from rich.text import Text
 
 PIPED_WIDTH = 240  # wide enough for every table cgbench prints
+LENIENT = "cgbench-lenient"
+
+
+def _lenient(error: UnicodeError) -> tuple[str | bytes, int]:
+    """An output stream's encoding errors under a non-UTF-8 locale (``LC_ALL=C``): a command-line
+    path's undecodable bytes (``surrogateescape``'s surrogates) are written back as they came, so the
+    path is printed verbatim; any other character the stream cannot encode as ``\\x..`` escapes."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    chunk = error.object[error.start:error.end]
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in chunk):
+        return bytes(ord(c) - 0xDC00 for c in chunk), error.end
+    return chunk.encode("ascii", "backslashreplace").decode("ascii"), error.end
+
+
+def lenient_streams() -> None:
+    """stdout and stderr never raise for a character their encoding lacks (a non-ASCII path, a µ
+    of ours, under the C locale); a UTF-8 stream is left as it is."""
+    import codecs
+
+    try:
+        codecs.lookup_error(LENIENT)
+    except LookupError:
+        codecs.register_error(LENIENT, _lenient)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors=LENIENT)
 
 
 def piped_width(stream: TextIO) -> int | None:
@@ -45,6 +73,7 @@ def styled(text: str, style: str) -> Text:
     return Text(text, style=style)
 
 
+lenient_streams()
 out = make_console()
 err = make_console(stderr=True)
 

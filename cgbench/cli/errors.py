@@ -10,6 +10,7 @@ Typer would otherwise print as a boxed usage message."""
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,6 +103,29 @@ def _param_name(e: click_errors.BadParameter) -> str:
     return (param.human_readable_name or "").upper()
 
 
+FILE_OUT_COMMANDS = ("run", "calibrate", "report")  # their --out is a file (the others' a folder)
+
+
+def folder_for_a_file(args: list[str]) -> str | None:
+    """The one line for a file ``--out`` written as a folder (a trailing slash), which the path type
+    would silently strip (``--out newdir/`` wrote a file named ``newdir``); else None."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command not in FILE_OUT_COMMANDS:
+        return None
+    for i, a in enumerate(args):
+        if a in ("--out", "-o") and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--out="):
+            value = a[len("--out="):]
+        else:
+            continue
+        if value.endswith(("/", os.sep)) and value.strip("/" + os.sep):
+            return (f"--out: {value} names a folder (its trailing slash); cgbench {command} --out takes a file "
+                    f"path, e.g. {value}{'result.json' if command != 'report' else 'report.html'} (see "
+                    f"cgbench {command} --help)")
+    return None
+
+
 class OneLineUsageErrors(TyperGroup):
     """The app's group: a usage error anywhere on the command line is ``error: <one line>`` on
     stderr and exit code 2; everything else (help, completion, exit codes) is Typer's."""
@@ -115,6 +139,10 @@ class OneLineUsageErrors(TyperGroup):
         from cgbench.cli.console import help_width
 
         rich_utils.MAX_WIDTH = help_width()
+        folder = folder_for_a_file(list(sys.argv[1:] if args is None else args))
+        if folder is not None:
+            print_error(folder)
+            sys.exit(2)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click_errors.NoArgsIsHelpError as e:  # bare `cgbench`: the help, as before

@@ -77,7 +77,7 @@ def sweep_sensitivity_table(folder: Path, points: list[tuple[str, str]]) -> Tabl
     for col in ("point", "versus", "throughput winner", "flips within the ranges", "throughput break-even host us/op"):
         table.add_column(col)
     for file, label in points:
-        block = json.loads((folder / file).read_text()).get("sensitivity")
+        block = json.loads((folder / file).read_text(encoding="utf-8")).get("sensitivity")
         if block is None:  # kept by --resume from a sweep without --sensitivity
             table.add_row(label, "-", "-", "no sensitivity block: this point ran without --sensitivity", "-")
             continue

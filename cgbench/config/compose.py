@@ -36,8 +36,16 @@ from omegaconf.errors import OmegaConfBaseException
 from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
-from cgbench.config.overrides import override_key, override_value
-from cgbench.config.paths import GROUPS, config_dir, data_roots, group_options, user_config_dirs, yaml_tree_signature
+from cgbench.config.overrides import override_key, override_value, quoting_advice
+from cgbench.config.paths import (
+    GROUPS,
+    check_files_read,
+    config_dir,
+    data_roots,
+    group_options,
+    user_config_dirs,
+    yaml_tree_signature,
+)
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
@@ -226,7 +234,9 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
     ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``); ``resolve=False`` skips the
     check that every value resolves (a partial composition that later overrides complete)."""
-    search = _searchpath_override(user_config_dirs(config_dirs))
+    dirs = user_config_dirs(config_dirs)
+    check_files_read(dirs, overrides)  # a bad file of the tree counts only if this config may read it
+    search = _searchpath_override(dirs)
     require_cwd()  # Hydra reads the working directory; a deleted one is one clear line
     try:
         with _hydra():
@@ -237,8 +247,18 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
         return cfg
     except yaml.YAMLError as e:  # a user's config file: name it, with the line
         raise ConfigError(_yaml_error_text(e)) from None
+    except RecursionError:  # Hydra follows a defaults list that includes itself until the stack ends
+        from cgbench.config.defaults_cycle import find_cycle
+
+        named = [v.strip() for o in overrides for v in override_value(o).split(",")]
+        cycle = find_cycle(user_config_dirs(config_dirs), named)
+        raise ConfigError(f"a defaults list includes itself: {cycle}; remove the include that closes the cycle"
+                          if cycle else "a defaults list includes itself (a cycle of config files)") from None
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         msg = _error_text(e)
+        advice = quoting_advice(overrides) if "LexerNoViableAlt" in msg else None
+        if advice:
+            raise ConfigError(advice) from None
         if msg.startswith("Config group override must be a string"):  # `engine=null`: name the key
             bad = next((o for o in overrides if override_value(o).strip().lower() in ("null", "~", "")), "")
             group = override_key(bad) if bad else "a config group"
@@ -555,6 +575,30 @@ def _resolve_paths(cfg: BenchConfig) -> None:
 
 
 
+def _as_number(text: str) -> int | float | None:
+    """A sweep value as the config's number fields read it (``01`` and ``1`` are both 1), else None."""
+    t = text.strip().replace("_", "")
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            continue
+    return None
+
+
+def _refuse_equal_values(key: str, texts: list[str]) -> None:
+    """Two values of one sweep axis that the config reads as one (``seed=1,01``, ``x=1,1.0``, or a value
+    listed twice) would plan two points of one config: refused, naming both."""
+    seen: dict[object, str] = {}
+    for text in texts:
+        number = _as_number(text)
+        value: object = ("n", number) if number is not None and number == number else ("s", text.strip())
+        if value in seen:
+            raise ConfigError(f"{key}: the sweep values {seen[value]!r} and {text!r} are the same value: each "
+                              "point would be the same config; list each value once")
+        seen[value] = text
+
+
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Hydra sweep syntax -> the Cartesian product of override lists (first key varies slowest,
     as Hydra's BasicSweeper). ``a=1,2``, ``range()``, ``choice()`` and ``glob()`` are supported."""
@@ -574,14 +618,17 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
                     if not o.is_discrete_sweep():
                         raise ConfigError(f"{key}: interval() sweeps are not supported; list values instead")
                     check_sweep_axis(key, o.value())  # a zero step, an endless or huge range
-                    values = [f"{key}={v}" for v in o.sweep_string_iterator()]
+                    texts = list(o.sweep_string_iterator())
+                    _refuse_equal_values(key, texts)
+                    values = [f"{key}={v}" for v in texts]
                     if not values:
                         raise ConfigError(f"{key}: the sweep has no values")
                     axes.append(values)
                 else:
                     axes.append([f"{key}={o.get_value_element_as_str()}"])
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(_error_text(e)) from e
+        msg = _error_text(e)
+        raise ConfigError((quoting_advice(overrides) if "LexerNoViableAlt" in msg else None) or msg) from e
     check_sweep_points(axes)
     return [list(p) for p in itertools.product(*axes)]
 

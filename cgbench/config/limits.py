@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 
-from cgbench.config.registry.grids import grid_kind
+from cgbench.config.registry.grids import graph_estimate
 from cgbench.config.registry.workloads import workload_source
 from cgbench.config.schema import BenchConfig, CGConfig, ConfigError, EngineConfig, check_finite, validate
 from cgbench.safeio import safe_name
@@ -71,6 +71,9 @@ MAX_SIZE = 2**40
 SIZE_KEYS = (("engine", ("max_tokens", "max_requests", "max_sequence_length", "kv_blocks", "block_size")),
              ("cg", ("max_capture_size", "piecewise_max_tokens", "cuda_graph_max_tokens")))
 SIZE_LISTS = ("capture_sizes", "piecewise_sizes", "graphs")
+# expert- and data-parallel ranks: each is a whole engine in memory, built before the run starts; the
+# largest deployments Megatron's inference serves are a few hundred GPUs
+MAX_RANKS = 1_024
 
 
 def check_sizes(cfg: BenchConfig) -> None:
@@ -87,6 +90,11 @@ def check_sizes(cfg: BenchConfig) -> None:
             values = v if isinstance(v, (list, tuple)) else [v]
             if any(isinstance(x, int) and x > MAX_SIZE for x in values):
                 raise ConfigError(f"cg.{key}[{i}]: {v} holds a size above the {MAX_SIZE:,} limit")
+    for key in ("ep_size", "dp_size"):
+        v = getattr(cfg.engine, key)
+        if isinstance(v, int) and v > MAX_RANKS:
+            raise ConfigError(f"engine.{key}: {v:,} ranks, more than the {MAX_RANKS:,}-rank limit (each rank is a "
+                              "whole simulated engine with its own KV pool); lower engine." + key)
     m = cfg.model
     if m.pattern_repeat >= 1 and len(m.layer_pattern) * m.pattern_repeat > MAX_LAYERS:
         raise ConfigError(f"model.pattern_repeat: {len(m.layer_pattern)} layers x {m.pattern_repeat:,} = "
@@ -97,7 +105,7 @@ def check_sizes(cfg: BenchConfig) -> None:
 def estimate_graphs(cfg: BenchConfig) -> tuple[int, str]:
     """An upper estimate of how many graphs the ``cg`` config builds (the lists built on the way
     included), and the key that drives it: the estimate its grid family registers."""
-    return grid_kind(cfg.cg.kind).estimate(cfg.cg, cfg.engine)
+    return graph_estimate(cfg.cg, cfg.engine)
 
 
 def estimate_request_bytes(cfg: BenchConfig) -> int:

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from cgbench.config.megatron_ranges import check_values
 from cgbench.config.overrides import override_key
 from cgbench.errors import ConfigError
 
@@ -225,7 +226,7 @@ def inference_config_fields() -> frozenset[str]:
 
 
 def _read_names(path: Path = NAMES_FILE) -> list[str]:
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 @cache
@@ -399,6 +400,7 @@ def translate(text: str) -> Translation:
             t.accepted.append((f"{flag} {values[0]}", f"{rule.note}: {values[0]} is what cgbench assumes"))
         else:
             t.refused.append((flag, rule.note))
+    check_values(given)  # Megatron's ranges, before any arithmetic on them
     _translate_model(given, t)
     _translate_engine(given, t)
     _translate_graphs(given, t)

@@ -59,7 +59,7 @@ def model_file(name: str, config_dirs: Sequence[str | Path] = ()) -> Path | None
 
 def stated_fields(path: Path, config_dirs: Sequence[str | Path] = (), depth: int = 0) -> dict[str, Any]:
     """The non-null fields ``path`` states, with those of the files it inherits from (its own win)."""
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(doc, dict):
         return {}
     stated: dict[str, Any] = {}

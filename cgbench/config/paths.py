@@ -85,10 +85,58 @@ def check_user_tree(d: Path, source: str) -> list[Path]:
         signature.append((str(f), st.st_ino, st.st_size, st.st_mtime_ns))
     key = tuple(signature)
     if _checked.get(d) != key:
+        problems: dict[Path, str] = {}
         for f in files:
-            check_option_file(f)
+            try:
+                check_option_file(f)
+            except ConfigError as e:  # refused once a command may read it (check_files_read)
+                problems[f] = str(e)
         _checked[d] = key
+        _problems[d] = problems
     return files
+
+
+# a tree's files whose content is refused, by folder: Hydra reads only the files a config selects,
+# so a bad file no command line names is no reason to refuse the folder
+_problems: dict[Path, dict[Path, str]] = {}
+
+
+def _names(value: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[A-Za-z0-9_.\-]+", value))
+
+
+def check_files_read(dirs: Sequence[Path], overrides: Sequence[str]) -> None:
+    """Refuse the first file of ``dirs`` with refused content (``check_option_file``) that composing
+    ``overrides`` may read: a file at a tree's top, an option an override selects (``GROUP=NAME``, a
+    sweep's list, a ``glob``), or one any other YAML file of the trees names (a defaults list)."""
+    from cgbench.safeio import read_text
+
+    bad = {f: why for d in dirs for f, why in _problems.get(d, {}).items()}
+    if not bad:
+        return
+    selected: dict[str, set[str]] = {}
+    named: set[str] = set()  # any override's value names it (a nested group's option, say)
+    for o in overrides:
+        key, _, value = o.partition("=")
+        group = key.lstrip("+~").strip()
+        selected.setdefault(group, set()).update({"*"} if "glob(" in value else _names(value))
+        named |= _names(value)
+    others: set[str] = set()
+    for d in [config_dir(), *dirs]:
+        for f in d.rglob("*.yaml"):
+            if f not in bad and f.is_file():
+                try:
+                    others |= _names(read_text(f, max_bytes=MAX_CONFIG_FILE_BYTES))
+                except ConfigError:
+                    continue
+    for f, why in bad.items():
+        root = next(d for d in dirs if d in f.parents)
+        group = f.parent.relative_to(root).as_posix()
+        names = selected.get(group, set())
+        if group == "." or f.stem in names or "*" in names or f.stem in named or f.stem in others:
+            raise ConfigError(why)
 
 
 def yaml_tree_signature(dirs: Sequence[Path]) -> tuple:
@@ -109,21 +157,20 @@ def yaml_tree_signature(dirs: Sequence[Path]) -> tuple:
 
 
 def check_option_file(path: Path) -> None:
-    """One user option file: bounded, UTF-8, YAML without aliases (``check_user_tree``)."""
+    """One user option file: bounded in bytes, nodes and depth, UTF-8, YAML without aliases
+    (``check_user_tree``)."""
     import yaml
 
-    from cgbench.safeio import read_text
+    from cgbench.safeio import read_text, yaml_events
 
     where = str(path)  # named as Hydra's own errors in a user file are (cgbench.config.suggest)
     text = read_text(path, max_bytes=MAX_CONFIG_FILE_BYTES)
     try:
-        for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        for event in yaml_events(text, where, MAX_YAML_EVENTS):  # bounded in depth too: in time
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark is not None else 0
                 raise ConfigError(f"{where}:{line}: YAML alias *{event.anchor}: aliases are not supported in "
                                   "config files (write the value out)")
-            if n > MAX_YAML_EVENTS:
-                raise ConfigError(f"{where}: more than {MAX_YAML_EVENTS:,} YAML nodes")
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -22,7 +22,7 @@ from cgbench.config.overrides import override_key, override_value
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
 from cgbench.config.registry.plugin_files import folders_in_effect
 from cgbench.config.registry.plugins import load_plugin, plugin_names
-from cgbench.config.registry.policies import BUILTIN_POLICIES, policy_spec
+from cgbench.config.registry.policies import BUILTIN_POLICIES, options_of, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
 
 _SEP = "__"
@@ -109,7 +109,11 @@ def plugin_help() -> list[str]:
         except ConfigError as e:
             lines.append(f"policy={name} (plug-in, broken: {e})")
             continue
-        options = spec.default_options()
+        try:
+            options = options_of(None, name)
+        except ConfigError as e:
+            lines.append(f"policy={name} (plug-in, broken: {e})")
+            continue
         keys = [f"policy.{name}.{f.name}={getattr(options, f.name)!r}" for f in dataclasses.fields(options)] \
             if options is not None else []
         lines.append(f"policy={name} (plug-in{': ' + spec.summary if spec.summary else ''})"

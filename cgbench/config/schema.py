@@ -19,7 +19,7 @@ from cgbench.config.registry.policies import (
     option_sections,
 )
 from cgbench.config.registry.pricers import COST_MODELS as PRICERS
-from cgbench.config.registry.traces import TRACE_FORMATS
+from cgbench.config.registry.traces import TRACE_FORMATS, counted_unit
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES as ARRIVALS
 from cgbench.config.registry.workloads import (
     LENGTH_DISTRIBUTIONS,
@@ -463,7 +463,7 @@ def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
         native = TRACE_FORMATS[w.trace_format]
         unread["workload.trace_columns"] = (f"workload.trace_format={native.name} (a native format names its own "
                                             "fields; trace_columns maps those of another trace)")
-        if native.unit is not None:
+        if native.unit is not None and w.trace_arrival_unit != counted_unit(native.unit):
             unread["workload.trace_arrival_unit"] = (f"workload.trace_format={native.name} (its arrivals are "
                                                      f"{native.unit} by definition)")
     elif w.trace_columns.is_set and w.trace_columns.hash_ids is None:

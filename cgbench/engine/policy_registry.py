@@ -12,11 +12,14 @@ fields only.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from cgbench.config.registry.plugins import plugin_error
+from cgbench.config.registry.plugin_source import foreign, shown
+from cgbench.config.registry.plugins import plugin_error, plugin_where
 from cgbench.config.registry.policies import is_plugin, options_of, policy_spec
 from cgbench.config.schema import PolicyConfig
+from cgbench.engine.plugin_policy import GuardedPolicy
 from cgbench.engine.policies import DEFER, EAGER, Policy
 
 _CONTRACT = ("name", "gates", "gates_chunks", "on_non_chunked_miss", "on_chunk_miss", "forward_guard")
@@ -29,20 +32,19 @@ def build_policy(name: str, options: Any) -> Policy:
         taken = {f: getattr(options, option) for f, option in spec.from_options.items()}
         return Policy(name, **spec.traits, **taken)
     assert spec.build is not None  # policy_spec refuses a plug-in without one
-    try:
-        built = spec.build(options)
-    except Exception as e:  # foreign code: name the plug-in, no traceback
-        raise plugin_error("policies", name, f"build failed: {type(e).__name__}: {e}") from None
+    where = plugin_where("policies", name)
+    built = foreign(where, "build failed", spec.build, options)
     if isinstance(built, Policy):
-        policy = built
+        policy = built if built.plugin is None else dataclasses.replace(built, plugin=GuardedPolicy.over(
+            built.plugin, where))
     else:
-        missing = [a for a in _CONTRACT if not hasattr(built, a)]
+        missing = [a for a in _CONTRACT if not foreign(where, "build failed", hasattr, built, a)]
         if missing:
             raise plugin_error("policies", name, f"build returned a {type(built).__name__} without "
                                f"{', '.join(missing)} (see cgbench.engine.policies.AdmissionPolicy)")
-        policy = Policy.wrapping(built)
+        policy = Policy.wrapping(GuardedPolicy.over(built, where))
     if policy.name != name:
-        raise plugin_error("policies", name, f"build returned a policy named {policy.name!r}")
+        raise plugin_error("policies", name, f"build returned a policy named {shown(policy.name)}")
     return policy
 
 

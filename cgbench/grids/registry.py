@@ -11,9 +11,11 @@ way its family's grids are: strict on hybrid models for the ``megatron`` family,
 from __future__ import annotations
 
 from collections.abc import Callable
+from numbers import Integral
 
 from cgbench.config.registry.grids import grid_kind
-from cgbench.config.registry.plugins import plugin_error
+from cgbench.config.registry.plugin_source import at_most, foreign, shown
+from cgbench.config.registry.plugins import plugin_error, plugin_where
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
 from cgbench.grids import peers as peer_grids
 from cgbench.grids.lookup import Grid
@@ -54,13 +56,33 @@ BUILDERS: dict[str, GridBuilder] = {
 }
 
 
-def _plugin_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
+def _ints(values: list) -> list[int]:
+    return [int(x) for x in values]
+
+
+def _plugin_shapes(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> list[BatchShape]:
+    """The plug-in's graphs, read through the plug-in boundary: at most ``MAX_GRAPHS`` (an endless
+    iterator is read to one past it), each three integers."""
+    from cgbench.config.limits import MAX_GRAPHS
+
     kind = grid_kind(cg.kind)
     assert kind.build is not None  # grid_kind refuses a plug-in without one
-    try:
-        shapes = [BatchShape(*(int(x) for x in s)) for s in kind.build(cg, engine, model)]
-    except Exception as e:  # foreign code: name the plug-in, no traceback
-        raise plugin_error("grids", cg.kind, f"build failed: {type(e).__name__}: {e}") from None
+    where = plugin_where("grids", cg.kind)
+    built = at_most(where, "build failed", foreign(where, "build failed", kind.build, cg, engine, model), MAX_GRAPHS)
+    if len(built) > MAX_GRAPHS:
+        raise plugin_error("grids", cg.kind, f"built more than the {MAX_GRAPHS:,}-graph limit")
+    shapes = []
+    for s in built:
+        values = at_most(where, "build failed", s, 3)
+        if len(values) != 3 or any(isinstance(x, bool) or not isinstance(x, Integral) for x in values):
+            raise plugin_error("grids", cg.kind, f"built {shown(s)}, not a graph (three integers T, P, D)")
+        shapes.append(BatchShape(*foreign(where, "build failed", _ints, values)))
+    return shapes
+
+
+def _plugin_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
+    kind = grid_kind(cg.kind)
+    shapes = _plugin_shapes(cg, engine, model)
     for s in shapes:
         err = validity_error(s, engine.max_requests, engine.max_sequence_length, engine.num_speculative_tokens)
         if err is not None:

@@ -210,4 +210,6 @@ def load_result(path: Path) -> dict:
     if not doc["metrics"]:
         raise ConfigError(f"{path}: 'metrics' is empty: a run always records its metrics")
     _check_shape(path, doc)
-    return doc
+    from cgbench.results.read_checked import RESULT, check_document
+
+    return check_document(doc, RESULT, path)

@@ -152,7 +152,10 @@ def summary_schema() -> dict[str, Any]:
 
 
 def metric_schema(m: Metric) -> dict[str, Any]:
-    """One metric's value, from its registry entry (unit and kind)."""
+    """One metric's value, from its registry entry (unit and kind). A ratio registered in a whole unit
+    (tokens per prefill) is a number: an average of counts is not a count."""
+    from cgbench.results.export_schema import RATIO_METRICS
+
     if m.summary:
         out: dict[str, Any] = {"$ref": "#/$defs/summary"}
     elif m.keyed:
@@ -166,7 +169,7 @@ def metric_schema(m: Metric) -> dict[str, Any]:
     elif m.unit == FLAG:
         out = dict(BOOLEAN)
     else:
-        out = dict(INTEGER if m.unit in _WHOLE_UNITS else NUMBER)
+        out = dict(INTEGER if m.unit in _WHOLE_UNITS and m.name not in RATIO_METRICS else NUMBER)
     unit = "" if m.unit in (TEXT, FLAG) else f" [{m.unit}]"
     return {**out, "description": f"{m.description}{unit}"}
 

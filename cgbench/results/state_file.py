@@ -161,6 +161,10 @@ def _count(obj: dict[str, Any], name: str, key: str, default: int | None = None,
     v = _int(obj[name], f"{key}.{name}")
     if v < low:
         raise ConfigError(f"{key}.{name}: must be >= {low}, got {v}")
+    from cgbench.config.limits import MAX_SIZE
+
+    if v > MAX_SIZE:  # a round adds to its counts (a wait at 2^63-1 would leave 64 bits on output)
+        raise ConfigError(f"{key}.{name}: {v:,} is more than the {MAX_SIZE:,} limit of a count")
     return v
 
 

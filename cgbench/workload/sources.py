@@ -8,30 +8,33 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from typing import Any
 
-from cgbench.config.registry.plugins import plugin_error
+from cgbench.config.registry.plugin_source import at_most, foreign, shown
+from cgbench.config.registry.plugins import plugin_error, plugin_where
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES, LENGTH_DISTRIBUTIONS, workload_source
 from cgbench.config.schema import ArrivalConfig, DistConfig
 from cgbench.workload.arrivals import TimeDrawer, arrival_drawer
 from cgbench.workload.lengths import LengthDrawer, length_drawer
 
 
-def _plugin_drawer(family: str, name: str, key: str, record: object, rng: random.Random) -> Callable[[int], list]:
+def _plugin_drawer(family: str, name: str, key: str, record: object, rng: random.Random) -> Callable[[int], Any]:
     source = workload_source(family, name, key)
     assert source.build is not None  # workload_source refuses a plug-in without one
-    try:
-        return source.build(record, rng)
-    except Exception as e:  # foreign code: name the plug-in, no traceback
-        raise plugin_error("workloads", name, f"build failed: {type(e).__name__}: {e}") from None
+    draw = foreign(plugin_where("workloads", name), "build failed", source.build, record, rng)
+    if not callable(draw):
+        raise plugin_error("workloads", name, f"build returned a {type(draw).__name__}, not a draw(n) function")
+    return draw
 
 
-def _draws(name: str, draw: Callable[[int], list], n: int) -> list:
-    try:
-        values = list(draw(n))
-    except Exception as e:
-        raise plugin_error("workloads", name, f"draw failed: {type(e).__name__}: {e}") from None
+def _draws(name: str, draw: Callable[[int], Any], n: int) -> list:
+    """The ``n`` values the plug-in's ``draw(n)`` returns: an endless iterator is read only to one
+    past ``n`` (``plugin_source.at_most``), so more or fewer is one line, never a read without end."""
+    where = plugin_where("workloads", name)
+    values = at_most(where, "draw failed", foreign(where, "draw failed", draw, n), n)
     if len(values) != n:
-        raise plugin_error("workloads", name, f"asked for {n} values, drew {len(values)}")
+        more = f"more than {n}" if len(values) > n else str(len(values))
+        raise plugin_error("workloads", name, f"asked for {n} values, drew {more}")
     return values
 
 
@@ -43,8 +46,15 @@ def times_drawer(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
     last = [0.0]
 
     def checked(n: int) -> list[float]:
-        times = [float(t) for t in _draws(a.process, draw, n)]
-        for t in times:
+        times = _draws(a.process, draw, n)
+        for i, t in enumerate(times):
+            if isinstance(t, bool) or not isinstance(t, (int, float)):
+                raise plugin_error("workloads", a.process, f"drew {shown(t)} (a {type(t).__name__}): arrival "
+                                   "times must be numbers (seconds)")
+            try:
+                t = times[i] = float(t)
+            except OverflowError:  # an integer past the float range
+                t = math.inf
             if not (math.isfinite(t) and t >= last[0]):
                 raise plugin_error("workloads", a.process, f"drew arrival time {t!r} after {last[0]!r}: "
                                    "times must be finite and non-decreasing from 0")
@@ -64,7 +74,7 @@ def lengths_drawer(d: DistConfig, rng: random.Random) -> LengthDrawer:
         lengths = _draws(d.dist, draw, n)
         for x in lengths:
             if isinstance(x, bool) or not isinstance(x, int) or not d.min <= x <= d.max:
-                raise plugin_error("workloads", d.dist, f"drew length {x!r}: lengths must be integers within "
+                raise plugin_error("workloads", d.dist, f"drew length {shown(x)}: lengths must be integers within "
                                    f"min {d.min} and max {d.max}")
         return lengths
 

@@ -52,6 +52,7 @@ from cgbench.config.registry.traces import (
     PER_SECOND,
     TRACE_FORMATS,
     TraceFormat,
+    counted_unit,
     detect_format,
     trace_format,
 )
@@ -264,7 +265,9 @@ class _Layout:
 
     def _open(self) -> tuple[list[str] | None, str, Iterator[tuple[str, Any]]]:
         """(the CSV header or None for JSONL, where it is, the data records: a dict or a row's cells each)."""
-        lines = trace_lines(self.path, self.label)
+        where = str(self.path)
+        bound = None if self.options.window is not None else lambda n: check_trace_memory(n, where)
+        lines = trace_lines(self.path, self.label, line_bound=bound)  # the plain file's bound, gzip'd too
         if self.kind == "jsonl":
             return None, "", _jsonl_records(lines, self.label)
         rows = _csv_records(lines, self.label)
@@ -349,8 +352,9 @@ class _Arrivals:
             raise ConfigError(f"{where}: {f}: {_show(raw)} is earlier than the first record's arrival, which "
                               f"{self.unit} arrivals count from: sort the trace by arrival")
         if t > MAX_ARRIVAL_S:
-            hint = ("an epoch time? subtract the first arrival, or set workload.trace_arrival_unit=epoch_s or "
-                    "epoch_ms") if not self.counted else "the trace spans more than that"
+            epoch = counted_unit(self.unit) if self.unit != "s" else "epoch_s or epoch_ms"
+            hint = "the trace spans more than that" if self.counted else \
+                f"an epoch time? subtract the first arrival, or set workload.trace_arrival_unit={epoch}"
             raise ConfigError(f"{where}: {f}: {_show(raw)} is later than {MAX_ARRIVAL_S:g} s "
                               f"after the start ({hint})")
         return t
@@ -417,6 +421,8 @@ class TraceSource:
     def _unit(self, spec: TraceFormat, sample: list[Any]) -> tuple[str, str]:
         asked = self.options.arrival_unit
         if spec.unit is not None:
+            if asked is not None and asked == counted_unit(spec.unit):  # its unit, counted from 1970
+                return asked, "workload.trace_arrival_unit"
             if asked is not None and asked != spec.unit:
                 raise ConfigError(f"workload.trace_arrival_unit: {asked!r} changes nothing: the {spec.name} "
                                   f"format's arrivals ({spec.arrival}) are {spec.unit} by definition")

@@ -11,7 +11,7 @@ import io
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cgbench.errors import ConfigError
@@ -93,11 +93,18 @@ def file_size(path: Path, label: str, key: str = "workload.trace") -> int:
         return os.fstat(f.fileno()).st_size
 
 
+LINE_CHECK_EVERY = 1 << 16  # lines between two calls of trace_lines' line_bound
+
+
 def trace_lines(path: Path, label: str, key: str = "workload.trace",
-                consumed: list[int] | None = None) -> Iterator[tuple[int, str]]:
+                consumed: list[int] | None = None,
+                line_bound: Callable[[int], None] | None = None) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` for every line of the file (newlines kept, as ``csv`` wants them).
     ``key``: the option or config key an error names first; ``consumed``: a one-item list kept at the
-    bytes of the file read so far (compressed bytes for a gzip'd file), for a progress display."""
+    bytes of the file read so far (compressed bytes for a gzip'd file), for a progress display;
+    ``line_bound``: called with the count of lines read every ``LINE_CHECK_EVERY`` lines (blank
+    ones included), to refuse as it reads the lines a plain file's count refuses before reading (a
+    gzip'd file's lines are known only once decompressed)."""
     raw = _open_binary(path, label, key)
     try:
         binary: io.BufferedIOBase = raw
@@ -118,8 +125,11 @@ def trace_lines(path: Path, label: str, key: str = "workload.trace",
             if not line:
                 return
             lineno += 1
-            if consumed is not None and not lineno & 0xFFFF:
-                consumed[0] = raw.tell()
+            if not lineno % LINE_CHECK_EVERY:
+                if consumed is not None:
+                    consumed[0] = raw.tell()
+                if line_bound is not None:
+                    line_bound(lineno)
             if len(line) > MAX_LINE_CHARS:
                 raise ConfigError(f"{label}:{lineno}: line longer than {MAX_LINE_CHARS:,} characters")
             yield lineno, line

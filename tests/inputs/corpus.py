@@ -10,6 +10,7 @@ spaces. The sections after "special files" are the hostile part: end to end, run
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import resource
@@ -51,6 +52,14 @@ PLUGIN_FILES = {  # a folder each, holding this plugins.yaml (make_bad_files)
     "plugins_twice_a": "grids:\n  mine: {_target_: my_module.GRID}\n",
     "plugins_twice_b": "grids:\n  mine: {_target_: my_module.GRID}\n",
     "plugins_alias": "policies:\n  a: &a {_target_: my_module.POLICY}\n  b: *a\n",
+    # issue 44: foreign code at the plug-in boundary (tests.hostile_plugins), a deep plugins.yaml
+    "plugins_exit_import": "policies:\n  mine: {_target_: tests.hostile_plugins.exits_on_import.POLICY}\n",
+    "plugins_exit_build": "policies:\n  exiting: {_target_: tests.hostile_plugins.EXITING}\n",
+    "plugins_custom": "policies:\n  custom: {_target_: tests.hostile_plugins.CUSTOM}\n",
+    "plugins_strings": "workloads:\n  strings: {_target_: tests.hostile_plugins.STRINGS}\n",
+    "plugins_endless": "workloads:\n  endless: {_target_: tests.hostile_plugins.ENDLESS}\n",
+    "plugins_endless_grid": "grids:\n  endless_grid: {_target_: tests.hostile_plugins.ENDLESS_GRID}\n",
+    "plugins_deep": "policies: " + "[" * 20_000 + "]" * 20_000 + "\n",
 }
 
 
@@ -263,6 +272,36 @@ CASES: list[Case] = [
         ("schedule " + str(STATE) + " --policy mine --config-dir {plugins_noimport}",
          ("plug-in 'mine'", "failed to load")),
         ("sweep policy=mine,megatron --config-dir {plugins_misnamed} --dry-run", ("the entry's name is 'other'",)),
+        ("run policy=mine --config-dir {plugins_exit_import}", ("plug-in 'mine'", "failed to load: SystemExit: 5")),
+        ("run policy=exiting --config-dir {plugins_exit_build}", ("plug-in 'exiting'", "build failed: SystemExit: 3")),
+        ("run policy=custom --config-dir {plugins_custom}", ("plug-in 'custom'", "build failed: Custom")),
+        ("run workload.arrival.process=strings workload.arrival.rate=5 --config-dir {plugins_strings}",
+         ("plug-in 'strings'", "arrival times must be numbers")),
+        ("run workload.arrival.process=endless workload.arrival.rate=5 --config-dir {plugins_endless}",
+         ("plug-in 'endless'", "drew more than")),
+        ("run cg=endless_grid --config-dir {plugins_endless_grid}", ("plug-in 'endless_grid'", "graph limit")),
+        ("run --config-dir {plugins_deep}", ("plugins_deep/plugins.yaml:1", "nested more than 64 levels deep")),
+    ),
+    # -- issue 44: --megatron-args values outside Megatron's ranges, each naming its flag
+    *_section(
+        ("run --megatron-args '--num-layers 0'", "--num-layers must be an integer >= 1"),
+        ("run --megatron-args '--kv-channels -1'", "--kv-channels must be"),
+        ("run --megatron-args '--tensor-model-parallel-size 0'", "--tensor-model-parallel-size must be"),
+        ("run --megatron-args '--vocab-size 10 --make-vocab-size-divisible-by 0'", "--make-vocab-size-divisible-by"),
+        ("run --megatron-args '--inference-dynamic-batching --inference-dynamic-batching-buffer-size-gb 1e300'",
+         "--inference-dynamic-batching-buffer-size-gb must be"),
+        ("run --megatron-args '--inference-dynamic-batching --inference-dynamic-batching-mamba-memory-ratio 1'",
+         "--inference-dynamic-batching-mamba-memory-ratio must be strictly between 0 and 1"),
+        ("run --megatron-args '--inference-dynamic-batching --inference-dynamic-batching-mamba-memory-ratio nan'",
+         "--inference-dynamic-batching-mamba-memory-ratio"),
+    ),
+    # -- issue 44: compressed and deep inputs bounded in time, defaults cycles
+    *_section(
+        ("run workload.trace={blank_gz}", ("blank.jsonl.gz", "requests need about", "limit")),
+        ("run workload=deep --config-dir {tree_deep}", ("deep.yaml:1", "nested more than 64 levels deep")),
+        ("run model=loop --config-dir {tree_cycle}", ("a defaults list includes itself", "model/loop.yaml")),
+        ("sweep seed=1,01 --dry-run", "seed: the sweep values '1' and '01' are the same value"),
+        ("run workload.trace=/tmp/é.jsonl", "quote it: workload.trace='/tmp/é.jsonl'"),
     ),
     # -- traces
     *_section(
@@ -522,7 +561,7 @@ CASES: list[Case] = [
         ("run workload=big --config-dir {tree_big}", ("big.yaml", "byte limit")),
         ("run --megatron-args @{fifo_csv}", ("--megatron-args", "FIFO")),
         ("run --megatron-args @{latin_args}", ("--megatron-args", "latin_args.txt", "not a UTF-8")),
-        ("grid --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),
+        ("grid workload=bomb --config-dir {tree_bomb}", ("bomb.yaml:2", "alias")),  # a file it reads: refused
         ("sweep seed=1,2 --config-dir {tree_fifo} --dry-run", ("ff.yaml", "FIFO")),
         slow=True),
     # -- issue 32, tracebacks: sizes, overflows and names checked before anything is built
@@ -692,8 +731,9 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
         text(f"{name}.json", json.dumps(doc))
 
     # -- issue 32: inputs an output must not replace, failed and hand-edited sweeps, user config trees
-    text("res_a.json", json.dumps(result_doc()))
-    text("res_b.json", json.dumps(result_doc()))
+    valid = next((ROOT / "results" / "baseline").glob("model-*.json")).read_text()  # a valid result
+    text("res_a.json", valid)
+    text("res_b.json", valid)
     f["trace_link_json"] = d / "trace_link.json"
     f["trace_link_json"].symlink_to(f["ok_trace_jsonl"])
     f["trace_hardlink_json"] = d / "trace_hardlink.json"
@@ -722,7 +762,8 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
         f[name].mkdir()
         (f[name] / "p.json").write_text(json.dumps(result_doc(overrides=["seed=1"])))
         (f[name] / INDEX_NAME).write_text(json.dumps({
-            "kind": INDEX_KIND, "schema_version": 2, "status": "done",
+            "kind": INDEX_KIND, "schema_version": 2, "status": "failed", "cgbench_version": "0",
+            "created_at": "2026-01-01T00:00:00Z", "name": name, "counts": {"done": 0, "failed": 1, "pending": 0},
             "points": [{"index": 0, "overrides": ["seed=1"], "file": "p.json", **point}]}))
     for key in ("tree_fifo", "tree_zero", "tree_dir", "tree_dangling", "tree_bomb", "tree_self", "tree_latin1",
                 "tree_big"):
@@ -738,6 +779,16 @@ def make_bad_files(d: Path) -> tuple[dict[str, Path], socket.socket]:
     (f["tree_latin1"] / "workload" / "latin.yaml").write_bytes(b"name: caf\xe9\n")
     with open(f["tree_big"] / "workload" / "big.yaml", "wb") as big:
         big.truncate(2 * 2**20)
+
+    # -- issue 44: a gzip'd trace of blank lines (past the default line bound), a deep file, a cycle
+    f["blank_gz"] = d / "blank.jsonl.gz"
+    f["blank_gz"].write_bytes(gzip.compress(b"\n" * 3_000_000))
+    f["tree_deep"] = d / "tree_deep"
+    (f["tree_deep"] / "workload").mkdir(parents=True)
+    (f["tree_deep"] / "workload" / "deep.yaml").write_text("[" * 20_000 + "]" * 20_000 + "\n")
+    f["tree_cycle"] = d / "tree_cycle"
+    (f["tree_cycle"] / "model").mkdir(parents=True)
+    (f["tree_cycle"] / "model" / "loop.yaml").write_text("defaults:\n  - loop\n  - _self_\n")
 
     # -- a config folder's plugins.yaml (Hydra _target_ plug-ins), each bad in one way
     for key, body in PLUGIN_FILES.items():

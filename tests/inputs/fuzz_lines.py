@@ -159,3 +159,39 @@ def odd_path(folder: Path, inputs: tuple[Path, ...] = (), suffix: str = ".json")
     special = st.sampled_from([str(folder), str(folder / "missing" / f"deep{suffix}"), str(folder / "[b]" / "[/]"),
                                "/proc/version", *map(str, inputs)])
     return st.one_of(plain, plain, special)
+
+
+# -- issue 44: --megatron-args values at Megatron's range edges, hostile plug-ins, compressed / deep inputs
+
+MEGATRON_VALUES = ("0", "-1", "1", "8", "128", "0.5", "1.5", "1e300", "nan", "inf", "-inf", str(2**63), "abc")
+
+
+@st.composite
+def megatron_args(draw) -> str:
+    """A launch line of 1-3 of the flags Megatron's ranges cover (``config.megatron_ranges.RANGES``), each
+    with a value drawn at or past an edge (0, negative, huge, nan), sometimes with the dynamic engine on."""
+    from cgbench.config.megatron_ranges import RANGES
+
+    flags = draw(st.lists(st.sampled_from(sorted(RANGES)), min_size=1, max_size=3, unique=True))
+    words = [f"{f} {draw(st.sampled_from(MEGATRON_VALUES))}" for f in flags]
+    dynamic = draw(st.booleans())
+    return " ".join((["--inference-dynamic-batching"] if dynamic else []) + words)
+
+
+def hostile_plugins_yaml() -> str:
+    """A plugins.yaml declaring every plug-in of ``tests.hostile_plugins`` (each misbehaves in one way)."""
+    from tests.hostile_plugins import HOSTILE
+
+    return "".join(f"{family}:\n" + "".join(f"  {name}: {{_target_: {target.replace(':', '.')}}}\n"
+                                            for name, target in entries.items())
+                   for family, entries in HOSTILE.items())
+
+
+# the overrides that call each hostile plug-in (its import, its build, its draws, its answers mid-run)
+HOSTILE_PLUGIN_LINES = (
+    ["policy=exiting"], ["policy=custom"], ["policy=generator_exit"], ["policy=exits_on_import"],
+    ["policy=answers_badly"], ["policy=exits_mid_run"], ["cg=endless_grid"], ["cg=string_grid"],
+    ["cg=exiting_estimate"], ["workload.prompt_len.dist=endless_lengths"],
+    *([f"workload.arrival.process={p}", "workload.arrival.rate=5"] for p in ("strings", "endless", "short",
+                                                                             "draw_exits")),
+)

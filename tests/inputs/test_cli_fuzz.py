@@ -18,6 +18,7 @@ The ci profile derandomizes, so CI runs the same lines every time."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -36,7 +37,15 @@ from typer.testing import CliRunner
 from cgbench.cli.app import app
 from tests.helpers import schema_errors
 from tests.inputs.corpus import files_under, folders_under, invoke_bounded, run_in_child
-from tests.inputs.fuzz_lines import ODD_TEXT, key_override, odd_path, overrides
+from tests.inputs.fuzz_lines import (
+    HOSTILE_PLUGIN_LINES,
+    ODD_TEXT,
+    hostile_plugins_yaml,
+    key_override,
+    megatron_args,
+    odd_path,
+    overrides,
+)
 
 pytestmark = pytest.mark.e2e  # the CLI fuzzer
 
@@ -79,9 +88,12 @@ class Inputs:
     state: Path
     trace: Path
     rules: Path
+    plugins: Path  # a config folder whose plugins.yaml declares tests.hostile_plugins
+    blank_gz: Path  # a gzip'd trace of blank lines, past the plain file's line bound
+    deep: Path  # a config folder with a 20,000-deep workload/deep.yaml
 
     def all(self) -> tuple[Path, ...]:
-        return (self.run, self.sweep, self.state, self.trace, self.rules)
+        return (self.run, self.sweep, self.state, self.trace, self.rules, self.plugins, self.blank_gz, self.deep)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +112,15 @@ def inputs(tmp_path_factory) -> Inputs:
                              for i in range(6)))
     rules = folder / "rules.yaml"  # a copy: a command may legitimately write onto a file it does not read
     shutil.copy(ROOT / "conf" / "compare" / "default.yaml", rules)
-    return Inputs(folder, run, sweep, state, trace, rules)
+    plugins = folder / "plugins"
+    plugins.mkdir()
+    (plugins / "plugins.yaml").write_text(hostile_plugins_yaml())
+    blank_gz = folder / "blank.jsonl.gz"
+    blank_gz.write_bytes(gzip.compress(b"\n" * 3_000_000))
+    deep = folder / "deep"
+    (deep / "workload").mkdir(parents=True)
+    (deep / "workload" / "deep.yaml").write_text("[" * 20_000 + "]" * 20_000 + "\n")
+    return Inputs(folder, run, sweep, state, trace, rules, plugins, blank_gz, deep)
 
 
 def _digests(paths: tuple[Path, ...]) -> dict[Path, str]:
@@ -232,6 +252,18 @@ def test_run(inputs, data):
     with _example_folder(inputs) as folder:
         ovr = data.draw(overrides(max_size=5), "overrides")
         trace = data.draw(st.sampled_from([[], [], ["workload=trace", f"workload.trace={inputs.trace}"]]))
+        # issue 44, one line in four: a Megatron line at its ranges' edges, a hostile plug-in, a compressed
+        # or deep input (a few overrides fewer: the line stays mostly valid)
+        extra = data.draw(st.sampled_from(["", "", "", "", "", "", "megatron", "megatron", "plugin", "plugin",
+                                           "blank_gz", "deep"]), "issue 44")
+        if extra == "megatron":
+            ovr = ["--megatron-args", data.draw(megatron_args(), "--megatron-args"), *ovr[:2]]
+        elif extra == "plugin":
+            ovr = ["--config-dir", str(inputs.plugins), *data.draw(st.sampled_from(HOSTILE_PLUGIN_LINES)), *ovr[:1]]
+        elif extra == "blank_gz":
+            trace, ovr = [f"workload.trace={inputs.blank_gz}"], ovr[:1]
+        elif extra == "deep":
+            ovr = ["--config-dir", str(inputs.deep), "workload=deep", *ovr[:1]]
         out = data.draw(maybe(odd_path(folder, (inputs.trace,) if trace else ())), "--out")
         flags = data.draw(st.lists(st.sampled_from(["--trace", "--requests", "-v"]), unique=True, max_size=3))
         fmt = data.draw(formats("table", "markdown", "json", "csv"), "--format")

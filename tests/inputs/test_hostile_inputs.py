@@ -347,11 +347,10 @@ def test_an_output_onto_the_runs_own_trace_is_refused_and_the_trace_is_kept(tmp_
 
 
 def test_compare_markdown_onto_its_baseline_is_refused_before_comparing(tmp_path):
-    stubs = tmp_path / "hostile_inputs"  # minimal result stubs, short of the schema on purpose
-    stubs.mkdir()
-    base, new = stubs / "a.json", stubs / "b.json"
+    result = next((ROOT / "results" / "baseline").glob("model-*.json")).read_text()  # a valid result
+    base, new = tmp_path / "a.json", tmp_path / "b.json"
     for p in (base, new):
-        p.write_text(json.dumps(result_doc()) + "\n")
+        p.write_text(result)
     before = base.read_bytes()
     r = runner.invoke(app, ["compare", str(base), str(new), "--markdown", str(base)])
     assert r.exit_code == 2 and r.stdout == ""  # refused before the comparison printed anything

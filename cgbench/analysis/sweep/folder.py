@@ -164,6 +164,9 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: points[{i}] needs 'file' and 'overrides'")
         inside(sweep_dir, p["file"], f"{path}: points[{i}].file")
         _check_point_types(path, i, p)
+    from cgbench.results.read_checked import SWEEP, check_document
+
+    check_document(doc, SWEEP, path)
     if doc.get("status") == "running" and not running_sweep_alive(Path(sweep_dir), doc):
         doc["status"] = "interrupted"
         doc["stale"] = stale_line(path, doc, "`cgbench sweep --resume --out` with the same arguments finishes it")

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
+from cgbench.config.registry.plugin_source import foreign, shown
+from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error, plugin_where
 
 
 class GridSettings(Protocol):
@@ -206,5 +207,21 @@ def grid_unread(cg: GridSettings) -> dict[str, str]:
     unread = {f"cg.{k}": f"cg.kind={cg.kind} (read with cg={_readers(k, kinds)})"
               for k in keys if k not in chosen.reads}
     if chosen.unread is not None:
-        unread.update(chosen.unread(cg))
+        extra = foreign(plugin_where("grids", cg.kind), "unread failed", chosen.unread, cg)
+        if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+            raise plugin_error("grids", cg.kind, f"unread returned {shown(extra)}, not a dict of key -> why")
+        unread.update(extra)
     return unread
+
+
+def graph_estimate(cg: GridSettings, engine: EngineLimits) -> tuple[int, str]:
+    """The estimate ``cg.kind`` registers (``limits.MAX_GRAPHS`` is checked against it); a plug-in's
+    through the plug-in boundary, and refused unless it is (a count >= 0, a key)."""
+    kind = grid_kind(cg.kind)
+    if cg.kind in BUILTIN_GRID_KINDS:
+        return kind.estimate(cg, engine)
+    found = foreign(plugin_where("grids", cg.kind), "estimate failed", kind.estimate, cg, engine)
+    if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], int)
+            and not isinstance(found[0], bool) and found[0] >= 0 and isinstance(found[1], str)):
+        raise plugin_error("grids", cg.kind, f"estimate returned {shown(found)}, not (graph count >= 0, key)")
+    return found

@@ -10,7 +10,9 @@ entry (a ``PolicySpec``, ``GridKind``, ...; each family's registry says what it 
 Entry points are read lazily: the names come from installed metadata (nothing imported), and an
 entry is loaded only when a config names it and no built-in has that name, or when options are
 listed. A plug-in that fails to load, or loads as something that is not an entry of its family, is
-one ``PluginError`` naming it (a ``ConfigError``: exit 2, no traceback).
+one ``PluginError`` naming it (a ``ConfigError``: exit 2, no traceback). Every call into a plug-in's
+code (its import, its build, its draws, its policy's answers) goes through ``plugin_source.foreign``:
+whatever it raises but Ctrl-C (``SystemExit`` included) is that one line.
 
 A module that is merely importable (no distribution, no entry points) joins the same way through a
 ``plugins.yaml`` in a user config folder, each entry a Hydra ``_target_``
@@ -25,14 +27,15 @@ from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
 from cgbench.config.registry.plugin_files import declared, folders_in_effect
-from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource
+from cgbench.config.registry.plugin_source import ENTRY_POINT_GROUPS, PluginError, PluginSource, foreign
 from cgbench.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
 __all__ = ["ENTRY_POINT_GROUPS", "PluginError", "PluginSource", "builtin_or_plugin", "clear_caches", "describe",
-           "load_plugin", "loaded_count", "names_with_plugins", "plugin_error", "plugin_names"]
+           "load_plugin", "loaded_count", "names_with_plugins", "plugin_error", "plugin_names",
+           "plugin_where"]
 
 T = TypeVar("T")
 
@@ -118,23 +121,13 @@ def load_plugin(family: str, name: str) -> object | None:
     return None if source is None else _loaded(source)
 
 
-def _one_line(e: BaseException) -> str:
-    """A foreign error as ``Type: message`` on one line: the root of a chain of causes (Hydra wraps
-    an import error in two layers of its own)."""
-    while e.__cause__ is not None:
-        e = e.__cause__
-    return f"{type(e).__name__}: {' '.join(str(e).split())}"
-
-
 @cache  # by source, not by name: the config folders in effect decide which source a name means
 def _loaded(source: PluginSource) -> object:
-    try:
-        entry = source.load()
-    except Exception as e:  # any failure of foreign code is the plug-in's, reported as such
-        raise PluginError(f"{describe(source)}: failed to load: {_one_line(e)}") from None
-    if getattr(entry, "name", None) != source.name:
-        raise PluginError(f"{describe(source)}: the entry's name is {getattr(entry, 'name', None)!r}, "
-                          f"not {source.called} {source.name!r}")
+    where = describe(source)
+    entry = foreign(where, "failed to load", source.load)
+    name = foreign(where, "failed to load (its name)", getattr, entry, "name", None)
+    if not isinstance(name, str) or name != source.name:
+        raise PluginError(f"{where}: the entry's name is {name!r}, not {source.called} {source.name!r}")
     return entry
 
 
@@ -148,8 +141,12 @@ def loaded_count() -> int:
     return _loaded.cache_info().currsize
 
 
+def plugin_where(family: str, name: str) -> str:
+    """How messages name the plug-in ``name`` of ``family``: ``plug-in 'NAME' (where it comes from)``."""
+    source = _points(family).get(name)
+    return describe(source) if source is not None else f"plug-in {name!r}"
+
+
 def plugin_error(family: str, name: str, problem: str) -> PluginError:
     """A ``PluginError`` for the loaded entry ``name`` of ``family`` that is not a valid entry."""
-    source = _points(family).get(name)
-    where = describe(source) if source is not None else f"plug-in {name!r}"
-    return PluginError(f"{where}: {problem}")
+    return PluginError(f"{plugin_where(family, name)}: {problem}")

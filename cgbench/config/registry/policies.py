@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error
+from cgbench.config.registry.plugin_source import foreign
+from cgbench.config.registry.plugins import builtin_or_plugin, names_with_plugins, plugin_error, plugin_where
 from cgbench.errors import ConfigError
 
 
@@ -125,7 +126,10 @@ def options_of(policy_cfg: Any, name: str) -> Any:
     if spec.options is None:
         return None
     held = getattr(policy_cfg, name, None)
-    return held if isinstance(held, spec.options) else spec.default_options()
+    if isinstance(held, spec.options):
+        return held
+    return foreign(plugin_where("policies", name), "its options' defaults failed", spec.default_options) \
+        if is_plugin(name) else spec.default_options()
 
 
 def option_sections(policy_cfg: Any) -> tuple[str, ...]:
@@ -137,7 +141,12 @@ def check_options(policy_cfg: Any) -> None:
     """Each option section's values, by its policy's ``check``."""
     for section in option_sections(policy_cfg):
         spec = policy_spec(section, key=f"policy.{section}")
-        if spec.check is not None:
+        if spec.check is None:
+            continue
+        if is_plugin(section):  # foreign code: a ConfigError naming the key is its contract, the rest its fault
+            foreign(plugin_where("policies", section), "check failed", spec.check, getattr(policy_cfg, section),
+                    passes=(ConfigError,))
+        else:
             spec.check(getattr(policy_cfg, section))
 
 

@@ -8,7 +8,8 @@ parsing, units, windows and the config checks derive from it. ``columns`` is the
 Arrival units (``workload.trace_arrival_unit``): ``s``, ``ms``, ``us`` (numbers, kept as recorded
 from 0), ``epoch_s``, ``epoch_ms``, ``epoch_us`` (numbers counted from 1970: the first arrival is
 subtracted) and ``datetime`` (ISO wall-clock text, ``2023-11-16 18:15:46.6805900``: the first
-arrival is subtracted). A format with a fixed ``unit`` reads no ``trace_arrival_unit``.
+arrival is subtracted). A format with a fixed ``unit`` reads no ``trace_arrival_unit`` but its epoch
+variant (``epoch_ms`` for Mooncake's ``ms``: a trace recorded with epoch timestamps).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ TRACE_FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
                         "(512-token prefix blocks); JSONL"),
 )}
 COLUMNS = "columns"  # the format of workload.trace_columns
+
+
+def counted_unit(unit: str) -> str | None:
+    """The epoch unit of ``unit`` (``ms`` -> ``epoch_ms``: the same scale, counted from 1970, so the
+    first arrival is subtracted); a format whose unit is ``ms`` reads ``epoch_ms`` too."""
+    return f"epoch_{unit}" if unit in ("s", "ms", "us") else None
 
 
 def trace_format(name: str) -> TraceFormat:
