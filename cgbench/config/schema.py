@@ -7,21 +7,19 @@ see. They import nothing from Hydra, so library users and tests can build them d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind, grid_unread, kinds_of
+from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_unread, kinds_of
 from cgbench.config.registry.policies import (
     BUILTIN_POLICIES,
-    PadGuardConfig,
-    WaitTimeoutConfig,
-    check_options,
+    check_policy,
     option_sections,
-    policy_spec,
 )
 from cgbench.config.registry.pricers import COST_MODELS as PRICERS
-from cgbench.config.registry.traces import ARRIVAL_UNITS, TRACE_FORMATS, counted_unit, trace_format
+from cgbench.config.registry.traces import TRACE_FORMATS, counted_unit
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES as ARRIVALS
 from cgbench.config.registry.workloads import (
     LENGTH_DISTRIBUTIONS,
@@ -31,30 +29,43 @@ from cgbench.config.registry.workloads import (
     with_chosen,
     workload_source,
 )
-from cgbench.errors import ConfigError  # every package imports it from here
+from cgbench.config.rules.backend import BACKENDS as BACKENDS
+from cgbench.config.rules.backend import COST_MODELS as COST_MODELS
+from cgbench.config.rules.backend import TORCH_DTYPES as TORCH_DTYPES
+from cgbench.config.rules.backend import check_backend
+from cgbench.config.rules.base import check_choice as _check_choice
+from cgbench.config.rules.base import require as _require
+from cgbench.config.rules.engine import DP_ROUTINGS as DP_ROUTINGS
+from cgbench.config.rules.engine import EP_ROUTINGS as EP_ROUTINGS
+from cgbench.config.rules.engine import KV_CORNERS as KV_CORNERS
+from cgbench.config.rules.engine import MEGATRON_RULES as MEGATRON_RULES
+from cgbench.config.rules.engine import MOE_DISPATCHERS as MOE_DISPATCHERS
+from cgbench.config.rules.engine import check_data_parallel as check_data_parallel
+from cgbench.config.rules.engine import check_engine
+from cgbench.config.rules.grid import DISTRIBUTIONS as DISTRIBUTIONS
+from cgbench.config.rules.grid import check_grid
+from cgbench.config.rules.model import LAYER_SYMBOLS as LAYER_SYMBOLS
+from cgbench.config.rules.model import MODEL_KINDS as MODEL_KINDS
+from cgbench.config.rules.model import MOE_KEYS as MOE_KEYS
+from cgbench.config.rules.model import MOE_PADDED_ROUTING as MOE_PADDED_ROUTING
+from cgbench.config.rules.model import check_model
+from cgbench.config.rules.model import check_moe as check_moe
+from cgbench.config.rules.model import padded_slot_fraction as padded_slot_fraction
+from cgbench.config.rules.prefix import PREFIX_EVICTIONS as PREFIX_EVICTIONS
+from cgbench.config.rules.prefix import PREFIX_GATES as PREFIX_GATES
+from cgbench.config.rules.prefix import check_prefix_caching
+from cgbench.config.rules.speculative import check_spec_acceptance as check_spec_acceptance
+from cgbench.config.rules.workload import check_dist as check_dist
+from cgbench.config.rules.workload import check_trace_options as check_trace_options
+from cgbench.config.rules.workload import check_workload
+from cgbench.errors import ConfigError as ConfigError  # every package imports it from here
 
-MODEL_KINDS = ("transformer", "hybrid")
 # the built-in names of each registry (installed plug-ins add policies and grid kinds)
 CG_KINDS = tuple(BUILTIN_GRID_KINDS)
 POLICIES = tuple(BUILTIN_POLICIES)
-COST_MODELS = tuple(PRICERS)
 ARRIVAL_PROCESSES = tuple(ARRIVALS)
 LENGTH_DISTS = tuple(LENGTH_DISTRIBUTIONS)
 PEER_KINDS = kinds_of("peer")
-DISTRIBUTIONS = ("exponential", "linear", "hybrid")  # hybrid: PR #6667 (1ea7881b), not in 0.19.2
-BACKENDS = ("sim", "torch")
-TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
-KV_CORNERS = ("megatron", "safe")
-MEGATRON_RULES = ("0.19.2", "main")  # engine.megatron_rules: the rule sets of cgbench/engine/kv_rules.py
-PREFIX_GATES = ("full", "computed")  # full: Megatron 0.19.2's non-chunked candidate; computed: cgbench-only
-PREFIX_EVICTIONS = ("lru", "ref_zero")  # Megatron's prefix_caching_eviction_policy (its default: ref_zero)
-MOE_DISPATCHERS = ("nccl", "nvls", "te")
-LAYER_SYMBOLS = "M*-E"  # Mamba-2, attention, MLP, MoE (Megatron's hybrid layer symbols)
-MOE_KEYS = ("num_experts", "experts_per_token", "moe_ffn_hidden_size", "moe_shared_experts",
-            "moe_shared_expert_ffn_hidden_size", "moe_padded_routing")
-MOE_PADDED_ROUTING = ("shared", "spread")
-EP_ROUTINGS = ("least_loaded", "round_robin")
-DP_ROUTINGS = ("least_loaded", "round_robin", "prefix_first_block", "prefix_longest")  # engine/router.py
 
 
 @dataclass
@@ -230,14 +241,19 @@ class WorkloadConfig:
         return self.arrival.process != "closed_loop"
 
 
-@dataclass
-class PolicyConfig:
-    """The policy's name and the option sections (``policy.<name>``) of the built-in policies that
+def _policy_config() -> type:
+    """``PolicyConfig``, its option sections derived from the registry's records (a new policy's
+    section is its record's ``options``, never a field written here too)."""
+    sections = [(s.name, s.options, field(default_factory=s.options)) for s in BUILTIN_POLICIES.values()
+                if s.options is not None]
+    cls = make_dataclass("PolicyConfig", [("name", str, field(default="megatron")), *sections])
+    cls.__module__ = __name__
+    cls.__doc__ = """The policy's name and the option sections (``policy.<name>``) of the built-in policies that
     have options (``cgbench.config.registry.policies``); a plug-in policy's configs add its own."""
+    return cls
 
-    name: str = "megatron"
-    pad_guard: PadGuardConfig = field(default_factory=PadGuardConfig)
-    wait_timeout: WaitTimeoutConfig = field(default_factory=WaitTimeoutConfig)
+
+PolicyConfig = _policy_config()
 
 
 @dataclass
@@ -437,66 +453,6 @@ class BenchConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
 
-def _require(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"{key}: {message}")
-
-
-def _check_choice(value: Any, choices: tuple[str, ...], key: str) -> None:
-    _require(value in choices, key, f"{value!r} is not one of {', '.join(choices)}")
-
-
-def check_dist(d: DistConfig, key: str) -> None:
-    workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
-    _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
-    _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
-    if d.dist == "fixed":
-        _require(d.value >= 1, f"{key}.value", f"must be >= 1, got {d.value}")
-    if d.dist in ("normal", "lognormal"):
-        _require(d.mean > 0, f"{key}.mean", f"must be > 0 for dist={d.dist}, got {d.mean}")
-    if d.dist == "normal":
-        _require(d.std >= 0, f"{key}.std", f"must be >= 0, got {d.std}")
-    if d.dist == "lognormal":
-        _require(d.sigma > 0, f"{key}.sigma", f"must be > 0 for dist=lognormal, got {d.sigma}")
-    if d.dist == "histogram":
-        _require(len(d.weights) >= 1, f"{key}.weights", "needs at least one weight")
-        _require(len(d.bins) == len(d.weights) + 1, f"{key}.bins",
-                 f"needs len(weights)+1 = {len(d.weights) + 1} edges, got {len(d.bins)}")
-        _require(all(w >= 0 for w in d.weights) and sum(d.weights) > 0, f"{key}.weights",
-                 "must be non-negative with a positive sum")
-        _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
-                 "must be strictly increasing and start at >= 1")
-
-
-def check_trace_options(w: WorkloadConfig) -> None:
-    """``workload.trace_format``, ``trace_columns``, ``trace_arrival_unit`` and ``window``."""
-    if w.trace_format is not None:
-        trace_format(w.trace_format)
-    if w.trace_arrival_unit is not None:
-        _check_choice(w.trace_arrival_unit, ARRIVAL_UNITS, "workload.trace_arrival_unit")
-    c = w.trace_columns
-    if c.is_set:
-        for key in ("arrival", "prompt", "output"):
-            _require(bool(getattr(c, key)), f"workload.trace_columns.{key}",
-                     "names the trace's field of each request's "
-                     f"{dict(arrival='arrival time', prompt='prompt tokens', output='output tokens')[key]}: "
-                     "trace_columns needs arrival, prompt and output")
-        _require(c.block_tokens >= 1, "workload.trace_columns.block_tokens", f"must be >= 1, got {c.block_tokens}")
-    win = w.window
-    _require(not (win.by_time and win.by_rows), "workload.window",
-             "a window is by time (start_s, end_s) or by rows (first, last), not both")
-    if win.start_s is not None:
-        _require(win.start_s >= 0, "workload.window.start_s", f"must be >= 0, got {win.start_s}")
-    if win.end_s is not None:
-        _require(win.end_s > (win.start_s or 0.0), "workload.window.end_s",
-                 f"must be > workload.window.start_s ({win.start_s or 0.0:g}), got {win.end_s}")
-    if win.first is not None:
-        _require(win.first >= 0, "workload.window.first", f"must be >= 0, got {win.first}")
-    if win.last is not None:
-        _require(win.last >= (win.first or 0), "workload.window.last",
-                 f"must be >= workload.window.first ({win.first or 0}), got {win.last}")
-
-
 def _trace_unread(w: WorkloadConfig) -> dict[str, str]:
     """The trace keys this workload's trace settings leave unread."""
     keys = ("trace_format", "trace_columns", "trace_arrival_unit", "window")
@@ -553,230 +509,32 @@ def check_hardware(h: HardwareConfig) -> None:
     _check_choice(h.allreduce_algorithm, ALLREDUCE_ALGORITHMS, "hardware.allreduce_algorithm")
 
 
-def padded_slot_fraction(value: str) -> float | None:
-    """``model.padded_slot_cost`` as a fraction of a slot's state traffic, None for ``shared``."""
-    if value == "full":
-        return 1.0
-    if value == "shared":
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        f = -1.0
-    _require(0.0 <= f <= 1.0, "model.padded_slot_cost", f"must be full, shared or a fraction in [0, 1], got {value!r}")
-    return f
-
-
-def check_spec_acceptance(e: EngineConfig) -> None:
-    sa, spec, key = e.spec_acceptance, e.num_speculative_tokens, "engine.spec_acceptance"
-    _require(not (sa.per_position and sa.lengths), key, "set per_position or lengths, not both")
-    _require(spec > 0 or not (sa.per_position or sa.lengths), key,
-             "an acceptance model needs engine.num_speculative_tokens > 0")
-    if sa.per_position:
-        _require(len(sa.per_position) == spec, f"{key}.per_position",
-                 f"needs one probability per draft position ({spec}), got {len(sa.per_position)}")
-        for i, p in enumerate(sa.per_position):
-            _require(0.0 <= p <= 1.0, f"{key}.per_position[{i}]", f"must be in [0, 1], got {p}")
-    if sa.lengths:
-        _require(len(sa.lengths) == spec + 1, f"{key}.lengths",
-                 f"needs one weight per accepted length 0..{spec} ({spec + 1}), got {len(sa.lengths)}")
-        for i, w in enumerate(sa.lengths):
-            _require(w >= 0.0, f"{key}.lengths[{i}]", f"must be >= 0, got {w}")
-        _require(sum(sa.lengths) > 0, f"{key}.lengths", "needs a positive total weight")
-
-
-def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
-    """The MoE keys of a model with 'E' layers (``ep_size`` must split the experts evenly, as Megatron
-    requires)."""
-    for key in ("num_experts", "experts_per_token", "moe_ffn_hidden_size"):
-        _require(getattr(m, key) >= 1, f"model.{key}", f"must be >= 1 for a model with 'E' (MoE) layers, "
-                 f"got {getattr(m, key)}")
-    _require(m.experts_per_token <= m.num_experts, "model.experts_per_token",
-             f"must be <= model.num_experts ({m.num_experts}), got {m.experts_per_token}")
-    _require(m.moe_shared_experts >= 0, "model.moe_shared_experts", f"must be >= 0, got {m.moe_shared_experts}")
-    if m.moe_shared_experts > 0:
-        _require(m.moe_shared_expert_ffn_hidden_size >= 1, "model.moe_shared_expert_ffn_hidden_size",
-                 f"must be >= 1 with model.moe_shared_experts={m.moe_shared_experts}, "
-                 f"got {m.moe_shared_expert_ffn_hidden_size}")
-    _check_choice(m.moe_padded_routing, MOE_PADDED_ROUTING, "model.moe_padded_routing")
-    _require(m.num_experts % ep_size == 0, "engine.ep_size",
-             f"must divide model.num_experts ({m.num_experts}), got {ep_size}")
-    _require(backend == "sim", "model.layer_pattern",
-             "MoE ('E') layers are simulated only: use backend=sim")
-
-
-def validate(cfg: BenchConfig) -> BenchConfig:
-    """Check cross-field rules the type system cannot; raise ConfigError naming the key."""
-    m, e, cg, w, p = cfg.model, cfg.engine, cfg.cg, cfg.workload, cfg.policy
-    _check_choice(m.kind, MODEL_KINDS, "model.kind")
-    _require(len(m.layers) >= 1 and set(m.layers) <= set(LAYER_SYMBOLS), "model.layer_pattern",
-             f"must be a non-empty string of 'M', '*', '-', 'E', got {m.layer_pattern!r}")
-    _require(m.pattern_repeat >= 1, "model.pattern_repeat", "must be >= 1")
-    padded_slot_fraction(m.padded_slot_cost)
-    if m.kind == "hybrid":
-        _require("M" in m.layers, "model.layer_pattern", "a hybrid model needs at least one 'M' layer")
-    for key in ("hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
-                "vocab_size", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
-                "mamba_num_groups", "mamba_conv_kernel", "dtype_bytes"):
-        _require(getattr(m, key) >= 1, f"model.{key}", f"must be >= 1, got {getattr(m, key)}")
-    _require(m.num_attention_heads % m.num_kv_heads == 0, "model.num_kv_heads",
-             "must divide model.num_attention_heads")
-    if "*" in m.layers:
-        _require(m.head_dim % 2 == 0, "model.head_dim", f"must be even (rotary embedding), got {m.head_dim}")
-    if "M" in m.layers:
-        _require(m.mamba_num_heads % m.mamba_num_groups == 0, "model.mamba_num_groups",
-                 f"must divide model.mamba_num_heads ({m.mamba_num_heads}), got {m.mamba_num_groups}")
-        _require(m.mamba_conv_kernel >= 2, "model.mamba_conv_kernel", f"must be >= 2, got {m.mamba_conv_kernel}")
-    if "E" in m.layers:
-        check_moe(m, e.ep_size, cfg.backend.name)
-
-    for key in ("max_requests", "max_tokens", "max_sequence_length", "block_size", "tp_size"):
-        _require(getattr(e, key) >= 1, f"engine.{key}", f"must be >= 1, got {getattr(e, key)}")
-    _require(e.kv_blocks >= 0, "engine.kv_blocks", f"must be >= 0 (0 = auto), got {e.kv_blocks}")
-    _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
-    _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
-    _check_choice(e.megatron_rules, MEGATRON_RULES, "engine.megatron_rules")
-    _require(e.ssm_chunk_alignment >= 1, "engine.ssm_chunk_alignment", f"must be >= 1, got {e.ssm_chunk_alignment}")
-    _require(e.handoff_release_steps >= 0, "engine.handoff_release_steps",
-             f"must be >= 0, got {e.handoff_release_steps}")
-    if e.handoff_pinning:
-        _require(e.megatron_rules == "main", "engine.handoff_pinning",
-                 "hybrid SSM state handoff pinning is Megatron main's (#6584): set engine.megatron_rules=main; "
-                 "megatron-core 0.19.2 has no such pinning")
-        _require(m.kind == "hybrid", "engine.handoff_pinning",
-                 "only a hybrid model's Mamba slot pinning is modelled: use a hybrid model")
-    if e.batch_invariant:
-        _require(e.megatron_rules == "main", "engine.batch_invariant",
-                 "batch-invariant mode is Megatron main's (#4871, #6521): set engine.megatron_rules=main; "
-                 "megatron-core 0.19.2 has no such mode")
-        if m.kind == "hybrid":  # dynamic_context.py at d98e8a64 asserts these for a hybrid model
-            _require(e.num_speculative_tokens == 0, "engine.batch_invariant",
-                     "batch-invariant mode for a hybrid model supports one-token decode only: "
-                     "set engine.num_speculative_tokens=0")
-            _require(not e.chunked_prefill or e.max_tokens > e.ssm_chunk_alignment, "engine.batch_invariant",
-                     f"batch-invariant SSM chunked prefill needs engine.max_tokens ({e.max_tokens}) > "
-                     f"engine.ssm_chunk_alignment ({e.ssm_chunk_alignment})")
-    _require(e.ep_size >= 1, "engine.ep_size", f"must be >= 1, got {e.ep_size}")
-    _check_choice(e.moe_dispatcher, MOE_DISPATCHERS, "engine.moe_dispatcher")
-    _check_choice(e.ep_routing, EP_ROUTINGS, "engine.ep_routing")
-    _require(e.ep_size == 1 or cfg.backend.name == "sim", "engine.ep_size",
-             "expert parallelism is simulated only: use backend=sim with engine.ep_size > 1")
-    check_data_parallel(cfg)
-    _require(e.num_speculative_tokens >= 0, "engine.num_speculative_tokens", "must be >= 0")
-    _require(e.max_tokens >= e.max_requests, "engine.max_tokens",
-             f"must be >= engine.max_requests ({e.max_requests}), got {e.max_tokens}")
-    _require(e.max_requests % e.tp_size == 0, "engine.max_requests",
-             f"must be a multiple of engine.tp_size ({e.tp_size}), got {e.max_requests}")
-    _require(e.max_tokens >= e.max_requests * (e.num_speculative_tokens + 1), "engine.max_tokens",
-             "must hold one step of every request: >= max_requests * (num_speculative_tokens + 1)")
-    check_spec_acceptance(e)
-    _require(e.token_rounder >= 1 and e.request_rounder >= 1, "engine.token_rounder",
-             "rounders must be >= 1")
-    _require(e.stall_steps >= 0, "engine.stall_steps", "must be >= 0 (0 = auto)")
-    _require(e.prefix_caching_mamba_slots >= 0, "engine.prefix_caching_mamba_slots", "must be >= 0")
-    if e.prefix_caching:
-        _require(e.ep_size == 1, "engine.prefix_caching", "is modelled on one engine: use engine.ep_size=1")
-        _require(e.dp_size == 1, "engine.prefix_caching", "is modelled on one engine (one KV pool): use "
-                 "engine.dp_size=1 (engine.dp_routing=prefix_* routes by the trace's block hashes without it)")
-        _require(cfg.backend.name == "sim", "engine.prefix_caching", "is simulated only: use backend=sim")
-        _require(not (e.batch_invariant and m.kind == "hybrid"), "engine.prefix_caching",
-                 "Megatron main's batch-invariant mode does not support Mamba prefix caching (its context "
-                 "asserts): use engine.batch_invariant=false or a transformer model")
-        _require(not e.handoff_pinning, "engine.prefix_caching",
-                 "with engine.handoff_pinning a handed-off request keeps its KV blocks referenced, which is "
-                 "not modelled: use engine.handoff_pinning=false")
-    else:
-        _require(e.prefix_caching_mamba_slots == 0, "engine.prefix_caching_mamba_slots",
-                 "needs engine.prefix_caching=true")
-    _check_choice(e.prefix_gate, PREFIX_GATES, "engine.prefix_gate")
-    _check_choice(e.prefix_caching_eviction, PREFIX_EVICTIONS, "engine.prefix_caching_eviction")
-    _require(e.prefix_caching_eviction == "lru" or e.prefix_caching, "engine.prefix_caching_eviction",
-             "needs engine.prefix_caching=true")
-    _require(e.prefix_gate == "full" or e.prefix_caching, "engine.prefix_gate", "needs engine.prefix_caching=true")
-
-    grid_kind(cg.kind)  # a built-in or an installed plug-in, else did-you-mean
-    _check_choice(cg.distribution, DISTRIBUTIONS, "cg.distribution")
-    _require(cg.num_cuda_graphs is None or cg.num_cuda_graphs >= -1, "cg.num_cuda_graphs",
-             f"must be null, -1 (auto) or >= 0, got {cg.num_cuda_graphs}")
-    _require(cg.cuda_graph_max_tokens >= 1, "cg.cuda_graph_max_tokens", "must be >= 1")
-    _require(cg.sizes_per_octave >= 1 and cg.p_per_octave >= 1, "cg.sizes_per_octave",
-             "sizes_per_octave and p_per_octave must be >= 1")
-    for i, g in enumerate(cg.graphs):
-        _require(len(g) == 3, f"cg.graphs[{i}]", f"must be [T, P, D], got {g}")
-    for key in ("capture_sizes", "piecewise_sizes"):
-        _require(all(int(s) >= 1 for s in getattr(cg, key)), f"cg.{key}", "sizes must be >= 1")
-    _require(cg.max_capture_size >= 0 and cg.piecewise_max_tokens >= 0, "cg.max_capture_size",
-             "must be >= 0 (0 = engine default)")
-
-    policy_spec(p.name)  # a built-in or an installed plug-in, else did-you-mean
-    check_options(p)
-
-    _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
-    reads = workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
-    if "rate" in reads and w.trace is None:
-        _require(w.arrival.rate > 0, "workload.arrival.rate",
-                 f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
-    if "burstiness" in reads:
-        _require(w.arrival.burstiness > 0, "workload.arrival.burstiness", "must be > 0")
-    if "concurrency" in reads:
-        _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
-                 "must be >= 1 for process=closed_loop")
-    _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
-    check_trace_options(w)
-    pm = w.prefix
-    _require(pm.system_prompts >= 0, "workload.prefix.system_prompts", f"must be >= 0, got {pm.system_prompts}")
-    _require(pm.system_prompt_tokens >= 0, "workload.prefix.system_prompt_tokens",
-             f"must be >= 0, got {pm.system_prompt_tokens}")
-    _require(pm.session_turns >= 1, "workload.prefix.session_turns", f"must be >= 1, got {pm.session_turns}")
-    _require(pm.system_prompts == 0 or pm.system_prompt_tokens >= 1, "workload.prefix.system_prompt_tokens",
-             "must be >= 1 with workload.prefix.system_prompts > 0")
-    _require(not (pm.is_set and w.trace), "workload.prefix",
-             "describes generated workloads; a trace brings its own prefix blocks (hash_ids)")
-    check_dist(w.prompt_len, "workload.prompt_len")
-    check_dist(w.output_len, "workload.output_len")
-
-    _check_choice(cfg.backend.name, BACKENDS, "backend.name")
-    _check_choice(cfg.backend.cost_model, COST_MODELS, "backend.cost_model")
-    for key in PRICERS[cfg.backend.cost_model].requires:
-        _require(bool(getattr(cfg.backend, key)), f"backend.{key}",
-                 f"cost_model={cfg.backend.cost_model} needs a calibration table path")
-    _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
-             f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
-    _check_choice(cfg.backend.dtype, TORCH_DTYPES, "backend.dtype")
-    _require(cfg.backend.host_memory_gb > 0, "backend.host_memory_gb", "must be > 0")
-    if cfg.backend.name == "torch":
-        _require(e.num_speculative_tokens == 0, "engine.num_speculative_tokens",
-                 "the torch backend runs no draft model; use 0")
+def _check_hardware(cfg: BenchConfig) -> None:
     h = cfg.hardware
     check_hardware(h)
+
+
+def _check_reporting(cfg: BenchConfig) -> None:
+    """``slo``, ``metrics`` and ``sweep``."""
     for f in fields(cfg.slo):
         v = getattr(cfg.slo, f.name)
         _require(v is None or v > 0, f"slo.{f.name}", f"must be a number > 0 (ms) or null, got {v}")
     check_percentiles(list(cfg.metrics.percentiles))
     _require(cfg.sweep.repeat >= 1 and cfg.sweep.jobs >= 1, "sweep.repeat",
              "sweep.repeat and sweep.jobs must be >= 1")
+
+
+# Each feature's rules, in the order validate runs them (the order errors are found in)
+RULES: tuple[Callable[[BenchConfig], None], ...] = (check_model, check_engine, check_prefix_caching, check_grid,
+                                                    check_policy, check_workload, check_backend, _check_hardware,
+                                                    _check_reporting)
+
+
+def validate(cfg: BenchConfig) -> BenchConfig:
+    """Check cross-field rules the type system cannot; raise ConfigError naming the key."""
+    for check in RULES:
+        check(cfg)
     return cfg
-
-
-def check_data_parallel(cfg: BenchConfig) -> None:
-    """``engine.dp_size`` and its routing (docs/data-parallel.md)."""
-    e = cfg.engine
-    _require(e.dp_size >= 1, "engine.dp_size", f"must be >= 1, got {e.dp_size}")
-    _check_choice(e.dp_routing, DP_ROUTINGS, "engine.dp_routing")
-    _require(0.0 <= e.dp_routing_alpha <= 1.0, "engine.dp_routing_alpha",
-             f"must be in [0, 1], got {e.dp_routing_alpha}")
-    if e.dp_size == 1:
-        return
-    _require(cfg.backend.name == "sim", "engine.dp_size",
-             "data parallelism is simulated only: use backend=sim with engine.dp_size > 1")
-    if e.ep_size > 1:  # the EP ranks are DP ranks: each EP group is ep_size of them, in lockstep
-        _require(e.dp_size % e.ep_size == 0, "engine.dp_size",
-                 f"must be a multiple of engine.ep_size ({e.ep_size}): the expert-parallel ranks are "
-                 f"data-parallel ranks, got {e.dp_size}")
-    if e.dp_routing.startswith("prefix_"):
-        _require(bool(cfg.workload.trace), "engine.dp_routing",
-                 f"{e.dp_routing} routes on the requests' prefix-block hashes, which only a trace with "
-                 "them (Mooncake's hash_ids) carries: use a workload.trace, or least_loaded")
 
 
 def data_parallel_unread(e: EngineConfig) -> dict[str, str]:

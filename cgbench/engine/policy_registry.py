@@ -1,10 +1,11 @@
-"""The policy registry's engine half: how each policy is built from its options.
+"""How a policy's record (``cgbench.config.registry.policies.PolicySpec``) becomes a ``Policy``.
 
-The names and option schemas are ``cgbench.config.registry.policies`` (the config validates them
-without importing the engine); ``BUILDERS`` holds one builder per built-in name (a test checks the
-two agree). A plug-in's ``PolicySpec.build`` returns either a ``Policy`` (the compiled fast path,
-any combination of its fields) or its own ``AdmissionPolicy`` object, which the engine runs wrapped
-in a ``Policy`` (``Policy.wrapping``) and always with the step-by-step engine (``needs_oracle``):
+A built-in's record says which ``Policy`` fields it sets (``traits``) and which it takes from its
+options (``from_options``): ``build_policy`` only assembles them, so a new built-in policy that
+combines existing rules is its record alone. A plug-in's ``PolicySpec.build`` returns either a
+``Policy`` (the compiled fast path, any combination of its fields) or its own ``AdmissionPolicy``
+object, which the engine runs wrapped in a ``Policy`` (``Policy.wrapping``) and always with the
+step-by-step engine (``needs_oracle``):
 the event-proportional engine skips rounds whose decisions it can predict from ``Policy``'s own
 fields only.
 """
@@ -12,45 +13,24 @@ fields only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from cgbench.config.registry.plugin_source import foreign, shown
 from cgbench.config.registry.plugins import plugin_error, plugin_where
-from cgbench.config.registry.policies import PadGuardConfig, WaitTimeoutConfig, is_plugin, options_of, policy_spec
+from cgbench.config.registry.policies import is_plugin, options_of, policy_spec
 from cgbench.config.schema import PolicyConfig
 from cgbench.engine.plugin_policy import GuardedPolicy
 from cgbench.engine.policies import DEFER, EAGER, Policy
-
-
-def _pad_guard(o: PadGuardConfig) -> Policy:
-    return Policy("pad_guard", gates=False, pad_ratio=o.max_ratio)
-
-
-def _wait_timeout(o: WaitTimeoutConfig) -> Policy:
-    return Policy("wait_timeout", gates=True, gates_chunks=True, timeout_iters=o.iters)
-
-
-BUILDERS: dict[str, Callable[[Any], Policy]] = {
-    "budget": lambda _: Policy("budget", gates=False),
-    "megatron": lambda _: Policy("megatron", gates=True, megatron_conditions=True),
-    "defer": lambda _: Policy("defer", gates=True, gates_chunks=True),
-    "pad_guard": _pad_guard,
-    "wait_timeout": _wait_timeout,
-    "megatron_6675": lambda _: Policy("megatron_6675", gates=True, gates_chunks=True, snaps_continuing=True,
-                                      megatron_conditions=True),
-    "cover": lambda _: Policy("cover", gates=True, gates_chunks=True, admits_covered=True),
-}
 
 _CONTRACT = ("name", "gates", "gates_chunks", "on_non_chunked_miss", "on_chunk_miss", "forward_guard")
 
 
 def build_policy(name: str, options: Any) -> Policy:
     """Policy ``name`` with ``options`` (its section's dataclass, or None)."""
-    builder = BUILDERS.get(name)
-    if builder is not None:
-        return builder(options)
     spec = policy_spec(name)
+    if not is_plugin(name):
+        taken = {f: getattr(options, option) for f, option in spec.from_options.items()}
+        return Policy(name, **spec.traits, **taken)
     assert spec.build is not None  # policy_spec refuses a plug-in without one
     where = plugin_where("policies", name)
     built = foreign(where, "build failed", spec.build, options)
@@ -78,4 +58,4 @@ def needs_oracle(policy: Policy) -> bool:
     return policy.plugin is not None
 
 
-__all__ = ["BUILDERS", "DEFER", "EAGER", "Policy", "build_policy", "is_plugin", "make_policy", "needs_oracle"]
+__all__ = ["DEFER", "EAGER", "Policy", "build_policy", "is_plugin", "make_policy", "needs_oracle"]

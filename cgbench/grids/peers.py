@@ -57,7 +57,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from cgbench.config.registry.grids import grid_kind
+from cgbench.config.registry import grids as grid_defaults
+from cgbench.config.registry.grids import grid_kind, trtllm_max_batch, vllm_max_capture
 from cgbench.config.schema import CGConfig, ConfigError, EngineConfig, ModelConfig
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape
@@ -83,8 +84,7 @@ def vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, num_specu
         sizes = sorted(set(capture_sizes))
         top = max_capture_size or sizes[-1]
     else:
-        top = max_capture_size or min(max_num_seqs * q * 2, 512)
-        top = min(max_num_batched_tokens, top)
+        top = vllm_max_capture(max_num_seqs, max_num_batched_tokens, num_speculative_tokens, max_capture_size)
         sizes = [1, 2, 4] + list(range(8, min(top + 1, 256), 8)) + list(range(256, top + 1, 16))
         if max_num_batched_tokens <= top and max_num_batched_tokens not in sizes:
             sizes.append(max_num_batched_tokens)  # PR #40734
@@ -121,8 +121,8 @@ def sglang_default_max_bs(gpu_memory_gb: float, tp_size: int) -> int:
     if gpu_memory_gb < 60:
         return 32 if small_tp else 160
     if gpu_memory_gb < 160:
-        return 256 if small_tp else 512
-    return 512
+        return 256 if small_tp else grid_defaults.SGLANG_MAX_BATCH_SIZE
+    return grid_defaults.SGLANG_MAX_BATCH_SIZE
 
 
 def sglang_batch_sizes(max_bs: int, padding: bool = True, spec: bool = False) -> list[int]:
@@ -177,7 +177,7 @@ def trtllm_piecewise_tokens(max_tokens: int) -> list[int]:
 def trtllm_graphs(cg: CGConfig, engine: EngineConfig) -> list[BatchShape]:
     sizes = _explicit_sizes(cg, "capture_sizes")
     if not sizes:
-        sizes = trtllm_batch_sizes(min(cg.max_capture_size or 128, engine.max_requests), cg.padding)
+        sizes = trtllm_batch_sizes(trtllm_max_batch(cg.max_capture_size, engine.max_requests), cg.padding)
     return _decode_and_piecewise(cg, engine, sizes, trtllm_piecewise_tokens)
 
 

@@ -188,3 +188,18 @@ def test_trtllm_padding_and_piecewise():
 def test_peer_explicit_sizes_are_checked():
     with pytest.raises(ConfigError, match="cg.capture_sizes"):  # by the one validator, for every grid
         validate(BenchConfig(cg=CGConfig(kind="trtllm", capture_sizes=[0, 8])))
+
+
+@pytest.mark.parametrize("kind, cap", [("vllm", "VLLM_MAX_CAPTURE_SIZE"), ("trtllm", "TRTLLM_MAX_BATCH_SIZE"),
+                                       ("sglang", "SGLANG_MAX_BATCH_SIZE")])
+def test_a_peer_default_is_one_number_the_generator_and_the_estimate_share(kind, cap, monkeypatch):
+    from cgbench.config.limits import estimate_graphs
+    from cgbench.config.registry import grids as registry
+
+    cfg = BenchConfig(cg=CGConfig(kind=kind, gpu_memory_gb=200.0), engine=EngineConfig(max_requests=256))
+    before_top = max(g.decode_req_count for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs)
+    before_estimate = estimate_graphs(cfg)[0]
+    monkeypatch.setattr(registry, cap, 64)
+    top = max(g.decode_req_count for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs)
+    assert top == 64 < before_top  # the generator read the lowered default
+    assert estimate_graphs(cfg)[0] < before_estimate  # and so did the estimate

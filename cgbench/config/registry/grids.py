@@ -73,6 +73,24 @@ class GridKind:
     summary: str = ""
 
 
+# The peer engines' default capture limits, one source for their generators (``cgbench.grids.peers``)
+# and the graph-count estimates below.
+VLLM_MAX_CAPTURE_SIZE = 512  # vLLM's default cap on max_num_seqs * (1 + spec) * 2
+SGLANG_MAX_BATCH_SIZE = 512  # SGLang's largest memory-dependent default cuda_graph_max_bs
+TRTLLM_MAX_BATCH_SIZE = 128  # TensorRT-LLM's default cuda_graph_config.max_batch_size
+
+
+def vllm_max_capture(max_requests: int, max_tokens: int, num_speculative_tokens: int, max_capture_size: int) -> int:
+    """vLLM's largest capture size (tokens) without an explicit list (``cg.max_capture_size`` 0: its default)."""
+    q = 1 + num_speculative_tokens
+    return min(max_tokens, max_capture_size or min(max_requests * q * 2, VLLM_MAX_CAPTURE_SIZE))
+
+
+def trtllm_max_batch(max_capture_size: int, max_requests: int) -> int:
+    """TensorRT-LLM's largest graph batch size (``cg.max_capture_size`` 0: its default)."""
+    return min(max_capture_size or TRTLLM_MAX_BATCH_SIZE, max_requests)
+
+
 def _megatron_graphs(cg: GridSettings, e: EngineLimits, non_decode: bool) -> tuple[int, str]:
     n = cg.num_cuda_graphs
     if n is None or n == 0:
@@ -101,18 +119,17 @@ def _megatron_graphs(cg: GridSettings, e: EngineLimits, non_decode: bool) -> tup
 
 
 def _peer_graphs(cg: GridSettings, e: EngineLimits) -> tuple[int, str]:
-    q = 1 + e.num_speculative_tokens
     if cg.capture_sizes:
         decode, key = len(cg.capture_sizes), "cg.capture_sizes"
     elif cg.kind == "vllm":
-        top = min(e.max_tokens, cg.max_capture_size or min(e.max_requests * q * 2, 512))
+        top = vllm_max_capture(e.max_requests, e.max_tokens, e.num_speculative_tokens, cg.max_capture_size)
         decode, key = top // 8 + 40, "cg.max_capture_size"
     elif cg.kind == "sglang":
-        top = cg.max_capture_size or 512
+        top = cg.max_capture_size or SGLANG_MAX_BATCH_SIZE
         decode = top if not cg.padding else top // 16 + 60
         key = "cg.max_capture_size"
     else:  # trtllm
-        top = min(cg.max_capture_size or 128, e.max_requests)
+        top = trtllm_max_batch(cg.max_capture_size, e.max_requests)
         decode = top // 64 + 40 if cg.padding else 80
         key = "cg.max_capture_size"
     piecewise = 0

@@ -1,18 +1,22 @@
-"""The policy registry's config half: each policy's name and option schema.
+"""The policy registry: one record (``PolicySpec``) per policy, the only place a built-in is named.
 
-A policy's options are one dataclass, the config section ``policy.<name>`` (``policy.pad_guard.
-max_ratio``), present in every config of a built-in policy and in a plug-in policy's own configs.
-Everything that handles options reads them from here: validation, the keys a policy does not read
-(``schema.unread_keys``), ``cgbench schedule``'s state files (``option_sections``) and the
-``run --help`` listing. How a built-in policy is built lives with the engine
-(``cgbench.engine.policy_registry``); a plug-in's ``PolicySpec`` carries its own ``build``.
+A record holds the policy's name, its summary, its options (one dataclass, the config section
+``policy.<name>``: ``policy.pad_guard.max_ratio``), their check, and how it is built. A built-in's
+build is data, not code, so the config layer lists it without importing the engine: ``traits`` (the
+``cgbench.engine.policies.Policy`` fields it sets) and ``from_options`` (the ``Policy`` fields taken
+from its options); ``cgbench.engine.policy_registry`` turns the two into a ``Policy``. A plug-in's
+record carries a ``build`` function instead. Everything else derives from ``BUILTIN_POLICIES``:
+``schema.POLICIES``, ``schema.PolicyConfig``'s option sections, validation, the keys a policy does
+not read (``schema.unread_keys``), ``cgbench schedule``'s state files (``option_sections``) and the
+``run --help`` listing; tests check that ``conf/policy/*.yaml`` and the README's tables name the same
+policies.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from cgbench.config.registry.plugin_source import foreign
@@ -36,13 +40,16 @@ class PolicySpec:
     options); ``check``: raises ``ConfigError`` naming ``policy.<name>.<field>`` for a bad value;
     ``build``: options instance (or None) -> the policy the scheduler calls (a
     ``cgbench.engine.policies.Policy``, or any object meeting ``AdmissionPolicy``); required of a
-    plug-in, None for a built-in (the engine's registry builds those)."""
+    plug-in, None for a built-in, which is built from ``traits`` (``Policy`` field -> value) and
+    ``from_options`` (``Policy`` field -> the option field it takes)."""
 
     name: str
     options: type | None = None
     check: Callable[[Any], None] | None = None
     build: Callable[[Any], Any] | None = None
     summary: str = ""
+    traits: Mapping[str, Any] = field(default_factory=dict)
+    from_options: Mapping[str, str] = field(default_factory=dict)
 
     def default_options(self) -> Any:
         return self.options() if self.options is not None else None
@@ -59,16 +66,23 @@ def _check_wait_timeout(o: WaitTimeoutConfig) -> None:
 
 
 BUILTIN_POLICIES: dict[str, PolicySpec] = {s.name: s for s in (
-    PolicySpec("budget", summary="admit on token / request / KV budget only; a miss runs eager"),
-    PolicySpec("megatron", summary="PR #4870 as merged: a non-chunked miss defers, chunks snap"),
-    PolicySpec("defer", summary="PR #4870 as described: chunked prefill defers on a miss too"),
+    PolicySpec("budget", summary="admit on token / request / KV budget only; a miss runs eager",
+               traits={"gates": False}),
+    PolicySpec("megatron", summary="PR #4870 as merged: a non-chunked miss defers, chunks snap",
+               traits={"gates": True, "megatron_conditions": True}),
+    PolicySpec("defer", summary="PR #4870 as described: chunked prefill defers on a miss too",
+               traits={"gates": True, "gates_chunks": True}),
     PolicySpec("pad_guard", PadGuardConfig, _check_pad_guard,
-               summary="budget, plus: a graph padding T beyond max_ratio x runs eager"),
+               summary="budget, plus: a graph padding T beyond max_ratio x runs eager",
+               traits={"gates": False}, from_options={"pad_ratio": "max_ratio"}),
     PolicySpec("wait_timeout", WaitTimeoutConfig, _check_wait_timeout,
-               summary="defer on a miss for at most iters rounds, then run eager"),
+               summary="defer on a miss for at most iters rounds, then run eager",
+               traits={"gates": True, "gates_chunks": True}, from_options={"timeout_iters": "iters"}),
     PolicySpec("megatron_6675", summary="PR #6675 (73f34663): continuing chunks snapped too; a chunk miss "
-               "waits unless the engine is idle"),
-    PolicySpec("cover", summary="defer, but a chunk a larger graph covers (padded) is admitted, not held back"),
+               "waits unless the engine is idle",
+               traits={"gates": True, "gates_chunks": True, "snaps_continuing": True, "megatron_conditions": True}),
+    PolicySpec("cover", summary="defer, but a chunk a larger graph covers (padded) is admitted, not held back",
+               traits={"gates": True, "gates_chunks": True, "admits_covered": True}),
 )}
 
 
@@ -134,3 +148,10 @@ def check_options(policy_cfg: Any) -> None:
                     passes=(ConfigError,))
         else:
             spec.check(getattr(policy_cfg, section))
+
+
+def check_policy(cfg: Any) -> None:
+    """The rules of ``cfg.policy`` (a ``BenchConfig``'s): its name, then each option section's."""
+    p = cfg.policy
+    policy_spec(p.name)  # a built-in or an installed plug-in, else did-you-mean
+    check_options(p)

@@ -1,0 +1,89 @@
+"""``workload.*``: the arrival process, the trace options, the prefix model, the length distributions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cgbench.config.registry.traces import ARRIVAL_UNITS, trace_format
+from cgbench.config.registry.workloads import workload_source
+from cgbench.config.rules.base import check_choice as _check_choice
+from cgbench.config.rules.base import require as _require
+
+
+def check_workload(cfg: Any) -> None:
+    """The rules of ``cfg.workload``."""
+    w = cfg.workload
+    _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
+    reads = workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
+    if "rate" in reads and w.trace is None:
+        _require(w.arrival.rate > 0, "workload.arrival.rate",
+                 f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
+    if "burstiness" in reads:
+        _require(w.arrival.burstiness > 0, "workload.arrival.burstiness", "must be > 0")
+    if "concurrency" in reads:
+        _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
+                 "must be >= 1 for process=closed_loop")
+    _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
+    check_trace_options(w)
+    pm = w.prefix
+    _require(pm.system_prompts >= 0, "workload.prefix.system_prompts", f"must be >= 0, got {pm.system_prompts}")
+    _require(pm.system_prompt_tokens >= 0, "workload.prefix.system_prompt_tokens",
+             f"must be >= 0, got {pm.system_prompt_tokens}")
+    _require(pm.session_turns >= 1, "workload.prefix.session_turns", f"must be >= 1, got {pm.session_turns}")
+    _require(pm.system_prompts == 0 or pm.system_prompt_tokens >= 1, "workload.prefix.system_prompt_tokens",
+             "must be >= 1 with workload.prefix.system_prompts > 0")
+    _require(not (pm.is_set and w.trace), "workload.prefix",
+             "describes generated workloads; a trace brings its own prefix blocks (hash_ids)")
+    check_dist(w.prompt_len, "workload.prompt_len")
+    check_dist(w.output_len, "workload.output_len")
+
+
+def check_dist(d: Any, key: str) -> None:
+    workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
+    _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
+    _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
+    if d.dist == "fixed":
+        _require(d.value >= 1, f"{key}.value", f"must be >= 1, got {d.value}")
+    if d.dist in ("normal", "lognormal"):
+        _require(d.mean > 0, f"{key}.mean", f"must be > 0 for dist={d.dist}, got {d.mean}")
+    if d.dist == "normal":
+        _require(d.std >= 0, f"{key}.std", f"must be >= 0, got {d.std}")
+    if d.dist == "lognormal":
+        _require(d.sigma > 0, f"{key}.sigma", f"must be > 0 for dist=lognormal, got {d.sigma}")
+    if d.dist == "histogram":
+        _require(len(d.weights) >= 1, f"{key}.weights", "needs at least one weight")
+        _require(len(d.bins) == len(d.weights) + 1, f"{key}.bins",
+                 f"needs len(weights)+1 = {len(d.weights) + 1} edges, got {len(d.bins)}")
+        _require(all(w >= 0 for w in d.weights) and sum(d.weights) > 0, f"{key}.weights",
+                 "must be non-negative with a positive sum")
+        _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
+                 "must be strictly increasing and start at >= 1")
+
+
+def check_trace_options(w: Any) -> None:
+    """``workload.trace_format``, ``trace_columns``, ``trace_arrival_unit`` and ``window``."""
+    if w.trace_format is not None:
+        trace_format(w.trace_format)
+    if w.trace_arrival_unit is not None:
+        _check_choice(w.trace_arrival_unit, ARRIVAL_UNITS, "workload.trace_arrival_unit")
+    c = w.trace_columns
+    if c.is_set:
+        for key in ("arrival", "prompt", "output"):
+            _require(bool(getattr(c, key)), f"workload.trace_columns.{key}",
+                     "names the trace's field of each request's "
+                     f"{dict(arrival='arrival time', prompt='prompt tokens', output='output tokens')[key]}: "
+                     "trace_columns needs arrival, prompt and output")
+        _require(c.block_tokens >= 1, "workload.trace_columns.block_tokens", f"must be >= 1, got {c.block_tokens}")
+    win = w.window
+    _require(not (win.by_time and win.by_rows), "workload.window",
+             "a window is by time (start_s, end_s) or by rows (first, last), not both")
+    if win.start_s is not None:
+        _require(win.start_s >= 0, "workload.window.start_s", f"must be >= 0, got {win.start_s}")
+    if win.end_s is not None:
+        _require(win.end_s > (win.start_s or 0.0), "workload.window.end_s",
+                 f"must be > workload.window.start_s ({win.start_s or 0.0:g}), got {win.end_s}")
+    if win.first is not None:
+        _require(win.first >= 0, "workload.window.first", f"must be >= 0, got {win.first}")
+    if win.last is not None:
+        _require(win.last >= (win.first or 0), "workload.window.last",
+                 f"must be >= workload.window.first ({win.first or 0}), got {win.last}")
