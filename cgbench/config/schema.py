@@ -7,6 +7,7 @@ see. They import nothing from Hydra, so library users and tests can build them d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -577,6 +578,9 @@ def check_spec_acceptance(e: EngineConfig) -> None:
         for i, w in enumerate(sa.lengths):
             _require(w >= 0.0, f"{key}.lengths[{i}]", f"must be >= 0, got {w}")
         _require(sum(sa.lengths) > 0, f"{key}.lengths", "needs a positive total weight")
+        # weights near the float maximum sum to inf: every weight / inf is 0, read as every draft accepted
+        _require(math.isfinite(sum(sa.lengths)), f"{key}.lengths",
+                 f"weights sum to {sum(sa.lengths)}, not a finite number: give relative weights (e.g. counts)")
 
 
 def check_moe(m: ModelConfig, ep_size: int, backend: str) -> None:
