@@ -28,6 +28,7 @@ are at most ``MAX_DEPTH`` containers deep, integers fit in 64 bits, numbers are 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -35,8 +36,11 @@ import math
 import os
 import re
 import secrets
+import shutil
+import signal
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -415,12 +419,80 @@ def write_bytes_atomic(path: str | Path, data: bytes, what: str = "", *, durable
     return target
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """For the duration of a set's write, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the set's
+    clean-up runs (a kill by ``timeout`` or a batch system left part of an export, which later exports
+    refused). Only the main thread can install handlers; elsewhere, or under a handler someone else
+    installed, nothing changes."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _new_folder(files: Mapping[Path, str | bytes]) -> Path | None:
+    """The one folder every file of the set goes into, when it does not exist yet (then the set is
+    staged beside it and renamed into place); None otherwise."""
+    folders = {Path(p).parent for p in files}
+    if len(folders) != 1:
+        return None
+    folder = folders.pop()
+    return None if folder.exists() or folder.is_symlink() or not folder.name else folder
+
+
+def _staged(folder: Path, files: Mapping[Path, str | bytes], what: str) -> list[Path]:
+    """Write the set into a temporary sibling of the new ``folder`` and rename it into place: a failure,
+    a full disk or an interrupt at any step leaves no new folder (the staging one removed)."""
+    for path in files:
+        _target(Path(path), what)  # an input, a special file: refused by name before anything is made
+    created = _make_parents(folder, folder, f"{what} " if what else "")  # its missing parents
+    stage = Path(tempfile.mkdtemp(prefix=_tmp_prefix(folder.name), suffix=".tmp", dir=folder.parent))
+    try:
+        for path, data in files.items():
+            staged = stage / Path(path).name
+            if isinstance(data, bytes):
+                write_bytes_atomic(staged, data, what, clean=False)
+            else:
+                write_text_atomic(staged, data, what, clean=False)
+        os.chmod(stage, 0o777 & ~_umask())
+        if folder.exists() or folder.is_symlink():
+            raise ConfigError(f"cannot write {what + ' ' if what else ''}{folder}: it appeared while the set was "
+                              "written")
+        os.rename(stage, folder)
+        _fsync_dir(folder.parent)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        remove_folders(created)
+        raise
+    return [folder / Path(p).name for p in files]
+
+
 def write_files_atomic(files: Mapping[Path, str | bytes], what: str = "") -> list[Path]:
-    """Several files written as one set (an export, a calibration table and its report): each by the
-    one rule, in order; when one fails (or the command is interrupted), those written before it are
+    """Several files written as one set (an export, a calibration table and its report), all at once
+    or not at all, SIGTERM handled as Ctrl-C (``sigterm_as_interrupt``). Into a new folder: staged in
+    a temporary sibling folder, renamed into place (``_staged``). Into an existing one: each by the one
+    rule, in order; when one fails (or the command is interrupted), those written before it are
     put back as they were (a replaced file from a hard link of it kept, locked, until the set is
     done; a new one removed), so no reader finds a mix of the new set and the old. On a file system
     without hard links a replaced file is left as written (complete, new). Returns the paths written."""
+    with sigterm_as_interrupt():
+        folder = _new_folder(files)
+        if folder is not None:
+            return _staged(folder, files, what)
+        return _in_place(files, what)
+
+
+def _in_place(files: Mapping[Path, str | bytes], what: str) -> list[Path]:
     undo: list[tuple[Path, bool, str | None, int | None]] = []  # (target, existed, backup link, its fd)
     written: list[Path] = []
     try:

@@ -580,7 +580,8 @@ def compare_paths(base: Path, new: Path, rules: list[Rule], pair_by: tuple[str, 
                                            health={"base": flag_codes(b.doc), "new": flag_codes(n.doc)},
                                            differs=config_differences(b.doc, n.doc)))
     if not comp.points:  # every pair had a failed base: an "OK" here would compare nothing
-        raise ConfigError(f"nothing to compare between {base} and {new}: every point failed in the base "
+        side = "on both sides" if all(n is None or n.doc is None for _, n in pairs) else "in the base"
+        raise ConfigError(f"nothing to compare between {base} and {new}: every point failed {side} "
                           f"({len(pairs)} point{'s' if len(pairs) != 1 else ''}; {pairs[0][0].error or 'failed'})")
     if pair_by or not (bsweep or nsweep):  # pairs that may differ on purpose: say how
         comp.warnings += _difference_warnings(comp)

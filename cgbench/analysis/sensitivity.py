@@ -297,6 +297,18 @@ def check_sensitivity(cfg: BenchConfig) -> None:
     if cfg.backend.name != "sim":
         raise ConfigError("--sensitivity: re-pricing needs the simulator (backend=sim); a real engine run "
                           "measures its prices instead of modelling them")
+    from cgbench.config.limits import check_ranges
+
+    for p in UNCERTAIN:  # every price the ranges reach is one a run could have (finite times, no 0 rates)
+        if p.choices:
+            continue
+        for end in p.bounds(cfg):
+            try:
+                check_ranges(p.applied(cfg, end))
+            except ConfigError as e:
+                raise ConfigError(f"--sensitivity: {p.key}={p.value(cfg):g} puts its range's end at {end:g} "
+                                  f"(ends round to 6 decimals), outside what the simulator prices ({e}); set "
+                                  f"{p.key} further inside its bounds") from None
 
 
 def sensitivity(cfg: BenchConfig, point_metrics: dict[str, Any], *, overrides: list[str] | None = None,

@@ -18,6 +18,7 @@ real engine's (a few hundred graphs, ~100 layers).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -131,9 +132,17 @@ def check_ranges(cfg: BenchConfig) -> None:
             raise ConfigError(f"{name}: {getattr(h, key):g} x hardware.{eff_key} {getattr(h, eff_key):g} = "
                               f"{effective:g} per second, outside the simulated range "
                               f"[{MIN_RATE[name]:g}, {MAX_RATE[name]:g}]")
-    for key in ("kernel_launch_us", "graph_launch_us"):
-        if getattr(h, key) * 1e-6 > MAX_SIM_SECONDS:
-            raise ConfigError(f"hardware.{key}: {getattr(h, key):g} us is longer than {MAX_SIM_SECONDS:g} s")
+    # the kernel classes' own rates (attention, the Mamba scan): a 1e-300 efficiency divides by zero
+    for eff_key, key in (("attention_efficiency", "peak_flops"), ("scan_efficiency", "peak_flops"),
+                         ("attention_bandwidth_efficiency", "hbm_bandwidth")):
+        name, eff = f"hardware.{key}", getattr(h, eff_key)
+        if isinstance(eff, (int, float)) and not MIN_RATE[name] <= getattr(h, key) * eff <= MAX_RATE[name]:
+            raise ConfigError(f"hardware.{eff_key}: {getattr(h, key):g} x {eff:g} = {getattr(h, key) * eff:g} per "
+                              f"second, outside the simulated range [{MIN_RATE[name]:g}, {MAX_RATE[name]:g}]")
+    for f in dataclasses.fields(h):  # every host or GPU time (a sum of 1e300 us is infinite)
+        v = getattr(h, f.name)
+        if f.name.endswith("_us") and isinstance(v, (int, float)) and v * 1e-6 > MAX_SIM_SECONDS:
+            raise ConfigError(f"hardware.{f.name}: {v:g} us is longer than {MAX_SIM_SECONDS:g} s")
     w = cfg.workload
     open_loop = "rate" in workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
     if w.trace is None and open_loop and w.arrival.rate > 0:

@@ -545,7 +545,8 @@ CASES: list[Case] = [
         slow=True),
     # -- issue 32, stale or false results
     *_section(
-        ("compare {failed_sweep} {failed_sweep}", ("nothing to compare", "every point failed", "boom")),
+        ("compare {failed_sweep} {failed_sweep}", ("nothing to compare", "every point failed on both sides", "boom")),
+        ("plot {failed_sweep}", ("nothing to plot in", "every point failed (1 point; boom)")),
         ("advise " + SMALL + " seed=9223372036854775807 --budget-graphs 4", ("seed=9223372036854775808", "64 bits")),
         ("advise " + SMALL + " --check-seed 99999999999999999999 --budget-graphs 4", ("--check-seed", "64 bits")),
         slow=True),
@@ -589,6 +590,13 @@ CASES: list[Case] = [
         ("sweep seed=1,2 hydra.output_subdir=x --dry-run", ("hydra.output_subdir", "not used by cgbench")),
         ("sweep --launcher basic seed=1,2 --dry-run", ("--launcher basic", "executors")),
         ("run " + SMALL + " --out {markup}/[b]r[/b].json --format yaml", "--format"),
+        slow=True),
+    # -- issue 44 classes 5 and 9: limits and non-finite arithmetic before the work
+    *_section(
+        ("run engine.ep_size=2000000000", ("engine.ep_size: 2,000,000,000 ranks", "1,024-rank limit")),
+        ("run " + SMALL + " hardware.scan_efficiency=1e-300", ("hardware.scan_efficiency", "simulated range")),
+        ("run " + SMALL + " engine.num_speculative_tokens=2 engine.spec_acceptance.lengths=[1e308,1e308,1]",
+         "weights sum to inf"),
         slow=True),
     # -- real limits, real signals: a child process under an address-space limit
     *_section(

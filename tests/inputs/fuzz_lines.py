@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -195,3 +196,47 @@ HOSTILE_PLUGIN_LINES = (
     *([f"workload.arrival.process={p}", "workload.arrival.rate=5"] for p in ("strings", "endless", "short",
                                                                              "draw_exits")),
 )
+
+
+# -- doctored documents: a written result with one field of another type, or missing
+
+def flipped(value: Any) -> Any:
+    """A value of another JSON type (doctored documents: issue 44 class 6)."""
+    if isinstance(value, bool):
+        return "yes"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return {"0": value[:1]}
+    return 7 if isinstance(value, dict) else {}
+
+
+def doc_places(doc: Any, at: tuple = ()) -> list[tuple]:
+    """Every path into ``doc`` (lists by their first item only: a long trace would crowd the rest out)."""
+    out = [at] if at else []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += doc_places(v, (*at, k))
+    elif isinstance(doc, list) and doc:
+        out += doc_places(doc[0], (*at, 0))
+    return out
+
+
+@st.composite
+def doctored(draw, source: Path, folder: Path) -> str:
+    """A copy of the document ``source`` in ``folder`` with one drawn field flipped to another type or
+    deleted: the readers of explain, compare, report and plot answer with one line naming it."""
+    doc = json.loads(source.read_text(encoding="utf-8"))
+    place = draw(st.sampled_from(doc_places(doc)))
+    parent = doc
+    for part in place[:-1]:
+        parent = parent[part]
+    if isinstance(parent, dict) and draw(st.booleans()):
+        del parent[place[-1]]
+    else:
+        parent[place[-1]] = flipped(parent[place[-1]])
+    path = folder / f"doctored_{source.name}"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return str(path)

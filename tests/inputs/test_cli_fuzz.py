@@ -40,6 +40,7 @@ from tests.inputs.corpus import files_under, folders_under, invoke_bounded, run_
 from tests.inputs.fuzz_lines import (
     HOSTILE_PLUGIN_LINES,
     ODD_TEXT,
+    doctored,
     hostile_plugins_yaml,
     key_override,
     megatron_args,
@@ -419,7 +420,8 @@ INDICES = ("0", "3", "7", "8", "-1", str(2**63), "abc", "1e308", "999999")
 @given(data=st.data())
 def test_explain(inputs, data):
     with _example_folder(inputs) as folder:
-        target = data.draw(valid_or_odd([str(inputs.run)], folder, (inputs.state, inputs.trace)))
+        target = data.draw(st.one_of(valid_or_odd([str(inputs.run)], folder, (inputs.state, inputs.trace)),
+                                     doctored(inputs.run, folder)))
         request = data.draw(st.one_of(st.none(), st.sampled_from(INDICES), st.integers(0, 7).map(str),
                                       st.integers(0, 7).map(str)))
         step = data.draw(st.one_of(st.none(), st.integers(0, 60).map(str), st.sampled_from(INDICES)))
@@ -450,7 +452,7 @@ def test_export(inputs, data):
 def test_compare(inputs, data):
     with _example_folder(inputs) as folder:
         docs = valid_or_odd([str(inputs.run), str(inputs.sweep)], folder, (inputs.state, inputs.trace))
-        base, new = data.draw(docs), data.draw(docs)
+        base, new = data.draw(docs), data.draw(st.one_of(docs, doctored(inputs.run, folder)))
         rules = data.draw(mostly([str(inputs.rules)],
                                  [str(inputs.trace), str(inputs.run), str(folder / "missing.yaml")]))
         fail_on = data.draw(mostly(["regressed", "none", "regressed,missing"], ["nope", "", "[b]"]))

@@ -12,52 +12,29 @@ import json
 import random
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from cgbench.cli.app import app
+from tests.inputs.fuzz_lines import doc_places, flipped
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 DRAWS = 12  # per document kind and command
 
 
-def _flipped(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "yes"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return {"0": value[:1]}
-    return 7 if isinstance(value, dict) else {}
-
-
-def _places(doc: Any, at: tuple = ()) -> list[tuple]:
-    """Every path into ``doc`` (lists by their first item only: a long trace would crowd the rest out)."""
-    out = [at] if at else []
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out += _places(v, (*at, k))
-    elif isinstance(doc, list) and doc:
-        out += _places(doc[0], (*at, 0))
-    return out
-
-
 def doctored(doc: dict, rng: random.Random) -> tuple[dict, str]:
     """A copy of ``doc`` with one drawn field flipped or deleted, and which (for the failure message)."""
     bad = json.loads(json.dumps(doc))
-    place = rng.choice(_places(bad))
+    place = rng.choice(doc_places(bad))
     parent = bad
     for part in place[:-1]:
         parent = parent[part]
     if rng.random() < 0.5 and isinstance(parent, dict):
         del parent[place[-1]]
         return bad, f"deleted {place}"
-    parent[place[-1]] = _flipped(parent[place[-1]])
+    parent[place[-1]] = flipped(parent[place[-1]])
     return bad, f"flipped {place}"
 
 

@@ -78,8 +78,12 @@ def load_records(sweep_dir: Path) -> tuple[list[Record], list[str], dict[str, An
         doc = load_result(Path(sweep_dir) / p["file"])
         config = config or (doc.get("config") or {})
         records.append(Record(dict(split_override(o) for o in p["overrides"]), _numbers(doc["metrics"])))
-    if not records:
-        raise ConfigError(f"{sweep_dir}: no finished points to plot")
+    if not records:  # worded as compare's refusal (docs/sweeps.md)
+        failed = [p for p in index["points"] if p.get("status") == "failed"]
+        if failed and len(failed) == len(index["points"]):
+            raise ConfigError(f"nothing to plot in {sweep_dir}: every point failed ({len(failed)} point"
+                              f"{'s' if len(failed) != 1 else ''}; {failed[0].get('error') or 'failed'})")
+        raise ConfigError(f"nothing to plot in {sweep_dir}: no point finished ({len(index['points'])} points)")
     keys = list(dict.fromkeys(k for r in records for k in r.params))
     return records, keys, config
 

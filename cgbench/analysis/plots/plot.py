@@ -28,7 +28,7 @@ from cgbench.analysis.plots.data import (
 from cgbench.analysis.plots.layout import DPI
 from cgbench.analysis.plots.pareto import pareto_front  # noqa: F401  (re-exported: the frontier's one definition)
 from cgbench.config.schema import ConfigError
-from cgbench.safeio import describe_missing, make_folder, write_bytes_atomic
+from cgbench.safeio import describe_missing, make_folder
 
 BAR_METRICS = ("eager_step_fraction", "max_cg_wait_iters")
 PARETO_METRICS = ("ttft_ms.p99", "output_throughput_tok_s")
@@ -44,6 +44,9 @@ def load_pyplot(what: str = "cgbench plot"):
 
         raise ConfigError(needs(what, "matplotlib")) from e
     matplotlib.use("Agg")
+    # text is drawn as written: a file, model or policy name holding `$...$` would otherwise reach the
+    # math parser (a ParseException while saving); no label of cgbench's own uses math text
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -62,13 +65,24 @@ def plot(target: Path, out_dir: Path | None = None, spec: PlotSpec | None = None
     raise ConfigError(f"{target}: {describe_missing(target)}")
 
 
-def _save(plt, fig, path: Path) -> Path:
+def _png(plt, fig) -> bytes:
     import io
 
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=DPI, format="png")
-    plt.close(fig)
-    return write_bytes_atomic(path, buf.getvalue(), "figure")
+    try:
+        fig.savefig(buf, dpi=DPI, format="png")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _save_set(out_dir: Path, pngs: dict[str, bytes]) -> list[Path]:
+    """Every figure drawn before the first is written (a drawing that fails leaves no PNG and no
+    folder), then the set written at once (``safeio.write_files_atomic``)."""
+    from cgbench.safeio import write_files_atomic
+
+    make_folder(out_dir, "--out")
+    return write_files_atomic({out_dir / name: data for name, data in pngs.items()}, "figure")
 
 
 def _slo_from_config(config: dict[str, Any]) -> dict[str, float]:
@@ -142,8 +156,7 @@ def sweep_figures(sweep_dir: Path, spec: PlotSpec) -> tuple[list[tuple[str, Any]
 def plot_sweep(sweep_dir: Path, out_dir: Path, spec: PlotSpec | None = None) -> tuple[list[Path], list[str]]:
     figures, notes = sweep_figures(sweep_dir, spec or PlotSpec())
     plt = load_pyplot()
-    make_folder(out_dir, "--out")
-    return [_save(plt, fig, out_dir / name) for name, fig in figures], notes
+    return _save_set(out_dir, {name: _png(plt, fig) for name, fig in figures}), notes
 
 
 def sweep_rows(sweep_dir: Path) -> list[Record]:
@@ -162,16 +175,15 @@ def plot_run(result: Path, out_dir: Path) -> tuple[list[Path], list[str]]:
 
     doc = load_result(result)
     plt = load_pyplot()
-    make_folder(out_dir, "--out")
     stem = result.stem
-    files = [_save(plt, summary_figure(plt, doc), out_dir / f"{stem}_summary.png")]
+    pngs = {f"{stem}_summary.png": _png(plt, summary_figure(plt, doc))}
     notes = []
     if doc.get("steps"):
-        files.append(_save(plt, timeline_figure(plt, doc["steps"], stem), out_dir / f"{stem}_timeline.png"))
+        pngs[f"{stem}_timeline.png"] = _png(plt, timeline_figure(plt, doc["steps"], stem))
     else:
         notes.append("timeline: skipped, the result has no per-step records (run with --trace)")
     if doc.get("requests"):
-        files.append(_save(plt, queue_wait_figure(plt, doc["requests"], stem), out_dir / f"{stem}_queue_wait.png"))
+        pngs[f"{stem}_queue_wait.png"] = _png(plt, queue_wait_figure(plt, doc["requests"], stem))
     else:
         notes.append("queue-wait histogram: skipped, the result has no per-request records (run with --requests)")
-    return files, notes
+    return _save_set(out_dir, pngs), notes

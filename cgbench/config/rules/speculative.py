@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from cgbench.config.rules.base import require as _require
@@ -23,3 +24,6 @@ def check_spec_acceptance(e: Any) -> None:
         for i, w in enumerate(sa.lengths):
             _require(w >= 0.0, f"{key}.lengths[{i}]", f"must be >= 0, got {w}")
         _require(sum(sa.lengths) > 0, f"{key}.lengths", "needs a positive total weight")
+        # weights near the float maximum sum to inf: every weight / inf is 0, read as every draft accepted
+        _require(math.isfinite(sum(sa.lengths)), f"{key}.lengths",
+                 f"weights sum to {sum(sa.lengths)}, not a finite number: give relative weights (e.g. counts)")
