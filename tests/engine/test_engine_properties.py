@@ -38,10 +38,14 @@ def test_engine_invariants(scenario):
     cfg, reqs = scenario
     eng, state = run_engine(cfg, reqs)  # check_invariants=True: budgets and KV conservation every step
     if state.outcome == "stalled":
-        # Megatron's rules can deadlock a tiny KV pool (a hidden chunked request and a paused
-        # request each holding what the other needs); the engine must say so, not spin.
-        assert cfg.engine.kv_blocks > 0 and ("kv_blocks" in state.diagnosis or "paused" in state.diagnosis
-                                             or "max_tokens" in state.diagnosis)
+        # Megatron's rules can deadlock a small KV pool (a hidden chunked request and a paused request
+        # each holding what the other needs; engine.kv_blocks=0 sizes the pool to max_requests whole
+        # sequences, as small as an explicit one), and gating defers for ever a prefill no captured
+        # graph covers (Megatron's engine spins): the engine must say which, not spin.
+        if "deferred" in state.diagnosis:
+            assert _gating_active(eng), state.diagnosis
+        else:
+            assert any(w in state.diagnosis for w in ("kv_blocks", "paused", "max_tokens")), state.diagnosis
         return
     if state.outcome == "engine_assertion" and cfg.engine.prefix_caching and any(
             f in state.diagnosis for f in PREFIX_CACHE_RAISES):
@@ -49,7 +53,7 @@ def test_engine_invariants(scenario):
     if state.outcome == "engine_assertion":
         # Megatron asserts when KV pressure leaves no active row and no chunked request; only its
         # own corner setting reaches it, and KV blocks are still conserved at the crash
-        assert cfg.engine.kv_corners == "megatron" and cfg.engine.kv_blocks > 0, state.diagnosis
+        assert cfg.engine.kv_corners == "megatron", state.diagnosis
         assert "asserts" in state.diagnosis
         ctxs = _contexts(eng)
         held = sum(r.blocks for r in state.requests)
