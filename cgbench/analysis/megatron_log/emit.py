@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.backends.sim.host_profiles import host_profile
+from cgbench.backends.sim.watched import WatchedBackend
 from cgbench.config.schema import BenchConfig, ConfigError
-from cgbench.engine.contract import StepWork, attention_pairs
+from cgbench.engine.contract import StepWork
 from cgbench.engine.ledger import COMPLETED
 from cgbench.engine.request import Request
 from cgbench.grids.build import build_grid
@@ -72,17 +73,12 @@ def check_emittable(cfg: BenchConfig) -> None:
                           "not emitted")
 
 
-class StepWatch:
+class StepWatch(WatchedBackend):
     """The ``sim`` backend's prices, with each step's shape, graph, duration and engine state kept
-    (compact arrays). It offers no ``StretchPricer``: the step-by-step engine runs it. ``engine`` is
-    set once the engine is built."""
-
-    pricer = None
+    (compact arrays). ``engine`` is set once the engine is built."""
 
     def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.device = backend.device
-        self.captured = backend.captured
+        super().__init__(backend)
         self.engine: Any = None
         self.columns: dict[str, array] = {name: array("q") for name in (
             "T", "P", "D", "gT", "gP", "gD", "queued", "paused", "active_used", "paused_used", "free",
@@ -93,9 +89,7 @@ class StepWatch:
         return len(self.durations)
 
     def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:
-        if work.attention_pairs is None:
-            work.attention_pairs = attention_pairs(work)
-        duration = self.backend.run_step(work, decodes)
+        duration = self.priced(work, decodes)
         e, c = self.engine, self.columns
         graph = work.graph or (-1, -1, -1)
         held = sum(r.blocks for r in decodes) + sum(a.request.blocks for a in work.admitted)
@@ -107,15 +101,6 @@ class StepWatch:
             c[name].append(value)
         self.durations.append(duration)
         return duration
-
-    def release(self, req: Request) -> None:
-        self.backend.release(req)
-
-    def token_ids(self, req: Request) -> list[int]:
-        return self.backend.token_ids(req)
-
-    def report(self) -> dict | None:
-        return self.backend.report()
 
 
 @dataclass(frozen=True)

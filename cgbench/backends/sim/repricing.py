@@ -17,7 +17,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from cgbench.engine.contract import Admission, StepPricer, StepWork, StretchPricer, attention_pairs
+from cgbench.backends.sim.watched import WatchedBackend
+from cgbench.engine.contract import Admission, StepPricer, StepWork
 from cgbench.engine.request import Request
 
 
@@ -87,29 +88,14 @@ def reprice(works: Sequence[StepWork], pricer: StepPricer) -> Any:
     return np.fromiter((step_time(w) for w in works), dtype=np.float64, count=len(works))
 
 
-class RecordingBackend:
+class RecordingBackend(WatchedBackend):
     """The ``sim`` backend's prices, with every step kept in ``log`` (see the module docstring)."""
 
-    pricer: StretchPricer | None = None  # the step-by-step engine: each step priced once, in order
-
     def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.device = backend.device
-        self.captured = backend.captured
+        super().__init__(backend)
         self.log = StepLog()
 
     def run_step(self, work: StepWork, decodes: Sequence[Request]) -> float:
-        if work.attention_pairs is None:
-            work.attention_pairs = attention_pairs(work)
-        duration = self.backend.run_step(work, decodes)
+        duration = self.priced(work, decodes)
         self.log.add(work, work.attention_pairs, duration)
         return duration
-
-    def release(self, req: Request) -> None:
-        self.backend.release(req)
-
-    def token_ids(self, req: Request) -> list[int]:
-        return self.backend.token_ids(req)
-
-    def report(self) -> dict | None:
-        return self.backend.report()
