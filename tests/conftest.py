@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import sys
 from pathlib import Path
 
@@ -28,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("COLUMNS", "200")
+# the commands' kept compositions (cgbench.config.compose_cache): one folder per test process, never the user's
+os.environ["CGBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="cgbench-test-cache-")
 # torch on a 2-core machine shared with other work: one thread avoids parallel regions stalling
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -145,8 +145,8 @@ def run(
     with user_errors(), config_folders(config_dirs):
         from cgbench.cli.guards import check_device_memory, check_host_memory, declare_config_inputs, require_torch
         from cgbench.cli.render import graph_usage_table, run_output, run_title
-        from cgbench.config.compose import composed_yaml, load_config
         from cgbench.config.labels import run_labels
+        from cgbench.config.load import load_config
         from cgbench.results.document import ensure_writable, write_json_atomic
 
         ovr = list(overrides or [])
@@ -166,6 +166,8 @@ def run(
         if cfg_only is not None:
             if emit_megatron_log is not None:
                 raise ConfigError("--emit-megatron-log: --cfg prints the config and runs nothing: drop one of them")
+            from cgbench.config.compose import composed_yaml
+
             sys.stdout.write(composed_yaml(ovr, which=cfg_only, resolve=resolve, config_dirs=dirs))
             return
         if info:
@@ -263,8 +265,8 @@ def run(
 
 def _print_info(overrides: list[str], dirs: list, fmt: str) -> None:
     """``run --info``: the search path and the defaults list (``cgbench.config.info``)."""
-    from cgbench.config.compose import load_config
     from cgbench.config.info import config_info
+    from cgbench.config.load import load_config
 
     load_config(overrides, config_dirs=dirs)  # the same checks as a run: a bad override is one line
     doc = config_info(overrides, dirs)
@@ -324,7 +326,7 @@ def grid(
     with user_errors(), config_folders(config_dirs):
         from cgbench.cli.render import csv_text, markdown_table
         from cgbench.cli.render_grid import grid_json, grid_table
-        from cgbench.config.compose import load_config
+        from cgbench.config.load import load_config
         from cgbench.grids.build import build_grid
         from cgbench.grids.coverage import coverage
 

@@ -169,7 +169,7 @@ def calibrate_cmd(
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from cgbench.backends.torch.calibration import calibrate, check_request, default_table_path, write_outputs
-        from cgbench.config.compose import load_config
+        from cgbench.config.load import load_config
         from cgbench.results.document import ensure_writable
 
         ovr = with_launch_line(megatron_args, list(overrides or []), config_dirs)
@@ -213,7 +213,7 @@ def _calibrate_host(ovr: list[str], out_path: Optional[Path], repeat: int, warmu
                     out: Any, err: Any, config_dirs: list[Path], megatron_args: str | None = None) -> None:
     """``cgbench calibrate --host``: measure, write the host calibration file, print the per-case table."""
     from cgbench.backends.torch.calibration import calibrate_host, check_host_request, default_host_path
-    from cgbench.config.compose import load_config
+    from cgbench.config.load import load_config
     from cgbench.results.document import ensure_writable, write_json_atomic
 
     cfg = load_config(ovr, config_dirs=config_dirs)

@@ -124,7 +124,7 @@ def cost_cmd(
 
     with user_errors(), config_folders(config_dirs):
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
-        from cgbench.config.compose import load_config
+        from cgbench.config.load import load_config
         from cgbench.config.schema import ConfigError
 
         check_format(fmt, TABLE_OR_JSON)

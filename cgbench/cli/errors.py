@@ -140,6 +140,17 @@ def folder_for_a_file(args: list[str]) -> str | None:
     return None
 
 
+def _help_width_set() -> Any:
+    """Typer's Rich help module, its width set to ``help_width()`` (imported only where help or
+    Typer's own messages are printed)."""
+    from typer import rich_utils
+
+    from cgbench.cli.console import help_width
+
+    rich_utils.MAX_WIDTH = help_width()
+    return rich_utils
+
+
 class OneLineUsageErrors(TyperGroup):
     """The app's group: a usage error anywhere on the command line is ``error: <one line>`` on
     stderr and exit code 2; everything else (help, completion, exit codes) is Typer's."""
@@ -148,19 +159,17 @@ class OneLineUsageErrors(TyperGroup):
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        from typer import rich_utils
-
-        from cgbench.cli.console import help_width
-
-        rich_utils.MAX_WIDTH = help_width()
-        folder = folder_for_a_file(list(sys.argv[1:] if args is None else args))
+        argv = list(sys.argv[1:] if args is None else args)
+        if not argv or {"-h", "--help"} & set(argv):  # help is rendered: Typer's Rich help (60 ms to import)
+            _help_width_set()
+        folder = folder_for_a_file(argv)
         if folder is not None:
             print_error(folder)
             sys.exit(2)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click_errors.NoArgsIsHelpError as e:  # bare `cgbench`: the help, as before
-            rich_utils.rich_format_error(e)
+            _help_width_set().rich_format_error(e)
             sys.exit(e.exit_code)
         except click_errors.UsageError as e:
             print_error(usage_line(e))
@@ -169,6 +178,6 @@ class OneLineUsageErrors(TyperGroup):
             print_error(e.format_message())
             sys.exit(e.exit_code)
         except typer.Abort:
-            rich_utils.rich_abort_error()
+            _help_width_set().rich_abort_error()
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)

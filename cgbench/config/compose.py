@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import itertools
 import pickle
 import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
+from contextvars import ContextVar
 from pathlib import Path
 
 import yaml
@@ -36,6 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
+from cgbench.config.override_checks import check_override_keys, check_read, is_hydra_key, known_keys, resolve_paths
 from cgbench.config.overrides import override_key, override_value, quoting_advice
 from cgbench.config.paths import (
     GROUPS,
@@ -49,7 +49,7 @@ from cgbench.config.paths import (
 from cgbench.config.plugin_schema import grid_plugins_named, plugins_held, plugins_named, schema_types
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.registry.policies import is_plugin, policy_names, policy_spec
-from cgbench.config.schema import BenchConfig, ConfigError, unread_keys, unread_reason
+from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.errors import did_you_mean
 from cgbench.safeio import require_cwd
 
@@ -112,109 +112,6 @@ def _error_text(e: BaseException) -> str:
     if options:
         msg = f"{msg} {', '.join(options)}"
     return msg
-
-
-# ---------------------------------------------------------------------------------------------
-# Known keys and override checks
-
-
-def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, bool]]:
-    """(dotted key, is_open_mapping) for every field of a schema dataclass, records included."""
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            yield key, False
-            yield from _fields(tp, key + ".")
-        else:
-            yield key, typing.get_origin(tp) is dict
-
-
-@lru_cache(maxsize=8)
-def known_keys(schema: type[BenchConfig] = BenchConfig) -> tuple[frozenset[str], frozenset[str]]:
-    """(every dotted key of the schema, the keys that are open mappings such as ``sweep.params``)."""
-    keys, open_maps = set(), set()
-    for key, is_map in _fields(schema):
-        keys.add(key)
-        if is_map:
-            open_maps.add(key)
-    return frozenset(keys), frozenset(open_maps)
-
-
-def _closest(key: str, schema: type[BenchConfig]) -> str:
-    keys, _ = known_keys(schema)
-    match = difflib.get_close_matches(key, sorted(keys | set(GROUPS)), n=1, cutoff=0.6)
-    if not match:  # a typo in the last part: compare within the same record
-        head, _, tail = key.rpartition(".")
-        siblings = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == head]
-        near = difflib.get_close_matches(tail, siblings, n=1, cutoff=0.5)
-        match = [f"{head}.{near[0]}"] if near else []
-    return f"; did you mean {match[0]}?" if match else ""
-
-
-def is_hydra_key(key: str) -> bool:
-    """Whether an override key is one of Hydra's own settings (``hydra.*``, ``hydra/*``)."""
-    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
-
-
-def _hydra_refusal(o: str, key: str) -> str:
-    if key == "hydra.launcher.n_jobs":  # joblib's pool size
-        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs "
-                f"{override_value(o) or 'N'} (local worker processes; see cgbench docs sweeps)")
-    if key.startswith("hydra.launcher."):
-        setting = f"{key.removeprefix('hydra.launcher.')}={override_value(o)}"
-        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --executor slurm "
-                f"--slurm {setting} (submitit's parameters), or --jobs N for local worker processes "
-                "(see cgbench docs sweeps)")
-    if key.startswith(("hydra/launcher", "hydra.launcher")):
-        return (f"{o}: Hydra launchers are replaced by cgbench's executors: cgbench sweep --jobs N (worker "
-                "processes) or --executor slurm --slurm KEY=VALUE (submitit's parameters; see cgbench docs sweeps)")
-    return f"{o}: Hydra's own settings are not used by cgbench (results go to out_dir=DIR, a sweep to --out DIR)"
-
-
-def check_override_keys(overrides: Sequence[str]) -> None:
-    """Refuse unknown keys (with or without ``+``), ``~`` deletions and Hydra's own settings; each
-    with one line naming the override. Keys of the plug-in policies the overrides name are known keys."""
-    schema = schema_types(plugins_named(overrides))[1]
-    keys, open_maps = known_keys(schema)
-    for o in overrides:
-        key = override_key(o)
-        if is_hydra_key(key):
-            raise ConfigError(_hydra_refusal(o, key))
-        if o.lstrip().startswith("~"):
-            raise ConfigError(f"{o}: removing a key is not supported (the schema keeps every key); "
-                              f"set a value instead, e.g. {key}=<value>")
-        if "/" in key:
-            raise ConfigError(f"{key}: not a config group (groups: {', '.join(GROUPS)})")
-        if key == EXPERIMENT:
-            _check_experiment(o)
-            continue
-        if key in GROUPS or key in keys or any(key.startswith(m + ".") for m in open_maps):
-            continue
-        raise ConfigError(f"{key}: unknown key{_closest(key, schema)}")
-
-
-def _check_experiment(o: str) -> None:
-    """``+experiment=NAME`` (Hydra's experiment pattern): ``experiment/NAME.yaml`` of a user config
-    folder, ``# @package _global_``, its defaults list overriding groups (``- override /model: hybrid``)
-    and its keys set anywhere. Added to the defaults list, so it needs the ``+``."""
-    if not o.lstrip().startswith("+"):
-        raise ConfigError(f"{o}: an experiment is added to the defaults list: +{o.strip()} (Hydra's experiment "
-                          "pattern: experiment/NAME.yaml in a --config-dir folder)")
-    if not override_value(o).strip():
-        raise ConfigError(f"{o}: name an experiment (a file experiment/NAME.yaml of a --config-dir folder)")
-
-
-def _check_read(cfg: BenchConfig, overrides: Sequence[str]) -> None:
-    unread = unread_keys(cfg)
-    for o in overrides:
-        key = override_key(o)
-        if key in GROUPS or key == EXPERIMENT:
-            continue
-        why = unread_reason(key, unread)
-        if why is not None:
-            raise ConfigError(f"{key}: not read with {why}; remove it or choose the option that reads it")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,6 +193,32 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
         return composer.load(ovr)
 
 
+# While ``load_config_recorded`` runs: the typed configs its compositions made, before their paths
+# resolve (pickled; None for one whose tree held an interpolation, which may read the environment).
+_recorded: ContextVar[list[bytes | None] | None] = ContextVar("cgbench_recorded_compositions", default=None)
+
+
+def _record(typed: BenchConfig, *, pure: bool) -> None:
+    recorded = _recorded.get()
+    if recorded is not None:
+        recorded.append(pickle.dumps(typed) if pure else None)
+
+
+def load_config_recorded(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
+                         ) -> tuple[BenchConfig, bytes | None]:
+    """``load_config``, and the composition it validated as the cache keeps it (the typed config before
+    its relative paths resolve, pickled), or None where it may not be kept: a plug-in's schema or
+    policy, or an interpolation in the composed tree."""
+    recorded: list[bytes | None] = []
+    token = _recorded.set(recorded)
+    try:
+        cfg = load_config(overrides, config_dirs=config_dirs)
+    finally:
+        _recorded.reset(token)
+    plugin = bool(plugins_named(overrides) or grid_plugins_named(overrides)) or is_plugin(cfg.policy.name)
+    return cfg, (recorded[-1] if recorded and not plugin else None)
+
+
 def load_config_fresh(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
     """``load_config`` through a fresh Hydra composition, with no cache (what the caches are tested against)."""
     with plugin_folders(config_dirs):
@@ -337,7 +260,7 @@ def _load_config(ovr: list[str], config_dirs: Sequence[str | Path]) -> BenchConf
         # chosen by a config file, not an override: compose again with its section
         with plugin_schema((*plugins, name), grid_plugins_named(ovr)):
             cfg = to_bench_config(compose_dict(job, config_dirs=config_dirs))
-    _check_read(cfg, ovr)
+    check_read(cfg, ovr)
     check_model_file(ovr, config_dirs)  # a model file states its whole architecture
     return cfg
 
@@ -433,9 +356,10 @@ class Composer:
         if is_plugin(bench.policy.name):  # a plug-in policy chosen by a config file: its section
             return None
         if quick:  # the fresh composition's own checks, on the config it would build
-            _resolve_paths(bench)
+            _record(bench, pure=True)  # the base tree holds no interpolation, the values are plain
+            resolve_paths(bench)
             bench = validate_within_limits(bench)
-        _check_read(bench, ovr)
+        check_read(bench, ovr)
         return bench
 
     def _base(self, groups: tuple[str, ...]) -> _Base:
@@ -553,24 +477,10 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
     except OmegaConfBaseException as e:
         raise ConfigError(_error_text(e)) from e
     assert isinstance(obj, BenchConfig)  # or its subclass with plug-in sections (plugin_schema)
-    _resolve_paths(obj)
+    if _recorded.get() is not None:
+        _record(obj, pure=not _has_interpolation(OmegaConf.to_container(cfg, resolve=False)))
+    resolve_paths(obj)
     return validate_within_limits(obj)  # finiteness, names, sizes, validate(), resource estimates
-
-
-
-
-def _resolve_paths(cfg: BenchConfig) -> None:
-    """Relative data paths resolve against the working directory, else ``data_roots()`` (so
-    ``workload=trace`` finds the example traces from anywhere, in a checkout or a wheel)."""
-    for holder, key in ((cfg.workload, "trace"), (cfg.backend, "calibration")):
-        value = getattr(holder, key)
-        if not value or Path(value).is_absolute() or Path(value).exists():
-            continue
-        for root in data_roots():
-            candidate = root / value
-            if candidate.exists():
-                setattr(holder, key, str(candidate))
-                break
 
 
 

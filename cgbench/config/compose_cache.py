@@ -1,0 +1,176 @@
+"""Compositions kept across processes, so that a command composing a config it composed before reads
+it back instead of importing and running Hydra (about 0.4 s of CPU, a third of a default ``cgbench run``).
+
+What is kept: the typed config a successful composition gave, before its relative data paths resolve,
+pickled. Every step after the composition runs again on a config read back (``cgbench.config.load``:
+the override keys, the paths, validation and limits, the unread keys, the model files), so it is the
+config a fresh composition gives. The key digests everything the composition read: the overrides,
+the config folders named and in effect, the bytes of every YAML file on the search path, the files of
+the ``cgbench.config`` package (the schema, its records and rules), Hydra's, OmegaConf's and PyYAML's
+installed files, and the Python version. Never kept: a composition under a plug-in's schema or with a
+plug-in policy (classes made at run time), or one whose tree holds an interpolation (it may read the
+environment).
+
+Where: ``$CGBENCH_CACHE_DIR/compose``, by default ``$XDG_CACHE_HOME/cgbench`` or ``~/.cache/cgbench``;
+``CGBENCH_CACHE_DIR=off`` turns the cache off. At most ``MAX_ENTRIES`` files, the least recently used
+removed first. A file that cannot be read back, or holds anything but the schema's records, is removed
+and the config composed afresh; a cache folder that cannot be written is skipped without a word (it
+only saves time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import sys
+from collections.abc import Iterable, Sequence
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from cgbench import __version__
+from cgbench.config.paths import config_dir, user_config_dirs
+from cgbench.config.schema import BenchConfig
+
+ENV_CACHE_DIR = "CGBENCH_CACHE_DIR"
+MAX_ENTRIES = 256
+FORMAT = 1  # a change of what an entry holds
+_SUFFIX = ".pickle"
+_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes",
+                       "complex", "NoneType"})
+
+
+def cache_dir() -> Path | None:
+    """The folder of kept compositions, or None when ``CGBENCH_CACHE_DIR=off``."""
+    root = os.environ.get(ENV_CACHE_DIR, "").strip()
+    if root.lower() in ("off", "0", "none", "false"):
+        return None
+    if not root:
+        root = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(root, "cgbench")
+    return Path(root) / "compose"
+
+
+def _files(root: Path, suffixes: tuple[str, ...] | None) -> Iterable[tuple[str, bytes]]:
+    """(path relative to ``root``, bytes) of every file under ``root`` (with one of ``suffixes``), in order."""
+    for folder, subdirs, names in os.walk(root, followlinks=False):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(names):
+            if (suffixes is None and not name.endswith(".pyc")) or (suffixes and name.endswith(suffixes)):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as f:
+                    yield os.path.relpath(path, root), f.read()
+
+
+@cache
+def _code_digest() -> bytes:
+    """The files of ``cgbench.config`` and the installed composers, and the Python version (once a process)."""
+    h = hashlib.sha256(f"cgbench-compose-cache {FORMAT} {__version__} {sys.version}".encode())
+    for rel, data in _files(Path(__file__).parent, None):
+        h.update(f"\0{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    for name in ("hydra", "omegaconf", "yaml"):
+        spec = find_spec(name)  # a top-level package: found, not imported
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
+        h.update(f"\0{name}\0{origin}\0{st.st_size if st else ''}\0{st.st_mtime_ns if st else ''}".encode())
+    return h.digest()
+
+
+def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> str | None:
+    """The key of this composition now, or None where the cache is off or cannot tell (a config folder
+    that does not exist or cannot be read: a fresh composition names it)."""
+    if cache_dir() is None:
+        return None
+    try:
+        dirs = user_config_dirs(config_dirs)
+        h = hashlib.sha256(_code_digest())
+        h.update(json.dumps([list(overrides), [str(d) for d in config_dirs], [str(d) for d in dirs]]).encode())
+        for i, tree in enumerate([config_dir(), *dirs]):
+            for rel, data in _files(Path(tree), (".yaml", ".yml")):
+                h.update(f"\0{i}\0{rel}\0{len(data)}\0".encode())
+                h.update(data)
+    except Exception:  # noqa: BLE001 - the fresh composition gives this input's error
+        return None
+    return h.hexdigest()
+
+
+class _SchemaUnpickler(pickle.Unpickler):
+    """Reads back the schema's records and plain values only: anything else is a file not written here."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith("cgbench.config.") or (module == "builtins" and name in _BUILTINS):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name}: not a config record")
+
+
+def read(key: str) -> BenchConfig | None:
+    """The kept composition of ``key`` (a fresh copy), or None."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = folder / (key + _SUFFIX)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        typed = _SchemaUnpickler(io.BytesIO(data)).load()
+        if not isinstance(typed, BenchConfig):
+            raise pickle.UnpicklingError("not a BenchConfig")
+    except Exception:  # noqa: BLE001 - truncated, corrupt or foreign: composed afresh, and replaced
+        _remove(path)
+        return None
+    try:
+        os.utime(path)  # recently used
+    except OSError:
+        pass
+    return typed
+
+
+def write(key: str, typed_pickle: bytes) -> None:
+    """Keep a composition (whole or not at all: written aside, then renamed); then at most
+    ``MAX_ENTRIES`` files. Any failure leaves the cache as it was."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    import tempfile  # only a composition kept pays its import
+
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(typed_pickle)
+        os.replace(tmp, folder / (key + _SUFFIX))
+        tmp = None
+        _prune(folder)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            _remove(Path(tmp))
+
+
+def _prune(folder: Path) -> None:
+    entries = []
+    for entry in os.scandir(folder):
+        if entry.name.endswith(_SUFFIX):
+            try:
+                entries.append((entry.stat().st_mtime_ns, entry.path))
+            except OSError:
+                continue
+    if len(entries) > MAX_ENTRIES:
+        for _, path in sorted(entries)[:len(entries) - MAX_ENTRIES]:
+            _remove(Path(path))
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass

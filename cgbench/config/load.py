@@ -1,0 +1,49 @@
+"""A command's config: read back from the kept compositions (``cgbench.config.compose_cache``) when
+this exact composition was made before, else composed by Hydra (``cgbench.config.compose``, imported
+only then) and kept.
+
+The commands load their config here; ``compose.load_config`` (the Python API, and the many loads of
+one process: advise's candidates, the test suite) composes in the process, through its shared
+``Composer``, and keeps nothing on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from cgbench.config import compose_cache
+from cgbench.config.limits import validate_within_limits
+from cgbench.config.model_files import check_model_file
+from cgbench.config.override_checks import check_override_keys, check_read, resolve_paths
+from cgbench.config.registry.plugin_files import plugin_folders
+from cgbench.config.schema import BenchConfig
+
+__all__ = ["load_config"]
+
+
+def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
+    """What ``cgbench.config.compose.load_config`` returns (or raises) for these overrides."""
+    ovr = list(overrides or [])
+    with plugin_folders(config_dirs):
+        key = compose_cache.entry_key(ovr, config_dirs)
+        kept = compose_cache.read(key) if key is not None else None
+        if kept is not None:
+            return _checked(kept, ovr, config_dirs)
+        from cgbench.config.compose import load_config_recorded
+
+        cfg, typed = load_config_recorded(ovr, config_dirs=config_dirs)
+        if key is not None and typed is not None:
+            compose_cache.write(key, typed)
+        return cfg
+
+
+def _checked(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
+    """The steps of a fresh ``load_config`` around its composition, in its order: the keys (the rest of
+    its checks before composing passed with this input when the composition was kept), then the paths,
+    the limits and validation, the unread keys and the model files."""
+    check_override_keys(overrides)
+    resolve_paths(cfg)
+    cfg = validate_within_limits(cfg)
+    check_read(cfg, overrides)
+    check_model_file(overrides, config_dirs)
+    return cfg

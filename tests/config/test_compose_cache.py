@@ -1,0 +1,183 @@
+"""The commands' kept compositions (``cgbench.config.compose_cache``, read by ``cgbench.config.load``):
+a config read back equals a fresh Hydra composition's (configs and errors), an edited option file or
+another working directory is seen, nothing but a successful, environment-free, plug-in-free
+composition is kept, a bad entry is composed afresh, and a read-back imports no Hydra."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from cgbench.config import compose_cache
+from cgbench.config.compose import load_config_fresh
+from cgbench.config.load import load_config
+from cgbench.config.schema import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = [
+    [],
+    ["model=transformer", "cg=dense", "seed=3"],
+    ["workload=chat", "workload.arrival.rate=12", "workload.num_requests=32", "++seed=4"],
+    ["cg=explicit", "cg.graphs=[[8,1,0],[16,2,1]]", "cg.all_prefills=false"],
+    ["policy=wait_timeout", "policy.wait_timeout.iters=7", "engine.chunked_prefill=true"],
+    ["workload=trace"],
+]
+BAD = [
+    ["workload.num_requests=abc"],
+    ["workload.num_requests=0"],
+    ["workload.nope=1"],
+    ["model=nope"],
+    ["policy=budget", "policy.wait_timeout.iters=3"],
+]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    return tmp_path / "cache" / "compose"
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.pickle")) if folder.is_dir() else []
+
+
+def _reads(monkeypatch) -> list[bool]:
+    """Whether each ``load_config`` found its composition kept."""
+    found: list[bool] = []
+    real = compose_cache.read
+
+    def spy(key):
+        typed = real(key)
+        found.append(typed is not None)
+        return typed
+
+    monkeypatch.setattr(compose_cache, "read", spy)
+    return found
+
+
+@pytest.mark.slow
+def test_a_config_read_back_equals_a_fresh_composition(cache, monkeypatch):
+    found = _reads(monkeypatch)
+    for overrides in GOOD:
+        first = load_config(overrides)
+        again = load_config(overrides)
+        assert asdict(first) == asdict(again) == asdict(load_config_fresh(overrides)), overrides
+    assert found == [False, True] * len(GOOD)
+    assert len(_entries(cache)) == len(GOOD)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", BAD)
+def test_an_error_is_the_fresh_compositions_and_nothing_is_kept(cache, overrides):
+    with pytest.raises(ConfigError) as fresh:
+        load_config_fresh(overrides)
+    for _ in range(2):
+        with pytest.raises(ConfigError) as kept:
+            load_config(overrides)
+        assert str(kept.value) == str(fresh.value)
+    assert _entries(cache) == []
+
+
+def test_checks_after_the_composition_run_on_a_config_read_back(cache, tmp_path, monkeypatch):
+    """A kept composition is checked again: the trace it names is resolved against this working
+    directory, and one that no longer exists is the fresh composition's error."""
+    load_config(["workload=trace"])
+    here = tmp_path / "elsewhere"
+    (here / "examples" / "traces").mkdir(parents=True)
+    (here / "examples" / "traces" / "small.jsonl").write_text((ROOT / "examples/traces/small.jsonl").read_text())
+    monkeypatch.chdir(here)
+    found = _reads(monkeypatch)
+    kept = load_config(["workload=trace"])
+    assert found == [True]
+    assert kept.workload.trace == "examples/traces/small.jsonl"  # relative: it exists here
+    assert asdict(kept) == asdict(load_config_fresh(["workload=trace"]))
+
+
+@pytest.mark.slow
+def test_an_edited_option_file_is_a_new_composition(cache, tmp_path, monkeypatch):
+    conf = tmp_path / "userconf"
+    (conf / "model").mkdir(parents=True)
+    path = conf / "model" / "mine.yaml"
+    path.write_text("defaults: [hybrid]\nname: mine\nhidden_size: 4608\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    assert load_config(["model=mine"]).model.hidden_size == 4608
+    path.write_text("defaults: [hybrid]\nname: mine\nhidden_size: 5120\n")
+    os.utime(path, ns=(0, 0))  # the same time stamp as before would not hide the change either
+    assert load_config(["model=mine"]).model.hidden_size == 5120
+    assert len(_entries(cache)) == 2
+
+
+def test_an_interpolation_is_not_kept(cache, monkeypatch):
+    monkeypatch.setenv("CGBENCH_TEST_OUT", "somewhere")
+    cfg = load_config(["out_dir=${oc.env:CGBENCH_TEST_OUT}"])
+    assert cfg.out_dir == "somewhere"
+    assert _entries(cache) == []
+
+
+def test_off_keeps_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, "off")
+    assert compose_cache.cache_dir() is None
+    assert compose_cache.entry_key([], ()) is None
+    assert asdict(load_config(["seed=5"])) == asdict(load_config_fresh(["seed=5"]))
+
+
+def _the_entry(cache: Path) -> Path:
+    load_config(["seed=6"])
+    [entry] = _entries(cache)
+    return entry
+
+
+@pytest.mark.parametrize("content", [b"", b"\x80\x05truncated", pickle.dumps({"not": "a config"})])
+def test_a_bad_entry_is_composed_afresh_and_replaced(cache, content):
+    entry = _the_entry(cache)
+    entry.write_bytes(content)
+    assert asdict(load_config(["seed=6"])) == asdict(load_config_fresh(["seed=6"]))
+    assert entry.read_bytes() != content  # replaced by the fresh composition
+
+
+class _Planted:
+    def __reduce__(self):
+        return (os.remove, ("planted",))
+
+
+def test_a_foreign_pickle_is_refused_not_run(cache, tmp_path):
+    entry = _the_entry(cache)
+    (tmp_path / "planted").write_text("still here")
+    entry.write_bytes(pickle.dumps(_Planted()))
+    assert load_config(["seed=6"]).seed == 6
+    assert (tmp_path / "planted").read_text() == "still here"
+
+
+def test_at_most_max_entries_the_oldest_go_first(cache, monkeypatch):
+    monkeypatch.setattr(compose_cache, "MAX_ENTRIES", 2)
+    for seed in (1, 2, 3):
+        load_config([f"seed={seed}"])
+    assert len(_entries(cache)) == 2
+    found = _reads(monkeypatch)
+    load_config(["seed=1"])  # the oldest, removed
+    load_config(["seed=3"])
+    assert found == [False, True]
+
+
+def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, str(blocker))
+    assert load_config(["seed=7"]).seed == 7
+
+
+@pytest.mark.slow
+def test_a_config_read_back_imports_no_hydra(cache, tmp_path):
+    code = ("import sys; from cgbench.config.load import load_config; cfg = load_config(['seed=8']); "
+            "print(cfg.seed, sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf'}))")
+    env = {**os.environ, compose_cache.ENV_CACHE_DIR: str(cache.parent)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout.split(maxsplit=1) for _ in range(2)]
+    assert runs[0] == ["8", "['hydra', 'omegaconf']\n"]  # composed, and kept
+    assert runs[1] == ["8", "[]\n"]  # read back
