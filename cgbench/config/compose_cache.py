@@ -11,11 +11,9 @@ installed files, and the Python version. Never kept: a composition under a plug-
 plug-in policy (classes made at run time), or one whose tree holds an interpolation (it may read the
 environment).
 
-Where: ``$CGBENCH_CACHE_DIR/compose``, by default ``$XDG_CACHE_HOME/cgbench`` or ``~/.cache/cgbench``;
-``CGBENCH_CACHE_DIR=off`` turns the cache off. At most ``MAX_ENTRIES`` files, the least recently used
-removed first. A file that cannot be read back, or holds anything but the schema's records, is removed
-and the config composed afresh; a cache folder that cannot be written is skipped without a word (it
-only saves time).
+Where: the ``compose`` folder of ``cgbench.user_cache`` (``~/.cache/cgbench``, ``$CGBENCH_CACHE_DIR``;
+``off`` turns it off), at most ``MAX_ENTRIES`` files. A file that cannot be read back, or holds
+anything but the schema's records, is removed and the config composed afresh.
 """
 
 from __future__ import annotations
@@ -35,8 +33,8 @@ from typing import Any
 from cgbench import __version__
 from cgbench.config.paths import config_dir, user_config_dirs
 from cgbench.config.schema import BenchConfig
+from cgbench.user_cache import cache_folder, read_entry, remove_entry, write_entry
 
-ENV_CACHE_DIR = "CGBENCH_CACHE_DIR"
 MAX_ENTRIES = 256
 FORMAT = 1  # a change of what an entry holds
 _SUFFIX = ".pickle"
@@ -46,13 +44,7 @@ _BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "floa
 
 def cache_dir() -> Path | None:
     """The folder of kept compositions, or None when ``CGBENCH_CACHE_DIR=off``."""
-    root = os.environ.get(ENV_CACHE_DIR, "").strip()
-    if root.lower() in ("off", "0", "none", "false"):
-        return None
-    if not root:
-        root = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(root, "cgbench")
-    return Path(root) / "compose"
+    return cache_folder("compose")
 
 
 def _files(root: Path, suffixes: tuple[str, ...] | None) -> Iterable[tuple[str, bytes]]:
@@ -114,63 +106,21 @@ def read(key: str) -> BenchConfig | None:
     if folder is None:
         return None
     path = folder / (key + _SUFFIX)
-    try:
-        data = path.read_bytes()
-    except OSError:
+    data = read_entry(path)
+    if data is None:
         return None
     try:
         typed = _SchemaUnpickler(io.BytesIO(data)).load()
         if not isinstance(typed, BenchConfig):
             raise pickle.UnpicklingError("not a BenchConfig")
     except Exception:  # noqa: BLE001 - truncated, corrupt or foreign: composed afresh, and replaced
-        _remove(path)
+        remove_entry(path)
         return None
-    try:
-        os.utime(path)  # recently used
-    except OSError:
-        pass
     return typed
 
 
 def write(key: str, typed_pickle: bytes) -> None:
-    """Keep a composition (whole or not at all: written aside, then renamed); then at most
-    ``MAX_ENTRIES`` files. Any failure leaves the cache as it was."""
+    """Keep a composition (``cgbench.user_cache.write_entry``: whole, at most ``MAX_ENTRIES``)."""
     folder = cache_dir()
-    if folder is None:
-        return
-    import tempfile  # only a composition kept pays its import
-
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(typed_pickle)
-        os.replace(tmp, folder / (key + _SUFFIX))
-        tmp = None
-        _prune(folder)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            _remove(Path(tmp))
-
-
-def _prune(folder: Path) -> None:
-    entries = []
-    for entry in os.scandir(folder):
-        if entry.name.endswith(_SUFFIX):
-            try:
-                entries.append((entry.stat().st_mtime_ns, entry.path))
-            except OSError:
-                continue
-    if len(entries) > MAX_ENTRIES:
-        for _, path in sorted(entries)[:len(entries) - MAX_ENTRIES]:
-            _remove(Path(path))
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
+    if folder is not None:
+        write_entry(folder / (key + _SUFFIX), typed_pickle, MAX_ENTRIES)

@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 
 import cgbench.__main__
-from cgbench.cli import app
+from cgbench.cli import entry
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_module_calls_the_console_scripts_entry():
-    assert cgbench.__main__.main is app.main
+    import tomllib
+
+    script = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cgbench"]
+    assert script == "cgbench.cli.entry:main"
+    assert cgbench.__main__.main is entry.main
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from cgbench.config import compose_cache
 from cgbench.config.compose import load_config_fresh
 from cgbench.config.load import load_config
 from cgbench.config.schema import ConfigError
+from cgbench.user_cache import ENV_CACHE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = [
@@ -39,7 +40,7 @@ BAD = [
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
     return tmp_path / "cache" / "compose"
 
 
@@ -121,7 +122,7 @@ def test_an_interpolation_is_not_kept(cache, monkeypatch):
 
 
 def test_off_keeps_nothing(tmp_path, monkeypatch):
-    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, "off")
+    monkeypatch.setenv(ENV_CACHE_DIR, "off")
     assert compose_cache.cache_dir() is None
     assert compose_cache.entry_key([], ()) is None
     assert asdict(load_config(["seed=5"])) == asdict(load_config_fresh(["seed=5"]))
@@ -168,7 +169,7 @@ def test_at_most_max_entries_the_oldest_go_first(cache, monkeypatch):
 def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would be")
-    monkeypatch.setenv(compose_cache.ENV_CACHE_DIR, str(blocker))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(blocker))
     assert load_config(["seed=7"]).seed == 7
 
 
@@ -176,7 +177,7 @@ def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
 def test_a_config_read_back_imports_no_hydra(cache, tmp_path):
     code = ("import sys; from cgbench.config.load import load_config; cfg = load_config(['seed=8']); "
             "print(cfg.seed, sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf'}))")
-    env = {**os.environ, compose_cache.ENV_CACHE_DIR: str(cache.parent)}
+    env = {**os.environ, ENV_CACHE_DIR: str(cache.parent)}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
                            check=True).stdout.split(maxsplit=1) for _ in range(2)]
     assert runs[0] == ["8", "['hydra', 'omegaconf']\n"]  # composed, and kept
