@@ -16,6 +16,7 @@ from cgbench.backends.sim.capture import grid_capture_estimate
 from cgbench.backends.sim.factory import host_cost_label
 from cgbench.backends.sim.log_calibration import log_calibration_of
 from cgbench.config.labels import run_labels
+from cgbench.config.plain import config_dict
 from cgbench.config.schema import REQUIRED_PERCENTILES, BenchConfig, EngineConfig, PolicyConfig, SloConfig
 from cgbench.engine import build
 from cgbench.engine.build import Topology
@@ -149,7 +150,7 @@ def run_point(cfg: BenchConfig, overrides: list[str] | None = None, *, trace: bo
     doc["overrides"] = list(overrides or [])
     doc["labels"] = run_labels(cfg, doc["overrides"], device=run_device(cfg))
     doc["labels"]["host_cost"] = host_cost(cfg)
-    doc["config"] = asdict(cfg)
+    doc["config"] = config_dict(cfg)
     doc["environment"] = environment(cfg.backend.name, device, torch_version)
     calibration = log_calibration_of(cfg.hardware) if cfg.backend.name == "sim" else None
     if calibration is not None:  # the production log the cost model was fitted to

@@ -182,7 +182,8 @@ def test_no_private_names_imported_across_modules_outside_the_engine_core():
 # import runs at module level, inside a function, or only under TYPE_CHECKING. "cgbench" is the
 # package's own __init__ (its version).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cgbench", "native", "errors", "user_cache"),  # the version, the compiled-build switch, ConfigError, the caches: import nothing of cgbench
+    # the version, the compiled-build switch, ConfigError, the caches' folder: import nothing of cgbench
+    ("cgbench", "native", "errors", "user_cache"),
     ("config", "safeio"),  # what a user gives, and how user files are read (a ConfigError when bad)
     ("grids",),
     ("workload",),

@@ -32,6 +32,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from cgbench.config import compose_cache
 from cgbench.config.labels import EXPERIMENT
 from cgbench.config.limits import check_sweep_axis, check_sweep_points, validate_within_limits
 from cgbench.config.model_files import check_model_file
@@ -127,10 +128,27 @@ def _yaml_error_text(e: yaml.YAMLError) -> str:
 
 
 def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = (),
-                 with_hydra: bool = False, resolve: bool = True) -> DictConfig:
+                 with_hydra: bool = False, resolve: bool = True, kept: bool = False) -> DictConfig:
     """Compose ``conf/config.yaml`` with overrides; config errors become ConfigError.
     ``with_hydra`` keeps Hydra's own ``hydra`` node (``--cfg all``); ``resolve=False`` skips the
-    check that every value resolves (a partial composition that later overrides complete)."""
+    check that every value resolves (a partial composition that later overrides complete).
+    ``kept``: read the tree back from the compositions kept across processes when this one was made
+    before (``compose_cache``; a tree holding no interpolation, with the plain schema), else keep it."""
+    key = None
+    if kept and not with_hydra and not plugins_named(overrides) and not grid_plugins_named(overrides):
+        key = compose_cache.entry_key(["compose_dict", f"resolve={resolve}", *overrides], config_dirs)
+        tree = compose_cache.read_tree(key) if key is not None else None
+        if tree is not None:
+            require_cwd()
+            return tree
+    cfg = _compose_dict(overrides, config_dirs, with_hydra, resolve)
+    if key is not None and not _has_interpolation(OmegaConf.to_container(cfg, resolve=False)):
+        compose_cache.write(key, pickle.dumps(cfg), tree=True)
+    return cfg
+
+
+def _compose_dict(overrides: list[str], config_dirs: Sequence[str | Path], with_hydra: bool,
+                  resolve: bool) -> DictConfig:
     dirs = user_config_dirs(config_dirs)
     check_files_read(dirs, overrides)  # a bad file of the tree counts only if this config may read it
     search = _searchpath_override(dirs)
@@ -366,7 +384,7 @@ class Composer:
         base = self._bases.get(groups)
         if base is None:
             self.compositions += 1
-            tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False)
+            tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False, kept=True)
             frozen = None
             pristine = OmegaConf.to_container(tree, resolve=False)
             if not _has_interpolation(pristine):

@@ -38,6 +38,7 @@ from cgbench.user_cache import cache_folder, read_entry, remove_entry, write_ent
 MAX_ENTRIES = 256
 FORMAT = 1  # a change of what an entry holds
 _SUFFIX = ".pickle"
+_TREE_SUFFIX = ".tree"  # a composed OmegaConf tree (a sweep's base composition)
 _BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes",
                        "complex", "NoneType"})
 
@@ -91,36 +92,64 @@ def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> st
     return h.hexdigest()
 
 
+# what a composed OmegaConf tree pickles besides the schema's records (its nodes, their metadata and
+# the type hints they carry)
+_TREE_CLASSES = frozenset({("_operator", "getitem"), ("collections", "defaultdict"), ("typing", "Any"),
+                           ("typing", "Dict"), ("typing", "List"), ("typing", "Optional"), ("typing", "Union"),
+                           ("typing", "Tuple")})
+
+
 class _SchemaUnpickler(pickle.Unpickler):
-    """Reads back the schema's records and plain values only: anything else is a file not written here."""
+    """Reads back the schema's records and plain values only (and, for a tree, OmegaConf's nodes):
+    anything else is a file not written here."""
+
+    def __init__(self, data: bytes, *, tree: bool) -> None:
+        super().__init__(io.BytesIO(data))
+        self.tree = tree
 
     def find_class(self, module: str, name: str) -> Any:
-        if module.startswith("cgbench.config.") or (module == "builtins" and name in _BUILTINS):
+        if (module.startswith("cgbench.config.") or (module == "builtins" and name in _BUILTINS)
+                or (self.tree and (module.startswith("omegaconf.") or (module, name) in _TREE_CLASSES))):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name}: not a config record")
 
 
-def read(key: str) -> BenchConfig | None:
-    """The kept composition of ``key`` (a fresh copy), or None."""
+def _read(key: str, *, tree: bool) -> Any:
     folder = cache_dir()
     if folder is None:
         return None
-    path = folder / (key + _SUFFIX)
+    path = folder / (key + (_TREE_SUFFIX if tree else _SUFFIX))
     data = read_entry(path)
     if data is None:
         return None
     try:
-        typed = _SchemaUnpickler(io.BytesIO(data)).load()
-        if not isinstance(typed, BenchConfig):
+        kept = _SchemaUnpickler(data, tree=tree).load()
+        if tree:
+            from omegaconf import DictConfig
+
+            if not isinstance(kept, DictConfig):
+                raise pickle.UnpicklingError("not a composed tree")
+        elif not isinstance(kept, BenchConfig):
             raise pickle.UnpicklingError("not a BenchConfig")
     except Exception:  # noqa: BLE001 - truncated, corrupt or foreign: composed afresh, and replaced
         remove_entry(path)
         return None
-    return typed
+    return kept
 
 
-def write(key: str, typed_pickle: bytes) -> None:
-    """Keep a composition (``cgbench.user_cache.write_entry``: whole, at most ``MAX_ENTRIES``)."""
+def read(key: str) -> BenchConfig | None:
+    """The kept typed config of ``key`` (a fresh copy), or None."""
+    return _read(key, tree=False)
+
+
+def read_tree(key: str) -> Any:
+    """The kept composed tree (an OmegaConf ``DictConfig``, a fresh copy) of ``key``, or None."""
+    return _read(key, tree=True)
+
+
+def write(key: str, pickled: bytes, *, tree: bool = False) -> None:
+    """Keep a composition, typed or a tree (``cgbench.user_cache.write_entry``: whole, at most
+    ``MAX_ENTRIES`` of each)."""
     folder = cache_dir()
     if folder is not None:
-        write_entry(folder / (key + _SUFFIX), typed_pickle, MAX_ENTRIES)
+        write_entry(folder / (key + (_TREE_SUFFIX if tree else _SUFFIX)), pickled, MAX_ENTRIES)

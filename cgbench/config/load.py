@@ -17,6 +17,7 @@ from cgbench.config.model_files import check_model_file
 from cgbench.config.override_checks import check_override_keys, check_read, resolve_paths
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.schema import BenchConfig
+from cgbench.safeio import require_cwd
 
 __all__ = ["load_config"]
 
@@ -42,6 +43,7 @@ def _checked(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str |
     its checks before composing passed with this input when the composition was kept), then the paths,
     the limits and validation, the unread keys and the model files."""
     check_override_keys(overrides)
+    require_cwd()  # what Hydra would have met first: a working directory deleted meanwhile
     resolve_paths(cfg)
     cfg = validate_within_limits(cfg)
     check_read(cfg, overrides)

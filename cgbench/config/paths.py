@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +24,7 @@ GROUPS = ("model", "cg", "workload", "policy", "engine", "backend", "hardware", 
 ENV_CONFIG_DIR = "CGBENCH_CONFIG_DIR"
 
 
+@cache  # where the package is does not change in a process; asked a dozen times a sweep point
 def config_dir() -> Path:
     """The shipped config tree: the packaged ``cgbench/conf`` (wheel), else ``<checkout>/conf``."""
     packed = resources.files("cgbench") / "conf"

@@ -638,12 +638,22 @@ def check_finite(cfg: Any, key: str = "") -> Any:
     import dataclasses
     import math
 
-    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        hints = _field_hints(type(cfg))
-        for f in dataclasses.fields(cfg):
-            at = f"{key}.{f.name}" if key else f.name
-            check_elements(getattr(cfg, f.name), hints.get(f.name), at)
-            check_finite(getattr(cfg, f.name), at)
+    if type(cfg) in _FIELD_PLANS or (dataclasses.is_dataclass(cfg) and not isinstance(cfg, type)):
+        for name, list_hint in _field_plan(type(cfg)):
+            v = getattr(cfg, name)
+            if list_hint is not None:
+                check_elements(v, list_hint, f"{key}.{name}" if key else name)
+            kind = type(v)
+            if kind is str or kind is bool or v is None:
+                continue
+            if kind is int:  # the common cases in line: a sweep point checks about 200 values
+                if not -INT64_MAX - 1 <= v <= INT64_MAX:
+                    _require(False, f"{key}.{name}" if key else name, f"{v} does not fit in 64 bits")
+            elif kind is float:
+                if not math.isfinite(v):
+                    _require(False, f"{key}.{name}" if key else name, f"must be a finite number, got {v}")
+            else:
+                check_finite(v, f"{key}.{name}" if key else name)
     elif isinstance(cfg, bool) or cfg is None or isinstance(cfg, str):
         pass
     elif isinstance(cfg, int):
@@ -657,6 +667,24 @@ def check_finite(cfg: Any, key: str = "") -> Any:
         for k, v in cfg.items():
             check_finite(v, f"{key}.{k}")
     return cfg
+
+
+_FIELD_PLANS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _field_plan(cls: type) -> tuple[tuple[str, Any], ...]:
+    """A config dataclass's fields in order, each with its type hint where it is a list (whose
+    elements ``check_elements`` checks), else None; once per class."""
+    plan = _FIELD_PLANS.get(cls)
+    if plan is None:
+        import dataclasses
+        import typing
+
+        hints = _field_hints(cls)
+        plan = _FIELD_PLANS[cls] = tuple(
+            (f.name, hints.get(f.name) if typing.get_origin(hints.get(f.name)) is list else None)
+            for f in dataclasses.fields(cls))
+    return plan
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

@@ -121,6 +121,28 @@ def test_an_interpolation_is_not_kept(cache, monkeypatch):
     assert _entries(cache) == []
 
 
+@pytest.mark.slow
+def test_a_tree_read_back_is_the_composed_tree(cache, monkeypatch):
+    """The sweep's compositions (its settings, each selection's base tree) are kept as trees: read
+    back, the tree is Hydra's (the same values, types and struct flag), and a bad one is composed afresh."""
+    from omegaconf import OmegaConf
+
+    from cgbench.config.compose import compose_dict
+
+    fresh = compose_dict(["workload=small"], resolve=False)
+    kept = compose_dict(["workload=small"], resolve=False, kept=True)  # composed, and kept
+    [entry] = sorted(cache.glob("*.tree"))
+    back = compose_dict(["workload=small"], resolve=False, kept=True)
+    for tree in (kept, back):
+        assert OmegaConf.to_container(tree) == OmegaConf.to_container(fresh)
+        assert OmegaConf.is_struct(tree) and OmegaConf.get_type(tree.engine) is OmegaConf.get_type(fresh.engine)
+    OmegaConf.update(back, "seed", "5", merge=True)  # typed: the string becomes the int field's value
+    assert back.seed == 5
+    entry.write_bytes(pickle.dumps(_Planted()))
+    assert OmegaConf.to_container(compose_dict(["workload=small"], resolve=False, kept=True)) == \
+        OmegaConf.to_container(fresh)
+
+
 def test_off_keeps_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CACHE_DIR, "off")
     assert compose_cache.cache_dir() is None

@@ -195,11 +195,13 @@ def test_peer_explicit_sizes_are_checked():
 def test_a_peer_default_is_one_number_the_generator_and_the_estimate_share(kind, cap, monkeypatch):
     from cgbench.config.limits import estimate_graphs
     from cgbench.config.registry import grids as registry
+    from cgbench.grids.build import forget_grids
 
     cfg = BenchConfig(cg=CGConfig(kind=kind, gpu_memory_gb=200.0), engine=EngineConfig(max_requests=256))
     before_top = max(g.decode_req_count for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs)
     before_estimate = estimate_graphs(cfg)[0]
     monkeypatch.setattr(registry, cap, 64)
+    forget_grids()  # the grid of these sections was kept: the generator changed under it
     top = max(g.decode_req_count for g in build_grid(cfg.cg, cfg.engine, cfg.model).graphs)
     assert top == 64 < before_top  # the generator read the lowered default
     assert estimate_graphs(cfg)[0] < before_estimate  # and so did the estimate

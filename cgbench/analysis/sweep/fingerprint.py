@@ -15,9 +15,9 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import asdict
 from typing import Any
 
+from cgbench.config.plain import config_dict
 from cgbench.config.schema import BenchConfig
 
 # config keys whose value is a file the run reads: its contents are part of the fingerprint
@@ -75,4 +75,4 @@ def fingerprint_of(config: dict[str, Any]) -> str:
 
 
 def config_fingerprint(cfg: BenchConfig) -> str:
-    return fingerprint_of(asdict(cfg))
+    return fingerprint_of(config_dict(cfg))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Protocol
 
 from cgbench.config.overrides import override_key
+from cgbench.config.plain import config_dict
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.gating import GatingStatus, all_prefills_flag
 
@@ -44,8 +44,7 @@ def point_gating(points: Sequence[SweepPoint]) -> list[GatingStatus]:
     out = []
     for p in points:
         c = p.cfg
-        key = json.dumps([asdict(c.policy), asdict(c.cg), asdict(c.engine), asdict(c.model)], sort_keys=True,
-                         default=str)
+        key = json.dumps([config_dict(x) for x in (c.policy, c.cg, c.engine, c.model)], sort_keys=True, default=str)
         if key not in cache:
             cache[key] = gating_of(c)
         out.append(cache[key])

@@ -89,7 +89,7 @@ def point_file_name(overrides: Iterable[str]) -> str:
 def _sweep_settings(selectors: list[str]):
     from cgbench.config.compose import compose_dict
 
-    return compose_dict(selectors).sweep
+    return compose_dict(selectors, kept=True).sweep
 
 
 def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
