@@ -585,7 +585,7 @@ CASES: list[Case] = [
     *_section(
         ("plot {params_str_sweep}", "points[0].params must be an object"),
         ("run workload=trace workload.trace={bad_json_trace} --out {empty_dir}/new/r.json", "bad.jsonl:2"),
-        ("sweep seed=1,2 --jobs 0", ("--jobs", "greater than or equal to 1")),
+        ("sweep seed=1,2 --jobs 0", ("--jobs", "0 is not in the range x>=1")),
         ("compare {res_a_json} {res_b_json} --format xml", ("--format", "'xml'")),
         ("sweep seed=1,2 hydra.output_subdir=x --dry-run", ("hydra.output_subdir", "not used by cgbench")),
         ("sweep --launcher basic seed=1,2 --dry-run", ("--launcher basic", "executors")),
