@@ -35,6 +35,7 @@ from cgbench.config.rules.backend import TORCH_DTYPES as TORCH_DTYPES
 from cgbench.config.rules.backend import check_backend
 from cgbench.config.rules.base import check_choice as _check_choice
 from cgbench.config.rules.base import require as _require
+from cgbench.config.rules.bounds import at_least, check_bounds
 from cgbench.config.rules.engine import DP_ROUTINGS as DP_ROUTINGS
 from cgbench.config.rules.engine import EP_ROUTINGS as EP_ROUTINGS
 from cgbench.config.rules.engine import KV_CORNERS as KV_CORNERS
@@ -281,11 +282,12 @@ class EngineConfig:
     # Megatron main's batch-invariant mode (megatron_rules=main only): the 64-token graph ladder, and for a
     # hybrid model with chunked prefill chunks floored to ssm_chunk_alignment with no flash-attn guard
     batch_invariant: bool = False
-    ssm_chunk_alignment: int = 128  # Megatron's ssm_chunk_alignment (the Mamba chunk size, 128 by default)
+    # Megatron's ssm_chunk_alignment (the Mamba chunk size, 128 by default)
+    ssm_chunk_alignment: int = field(default=128, metadata=at_least(1))
     # Megatron main's hybrid SSM state handoff pinning (#6584, megatron_rules=main, hybrid only): a finished
     # request's Mamba slot stays pinned for handoff_release_steps rounds, and admission needs a free slot
     handoff_pinning: bool = False
-    handoff_release_steps: int = 1
+    handoff_release_steps: int = field(default=1, metadata=at_least(0))
     # expert parallelism (docs/design.md §10): ranks that step together
     ep_size: int = 1
     moe_dispatcher: str = "nccl"  # nccl | nvls | te: Megatron's graph rules under EP differ
@@ -525,9 +527,9 @@ def _check_reporting(cfg: BenchConfig) -> None:
 
 
 # Each feature's rules, in the order validate runs them (the order errors are found in)
-RULES: tuple[Callable[[BenchConfig], None], ...] = (check_model, check_engine, check_prefix_caching, check_grid,
-                                                    check_policy, check_workload, check_backend, _check_hardware,
-                                                    _check_reporting)
+RULES: tuple[Callable[[BenchConfig], None], ...] = (check_bounds, check_model, check_engine, check_prefix_caching,
+                                                    check_grid, check_policy, check_workload, check_backend,
+                                                    _check_hardware, _check_reporting)
 
 
 def validate(cfg: BenchConfig) -> BenchConfig:

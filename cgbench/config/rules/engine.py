@@ -25,9 +25,6 @@ def check_engine(cfg: Any) -> None:
     _require(e.paused_blocks >= 0, "engine.paused_blocks", f"must be >= 0, got {e.paused_blocks}")
     _check_choice(e.kv_corners, KV_CORNERS, "engine.kv_corners")
     _check_choice(e.megatron_rules, MEGATRON_RULES, "engine.megatron_rules")
-    _require(e.ssm_chunk_alignment >= 1, "engine.ssm_chunk_alignment", f"must be >= 1, got {e.ssm_chunk_alignment}")
-    _require(e.handoff_release_steps >= 0, "engine.handoff_release_steps",
-             f"must be >= 0, got {e.handoff_release_steps}")
     if e.handoff_pinning:
         _require(e.megatron_rules == "main", "engine.handoff_pinning",
                  "hybrid SSM state handoff pinning is Megatron main's (#6584): set engine.megatron_rules=main; "
