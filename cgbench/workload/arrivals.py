@@ -59,14 +59,6 @@ class RequestSpec:
         self.prefix_blocks = prefix_blocks
 
 
-def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
-    """The ``n`` arrival times of an open-loop process, non-decreasing, starting at 0.0.
-
-    ``all_at_once`` and ``closed_loop`` give zeros (closed-loop times are set when released). ``a`` is
-    trusted as validated (``cgbench.config.schema.validate``): the rate of an open-loop process is > 0."""
-    return arrival_drawer(a, rng)(n)
-
-
 # Requests drawn at a time by a generated workload: big enough that the per-batch work vanishes, small
 # enough that a run stopping early has drawn little in vain.
 STREAM_BATCH = 1024
@@ -75,18 +67,28 @@ TimeDrawer = Callable[[int], list[float]]
 """``draw(n)``: the next ``n`` arrival times of one process, as a list."""
 
 
-def arrival_drawer(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
-    """``arrival_times`` a batch at a time: ``draw(n)`` returns the next ``n`` times, so consecutive
-    batches are ``arrival_times``'s list cut in pieces (the same floats: one running sum of the gaps)."""
-    if a.process in ("all_at_once", "closed_loop"):
-        return lambda n: [0.0] * n
-    if a.process == "constant":
-        return _Constant(a.rate)
-    if a.process == "poisson":
-        rate, rand, log = a.rate, rng.random, math.log
-        # random.Random.expovariate(rate), operation for operation.
-        return _RunningSum(lambda n: [-log(1.0 - rand()) / rate for _ in range(n)])
-    # gamma (the schema admits no other process)
+# The built-in processes' builders, each named by its record (``config/registry/workloads.py``,
+# ``builder``): ``(record, rng) -> draw(n)``, the next ``n`` arrival times, so consecutive batches are
+# one list cut in pieces (the same floats: one running sum of the gaps). ``a`` is trusted as
+# validated: the rate of an open-loop process is > 0. ``cgbench.workload.sources`` picks the builder.
+
+
+def zero_times(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
+    """``all_at_once`` and ``closed_loop``: zeros (closed-loop times are set when released)."""
+    return lambda n: [0.0] * n
+
+
+def constant_times(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
+    return _Constant(a.rate)
+
+
+def poisson_times(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
+    rate, rand, log = a.rate, rng.random, math.log
+    # random.Random.expovariate(rate), operation for operation.
+    return _RunningSum(lambda n: [-log(1.0 - rand()) / rate for _ in range(n)])
+
+
+def gamma_times(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
     shape, scale, gamma = a.burstiness, 1.0 / (a.rate * a.burstiness), rng.gammavariate
     return _RunningSum(lambda n: [gamma(shape, scale) for _ in range(n)])
 

@@ -127,23 +127,27 @@ def _histogram(d: DistConfig, rng: random.Random) -> LengthDrawer:
     return draw
 
 
-def length_drawer(d: DistConfig, rng: random.Random) -> LengthDrawer:
-    """The lengths of ``d`` drawn from ``rng`` a batch at a time: ``draw(n)`` returns the next ``n``, so
-    consecutive batches are ``sample_lengths``'s list cut in pieces. ``d`` is trusted as validated."""
-    lo, hi = d.min, d.max
-    if d.dist == "fixed":
-        value = min(max(d.value, lo), hi)
-        return lambda n: [value] * n
-    if d.dist == "uniform":
-        return _uniform(rng, lo, hi)
-    if d.dist == "normal":
-        return _continuous(rng, d.mean, d.std, lo, hi, False)
-    if d.dist == "lognormal":
-        return _continuous(rng, math.log(d.mean) - d.sigma**2 / 2, d.sigma, lo, hi, True)
+# The built-in distributions' builders, each named by its record (``config/registry/workloads.py``,
+# ``builder``): ``(record, rng) -> draw(n)``, the next ``n`` lengths, so consecutive batches are one
+# sequence cut in pieces. ``d`` is trusted as validated. ``cgbench.workload.sources`` picks the builder.
+
+
+def fixed_lengths(d: DistConfig, rng: random.Random) -> LengthDrawer:
+    value = min(max(d.value, d.min), d.max)
+    return lambda n: [value] * n
+
+
+def uniform_lengths(d: DistConfig, rng: random.Random) -> LengthDrawer:
+    return _uniform(rng, d.min, d.max)
+
+
+def normal_lengths(d: DistConfig, rng: random.Random) -> LengthDrawer:
+    return _continuous(rng, d.mean, d.std, d.min, d.max, False)
+
+
+def lognormal_lengths(d: DistConfig, rng: random.Random) -> LengthDrawer:
+    return _continuous(rng, math.log(d.mean) - d.sigma**2 / 2, d.sigma, d.min, d.max, True)
+
+
+def histogram_lengths(d: DistConfig, rng: random.Random) -> LengthDrawer:
     return _histogram(d, rng)
-
-
-def sample_lengths(d: DistConfig, n: int, rng: random.Random, key: str = "length") -> list[int]:
-    """Draw ``n`` token lengths from ``d`` using ``rng``. ``d`` is trusted as validated
-    (``cgbench.config.schema.check_dist``); ``key`` is kept for callers that name the distribution."""
-    return length_drawer(d, rng)(n)

@@ -1,7 +1,8 @@
 """The workload-source registry's builders half: the drawer of an arrival process or a length
-distribution, the built-ins' (``arrivals.arrival_drawer``, ``lengths.length_drawer``, compiled) or an
-installed plug-in's (``cgbench.config.registry.workloads``), whose draws are checked as they come:
-arrival times non-decreasing from 0, lengths integers within the record's ``min`` / ``max``."""
+distribution, a built-in's (the function its record names, ``WorkloadSource.builder``: in
+``arrivals`` and ``lengths``, compiled) or an installed plug-in's (its record's ``build``), whose
+draws are checked as they come: arrival times non-decreasing from 0, lengths integers within the
+record's ``min`` / ``max``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 
 from cgbench.config.registry.plugin_source import at_most, foreign, shown
 from cgbench.config.registry.plugins import plugin_error, plugin_where
+from cgbench.config.registry.records import builder
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES, LENGTH_DISTRIBUTIONS, workload_source
 from cgbench.config.schema import ArrivalConfig, DistConfig
-from cgbench.workload.arrivals import TimeDrawer, arrival_drawer
-from cgbench.workload.lengths import LengthDrawer, length_drawer
+from cgbench.workload.arrivals import TimeDrawer
+from cgbench.workload.lengths import LengthDrawer
 
 
 def _plugin_drawer(family: str, name: str, key: str, record: object, rng: random.Random) -> Callable[[int], Any]:
@@ -40,8 +42,10 @@ def _draws(name: str, draw: Callable[[int], Any], n: int) -> list:
 
 def times_drawer(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
     """``draw(n)``: the next ``n`` arrival times of ``a.process``."""
-    if a.process in ARRIVAL_PROCESSES:
-        return arrival_drawer(a, rng)
+    builtin = ARRIVAL_PROCESSES.get(a.process)
+    if builtin is not None:
+        drawer: TimeDrawer = builder(builtin.builder)(a, rng)
+        return drawer
     draw = _plugin_drawer("arrival", a.process, "workload.arrival.process", a, rng)
     last = [0.0]
 
@@ -66,8 +70,10 @@ def times_drawer(a: ArrivalConfig, rng: random.Random) -> TimeDrawer:
 
 def lengths_drawer(d: DistConfig, rng: random.Random) -> LengthDrawer:
     """``draw(n)``: the next ``n`` lengths of ``d.dist``."""
-    if d.dist in LENGTH_DISTRIBUTIONS:
-        return length_drawer(d, rng)
+    builtin = LENGTH_DISTRIBUTIONS.get(d.dist)
+    if builtin is not None:
+        drawer: LengthDrawer = builder(builtin.builder)(d, rng)
+        return drawer
     draw = _plugin_drawer("length", d.dist, "workload.*_len.dist", d, rng)
 
     def checked(n: int) -> list[int]:
@@ -79,3 +85,16 @@ def lengths_drawer(d: DistConfig, rng: random.Random) -> LengthDrawer:
         return lengths
 
     return checked
+
+
+def arrival_times(a: ArrivalConfig, n: int, rng: random.Random) -> list[float]:
+    """The first ``n`` arrival times of ``a.process``, non-decreasing, starting at 0.0 (``all_at_once``
+    and ``closed_loop`` give zeros: closed-loop times are set when released). ``a`` is trusted as
+    validated (``cgbench.config.schema.validate``): the rate of an open-loop process is > 0."""
+    return times_drawer(a, rng)(n)
+
+
+def sample_lengths(d: DistConfig, n: int, rng: random.Random, key: str = "length") -> list[int]:
+    """Draw ``n`` token lengths from ``d`` using ``rng``. ``d`` is trusted as validated
+    (``cgbench.config.schema.check_dist``); ``key`` is kept for callers that name the distribution."""
+    return lengths_drawer(d, rng)(n)

@@ -32,9 +32,8 @@ from cgbench.workload.arrivals import (
     RequestSpec,
     RequestStream,
 )
-from cgbench.workload.lengths import sample_lengths
 from cgbench.workload.prefix_model import with_prefix_blocks
-from cgbench.workload.sources import lengths_drawer, times_drawer
+from cgbench.workload.sources import lengths_drawer, sample_lengths, times_drawer
 from cgbench.workload.trace import TraceOptions, TraceSource, check_time_scale, read_trace, scale_arrivals, write_trace
 from cgbench.workload.trace_summary import TraceSummary
 

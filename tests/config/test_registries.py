@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cgbench.backends.sim.factory import PRICERS
 from cgbench.config.compose import load_config
 from cgbench.config.limits import estimate_graphs
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS, grid_kind
 from cgbench.config.registry.policies import BUILTIN_POLICIES, builtin_sections, options_of
 from cgbench.config.registry.pricers import COST_MODELS
+from cgbench.config.registry.records import builder
 from cgbench.config.registry.workloads import ARRIVAL_PROCESSES, LENGTH_DISTRIBUTIONS, OPEN_LOOP
 from cgbench.config.schema import (
     CG_KINDS,
@@ -36,8 +36,7 @@ from cgbench.engine.replay import replay_round
 from cgbench.grids.build import build_grid
 from cgbench.grids.registry import BUILDERS as GRID_BUILDERS
 from cgbench.results.state_file import parse_state
-from cgbench.workload.arrivals import arrival_drawer
-from cgbench.workload.lengths import length_drawer
+from cgbench.workload.sources import lengths_drawer, times_drawer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CG = sorted(p.stem for p in (ROOT / "conf" / "cg").glob("*.yaml"))
@@ -46,7 +45,9 @@ STATE = ROOT / "tests" / "states" / "11_2_round1.json"
 
 def test_every_registered_name_has_its_builder():
     assert set(GRID_BUILDERS) == set(BUILTIN_GRID_KINDS)
-    assert set(PRICERS) == set(COST_MODELS)
+    for family in (ARRIVAL_PROCESSES, LENGTH_DISTRIBUTIONS, COST_MODELS):
+        for name, record in family.items():  # each names its builder, and the name resolves
+            assert callable(builder(record.builder)), name
     for name in POLICIES:
         policy = make_policy(PolicyConfig(name=name))
         assert isinstance(policy, Policy) and policy.name == name and policy.plugin is None
@@ -69,13 +70,13 @@ def test_every_arrival_process_and_length_distribution_draws():
         a = ArrivalConfig(process=name, rate=10.0, concurrency=2)
         if name == "closed_loop":
             continue  # the stream releases a closed loop's requests; it has no arrival times to draw
-        times = arrival_drawer(a, random.Random(0))(5)
+        times = times_drawer(a, random.Random(0))(5)
         assert len(times) == 5 and times == sorted(times), name
         assert ("rate" in source.reads) == (name in OPEN_LOOP)
     for name in LENGTH_DISTRIBUTIONS:
         d = DistConfig(dist=name, value=7, min=1, max=100, mean=20.0, std=5.0, sigma=0.5, bins=[1, 10, 50],
                        weights=[1.0, 2.0])
-        lengths = length_drawer(d, random.Random(0))(50)
+        lengths = lengths_drawer(d, random.Random(0))(50)
         assert len(lengths) == 50 and all(1 <= x <= 100 for x in lengths), name
 
 

@@ -30,8 +30,8 @@ from cgbench.config.schema import (
     check_dist,
     validate,
 )
-from cgbench.workload.arrivals import STREAM_BATCH, ArrivalStream, RequestSpec, arrival_drawer, arrival_times
-from cgbench.workload.lengths import length_drawer
+from cgbench.workload.arrivals import STREAM_BATCH, ArrivalStream, RequestSpec
+from cgbench.workload.sources import arrival_times, lengths_drawer, times_drawer
 from cgbench.workload.stream import (
     generate_requests,
     make_stream,
@@ -285,7 +285,7 @@ def test_length_draws_equal_random_randoms_own(d, lo, span, seed, cuts, wseed):
     d = dataclasses.replace(d, min=lo, max=lo + span)
     n = sum(cuts) + 17
     mine, theirs = random.Random(seed), random.Random(seed)
-    draw = length_drawer(d, mine)
+    draw = lengths_drawer(d, mine)
     got = [x for k in cuts for x in draw(k)] + draw(17)
     assert got == reference_lengths(d, n, theirs)
     assert all(type(x) is int for x in got)
@@ -300,7 +300,7 @@ def test_arrival_draws_equal_random_randoms_own(process, rate, burstiness, seed,
     a = ArrivalConfig(process=process, rate=rate, burstiness=burstiness)
     n = sum(cuts) + 9
     mine, theirs = random.Random(seed), random.Random(seed)
-    draw = arrival_drawer(a, mine)
+    draw = times_drawer(a, mine)
     got = [t for k in cuts for t in draw(k)] + draw(9)
     assert got == reference_times(a, n, theirs)  # == on floats: bit for bit (no NaN here)
     assert mine.getstate() == theirs.getstate()

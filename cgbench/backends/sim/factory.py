@@ -1,7 +1,8 @@
 """The step-pricer registry's builders half: the cost model that ``backend.cost_model`` names.
 
-The names and the keys each reads are ``cgbench.config.registry.pricers``; ``PRICERS`` holds one
-builder per name."""
+Each pricer is one record, ``cgbench.config.registry.pricers.PricerSpec``, holding its name, the keys
+it reads, its rule and its builder's name (``module:function``: here, ``build_roofline`` and
+``make_calibrated``); ``make_cost_model`` resolves the builder from the record."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.backends.sim.draft_head import draft_head
 from cgbench.backends.sim.host_profiles import host_cost_statement
+from cgbench.config.registry.pricers import COST_MODELS
+from cgbench.config.registry.records import builder
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepPricer
 
@@ -82,19 +85,21 @@ def make_calibrated(backend: BackendConfig, model: ModelConfig, hardware: Hardwa
     return cost
 
 
-PricerBuilder = Callable[[BackendConfig, ModelConfig, HardwareConfig, EngineConfig], StepPricer]
+def build_roofline(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
+                   engine: EngineConfig) -> RooflineCostModel:
+    """``cost_model=roofline``'s builder: ``make_roofline`` (it reads no ``backend`` key)."""
+    return make_roofline(model, hardware, engine)
 
-# one builder per name of ``cgbench.config.registry.pricers.COST_MODELS`` (a test checks they agree)
-PRICERS: dict[str, PricerBuilder] = {
-    "roofline": lambda backend, model, hardware, engine: make_roofline(model, hardware, engine),
-    "calibrated": make_calibrated,
-}
+
+PricerBuilder = Callable[[BackendConfig, ModelConfig, HardwareConfig, EngineConfig], StepPricer]
 
 
 def make_cost_model(backend: BackendConfig, model: ModelConfig, hardware: HardwareConfig,
                     engine: EngineConfig) -> StepPricer:
-    """The cost model ``backend.cost_model`` names, built for this model, device and engine."""
-    build = PRICERS.get(backend.cost_model)
-    if build is None:
-        raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of {', '.join(PRICERS)}")
+    """The cost model ``backend.cost_model`` names, built for this model, device and engine by the
+    builder its record names."""
+    spec = COST_MODELS.get(backend.cost_model)
+    if spec is None:
+        raise ConfigError(f"backend.cost_model: {backend.cost_model!r} is not one of {', '.join(COST_MODELS)}")
+    build: PricerBuilder = builder(spec.builder)
     return build(backend, model, hardware, engine)

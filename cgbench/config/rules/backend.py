@@ -17,10 +17,10 @@ def check_backend(cfg: Any) -> None:
     """The rules of ``cfg.backend``."""
     e = cfg.engine
     _check_choice(cfg.backend.name, BACKENDS, "backend.name")
-    _check_choice(cfg.backend.cost_model, COST_MODELS, "backend.cost_model")
-    for key in PRICERS[cfg.backend.cost_model].requires:
-        _require(bool(getattr(cfg.backend, key)), f"backend.{key}",
-                 f"cost_model={cfg.backend.cost_model} needs a calibration table path")
+    _check_choice(cfg.backend.cost_model, tuple(PRICERS), "backend.cost_model")
+    pricer = PRICERS[cfg.backend.cost_model]
+    if pricer.check is not None:  # the pricer's own rule (its record's)
+        pricer.check(cfg.backend)
     _require(cfg.backend.device in ("auto", "cpu", "cuda"), "backend.device",
              f"must be auto, cpu or cuda, got {cfg.backend.device!r}")
     _check_choice(cfg.backend.dtype, TORCH_DTYPES, "backend.dtype")

@@ -1,11 +1,14 @@
-"""``workload.*``: the arrival process, the trace options, the prefix model, the length distributions."""
+"""``workload.*``: the arrival process, the trace options, the prefix model, the length distributions.
+
+A source's own rule is its record's ``check`` (``config/registry/workloads.py``); here are the rules
+every source shares (a distribution's ``min`` / ``max``; an open-loop process's rate)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cgbench.config.registry.traces import ARRIVAL_UNITS, trace_format
-from cgbench.config.registry.workloads import workload_source
+from cgbench.config.registry.workloads import check_source, workload_source
 from cgbench.config.rules.base import check_choice as _check_choice
 from cgbench.config.rules.base import require as _require
 
@@ -14,15 +17,11 @@ def check_workload(cfg: Any) -> None:
     """The rules of ``cfg.workload``."""
     w = cfg.workload
     _require(w.num_requests >= 1, "workload.num_requests", f"must be >= 1, got {w.num_requests}")
-    reads = workload_source("arrival", w.arrival.process, "workload.arrival.process").reads
-    if "rate" in reads and w.trace is None:
+    source = workload_source("arrival", w.arrival.process, "workload.arrival.process")
+    if "rate" in source.reads and w.trace is None:  # an open-loop process
         _require(w.arrival.rate > 0, "workload.arrival.rate",
                  f"must be > 0 for process={w.arrival.process}, got {w.arrival.rate}")
-    if "burstiness" in reads:
-        _require(w.arrival.burstiness > 0, "workload.arrival.burstiness", "must be > 0")
-    if "concurrency" in reads:
-        _require(w.arrival.concurrency >= 1, "workload.arrival.concurrency",
-                 "must be >= 1 for process=closed_loop")
+    check_source(source, w.arrival, "workload.arrival")
     _require(w.time_scale > 0, "workload.time_scale", f"must be > 0, got {w.time_scale}")
     check_trace_options(w)
     pm = w.prefix
@@ -39,25 +38,10 @@ def check_workload(cfg: Any) -> None:
 
 
 def check_dist(d: Any, key: str) -> None:
-    workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
+    source = workload_source("length", d.dist, f"{key}.dist")  # a built-in or an installed plug-in, else did-you-mean
     _require(d.min >= 1, f"{key}.min", f"must be >= 1, got {d.min}")
     _require(d.max >= d.min, f"{key}.max", f"must be >= {key}.min ({d.min}), got {d.max}")
-    if d.dist == "fixed":
-        _require(d.value >= 1, f"{key}.value", f"must be >= 1, got {d.value}")
-    if d.dist in ("normal", "lognormal"):
-        _require(d.mean > 0, f"{key}.mean", f"must be > 0 for dist={d.dist}, got {d.mean}")
-    if d.dist == "normal":
-        _require(d.std >= 0, f"{key}.std", f"must be >= 0, got {d.std}")
-    if d.dist == "lognormal":
-        _require(d.sigma > 0, f"{key}.sigma", f"must be > 0 for dist=lognormal, got {d.sigma}")
-    if d.dist == "histogram":
-        _require(len(d.weights) >= 1, f"{key}.weights", "needs at least one weight")
-        _require(len(d.bins) == len(d.weights) + 1, f"{key}.bins",
-                 f"needs len(weights)+1 = {len(d.weights) + 1} edges, got {len(d.bins)}")
-        _require(all(w >= 0 for w in d.weights) and sum(d.weights) > 0, f"{key}.weights",
-                 "must be non-negative with a positive sum")
-        _require(all(a < b for a, b in zip(d.bins, d.bins[1:], strict=False)) and d.bins[0] >= 1, f"{key}.bins",
-                 "must be strictly increasing and start at >= 1")
+    check_source(source, d, key)
 
 
 def check_trace_options(w: Any) -> None:
