@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from cgbench.backends.sim.host_profiles import DEFAULT_HOST_OP_US
+from cgbench.backends.sim.host_op_default import DEFAULT_HOST_OP_US
 from cgbench.cli.console import print_line
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
 
