@@ -19,23 +19,12 @@ from cgbench.config.compose import load_config_fresh
 from cgbench.config.load import load_config
 from cgbench.config.schema import ConfigError
 from cgbench.user_cache import ENV_CACHE_DIR
+from tests.config.test_shared_composer import BAD as SHARED_BAD
+from tests.config.test_shared_composer import GOOD as SHARED_GOOD
 
 ROOT = Path(__file__).resolve().parents[2]
-GOOD = [
-    [],
-    ["model=transformer", "cg=dense", "seed=3"],
-    ["workload=chat", "workload.arrival.rate=12", "workload.num_requests=32", "++seed=4"],
-    ["cg=explicit", "cg.graphs=[[8,1,0],[16,2,1]]", "cg.all_prefills=false"],
-    ["policy=wait_timeout", "policy.wait_timeout.iters=7", "engine.chunked_prefill=true"],
-    ["workload=trace"],
-]
-BAD = [
-    ["workload.num_requests=abc"],
-    ["workload.num_requests=0"],
-    ["workload.nope=1"],
-    ["model=nope"],
-    ["policy=budget", "policy.wait_timeout.iters=3"],
-]
+GOOD = [*SHARED_GOOD, ["workload=trace"]]  # the in-process cache's cases, and a relative data path
+BAD = SHARED_BAD
 
 
 @pytest.fixture
