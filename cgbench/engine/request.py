@@ -80,6 +80,20 @@ class Request:
         self.outcome = outcome
         self.fail_reason = fail_reason
 
+    def __copy__(self) -> Request:
+        """A copy with the same fields (``copy.copy``: a repricing log keeps each admitted request as it
+        was; a compiled class has no instance dictionary for the default copy to take)."""
+        return Request(self.id, self.prompt_len, self.output_len, arrival_s=self.arrival_s,
+                       arrival_step=self.arrival_step, remaining_prompt=self.remaining_prompt,
+                       finished_chunk=self.finished_chunk, generated=self.generated, kv_tokens=self.kv_tokens,
+                       blocks=self.blocks, cg_wait_iters=self.cg_wait_iters, deferrals=self.deferrals,
+                       max_cg_wait=self.max_cg_wait, first_admit_step=self.first_admit_step,
+                       first_admit_s=self.first_admit_s, first_token_step=self.first_token_step,
+                       first_token_s=self.first_token_s, last_token_s=self.last_token_s,
+                       finish_step=self.finish_step, finish_s=self.finish_s, chunks=self.chunks,
+                       evictions=self.evictions, pauses=self.pauses, outcome=self.outcome,
+                       fail_reason=self.fail_reason)
+
     def start_prefill(self, prompt_tokens: int, finished: int = 0) -> None:
         """A (re-)prefill pass with ``prompt_tokens`` still to prefill after ``finished`` already done."""
         self.remaining_prompt = prompt_tokens

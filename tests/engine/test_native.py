@@ -132,3 +132,30 @@ def test_the_compiled_build_gives_exactly_the_plain_python_results():
 
     assert _build_in({}) == "mypyc"
     assert run({}) == run({native.PURE_ENV: "1"})
+
+
+_COPY = """
+import ast, copy, json
+from cgbench.engine import request
+from cgbench.native import simulator_build
+from cgbench.native import source_path
+tree = ast.parse(source_path("cgbench.engine.request").read_text())
+[cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Request"]
+fields = [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)]  # the declared fields, either build
+r = request.make_request(7, 300, 50, 2048, arrival_s=1.5, arrival_step=3)
+r.start_prefill(200, 100)
+r.generated, r.kv_tokens, r.blocks, r.deferrals, r.fail_reason = 4, 304, 2, 5, "x"
+c = copy.copy(r)
+same = [repr(getattr(c, f)) for f in fields] == [repr(getattr(r, f)) for f in fields]
+print(json.dumps([simulator_build(), c is not r, same, len(fields)]))
+"""
+
+
+@pytest.mark.parametrize("pure", ["1", ""])
+def test_a_request_copies_in_either_build(pure):
+    """``copy.copy`` of a request (sensitivity's repricing log keeps each admitted one): a compiled class
+    has no instance dictionary for the default copy, so ``Request.__copy__`` gives every field."""
+    env = _env({native.PURE_ENV: pure} if pure else {})
+    build, fresh, same, n_fields = json.loads(subprocess.run([sys.executable, "-c", _COPY], capture_output=True,
+                                                             text=True, env=env, check=True, cwd=ROOT).stdout)
+    assert fresh and same and n_fields == 25, build
