@@ -9,6 +9,8 @@ read is a miss, and a folder that cannot be written is skipped without a word. L
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
+from importlib.util import find_spec
 from pathlib import Path
 
 ENV_CACHE_DIR = "CGBENCH_CACHE_DIR"
@@ -78,3 +80,27 @@ def remove_entry(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
+
+
+def tree_files(root: Path, suffixes: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """(path relative to ``root``, path) of every file under ``root`` in a fixed order, compiled files
+    (``__pycache__``, ``.pyc``) left out; with ``suffixes``, only the files ending so. What a cache key
+    digests of a tree."""
+    for folder, subdirs, names in os.walk(root, followlinks=False):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(names):
+            if not name.endswith(".pyc") and (not suffixes or name.endswith(suffixes)):
+                path = os.path.join(folder, name)
+                yield os.path.relpath(path, root), path
+
+
+def installed_stamp(packages: Iterable[str]) -> str:
+    """Where each top-level package is installed, with its ``__init__``'s size and time stamp (found,
+    not imported): another version installed changes it."""
+    parts = []
+    for name in packages:
+        spec = find_spec(name)
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
+        parts.append(f"{name}\0{origin}\0{st.st_size if st else ''}\0{st.st_mtime_ns if st else ''}")
+    return "\0".join(parts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def main() -> None:
                 for side, exe in sides.items():
                     env = {**os.environ, "CGBENCH_CACHE_DIR": caches[side] if cached else "off"}
                     cmd = [str(exe), *(a.format(side=side) for a in argv)]
-                    subprocess.run(["rm", "-rf", f"{tmp}/sweep-{side}"], check=True)
+                    shutil.rmtree(f"{tmp}/sweep-{side}", ignore_errors=True)
                     figure = timed(cmd, env, tmp)
                     if not (cached and i == 0):
                         got[side].append(figure)

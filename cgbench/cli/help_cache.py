@@ -17,12 +17,11 @@ import hashlib
 import os
 import sys
 from collections.abc import Sequence
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TextIO
 
 from cgbench import __version__
-from cgbench.user_cache import cache_folder, read_entry, write_entry
+from cgbench.user_cache import cache_folder, installed_stamp, read_entry, tree_files, write_entry
 
 HELP_ARGS = (("--help",), ("-h",))
 MAX_ENTRIES = 32
@@ -39,16 +38,6 @@ def completing() -> bool:
     return any(k.endswith("_COMPLETE") or k.startswith(("_TYPER_COMPLETE", "COMP_")) for k in os.environ)
 
 
-def _tree_signature(root: Path, h: Any) -> None:
-    for folder, subdirs, names in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-        for name in sorted(names):
-            if not name.endswith(".pyc"):
-                path = os.path.join(folder, name)
-                st = os.stat(path)
-                h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-
-
 def help_key(args: Sequence[str], stream: TextIO) -> str | None:
     """The key of the help ``args`` print on ``stream`` now, or None where it is not kept."""
     if tuple(args) not in HELP_ARGS or completing() or cache_folder("help") is None:
@@ -57,12 +46,10 @@ def help_key(args: Sequence[str], stream: TextIO) -> str | None:
         main = sys.modules.get("__main__")  # the program's name in the usage line: `cgbench`, `python -m cgbench`
         program = f"{sys.argv[0]}\0{getattr(main, '__package__', None)}\0{sys.executable}"
         h = hashlib.sha256(f"cgbench-help 1 {__version__} {sys.version} {list(args)}\0{program}".encode())
-        _tree_signature(Path(__file__).resolve().parents[1], h)
-        for name in ("typer", "rich", "click"):
-            spec = find_spec(name)  # top-level packages: found, not imported
-            origin = spec.origin if spec is not None else None
-            st = os.stat(origin) if origin else None
-            h.update(f"{name}\0{origin}\0{st.st_size if st else ''}\0{st.st_mtime_ns if st else ''}\0".encode())
+        for rel, path in tree_files(Path(__file__).resolve().parents[1]):  # by size and time stamp: cheap
+            st = os.stat(path)
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        h.update(installed_stamp(("typer", "rich", "click")).encode())
         tty = stream.isatty()
         size = tuple(os.get_terminal_size(stream.fileno())) if tty else ()
         h.update(f"{tty}\0{size}\0{getattr(stream, 'encoding', '')}\0".encode())

@@ -21,19 +21,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import pickle
 import sys
 from collections.abc import Iterable, Sequence
 from functools import cache
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from cgbench import __version__
 from cgbench.config.paths import config_dir, user_config_dirs
 from cgbench.config.schema import BenchConfig
-from cgbench.user_cache import cache_folder, read_entry, remove_entry, write_entry
+from cgbench.user_cache import cache_folder, installed_stamp, read_entry, remove_entry, tree_files, write_entry
 
 MAX_ENTRIES = 256
 FORMAT = 1  # a change of what an entry holds
@@ -48,29 +46,21 @@ def cache_dir() -> Path | None:
     return cache_folder("compose")
 
 
-def _files(root: Path, suffixes: tuple[str, ...] | None) -> Iterable[tuple[str, bytes]]:
-    """(path relative to ``root``, bytes) of every file under ``root`` (with one of ``suffixes``), in order."""
-    for folder, subdirs, names in os.walk(root, followlinks=False):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-        for name in sorted(names):
-            if (suffixes is None and not name.endswith(".pyc")) or (suffixes and name.endswith(suffixes)):
-                path = os.path.join(folder, name)
-                with open(path, "rb") as f:
-                    yield os.path.relpath(path, root), f.read()
+def _files(root: Path, suffixes: tuple[str, ...] = ()) -> Iterable[tuple[str, bytes]]:
+    """(path relative to ``root``, bytes) of the files a key digests (``user_cache.tree_files``)."""
+    for rel, path in tree_files(root, suffixes):
+        with open(path, "rb") as f:
+            yield rel, f.read()
 
 
 @cache
 def _code_digest() -> bytes:
     """The files of ``cgbench.config`` and the installed composers, and the Python version (once a process)."""
     h = hashlib.sha256(f"cgbench-compose-cache {FORMAT} {__version__} {sys.version}".encode())
-    for rel, data in _files(Path(__file__).parent, None):
+    for rel, data in _files(Path(__file__).parent):
         h.update(f"\0{rel}\0{len(data)}\0".encode())
         h.update(data)
-    for name in ("hydra", "omegaconf", "yaml"):
-        spec = find_spec(name)  # a top-level package: found, not imported
-        origin = spec.origin if spec is not None else None
-        st = os.stat(origin) if origin else None
-        h.update(f"\0{name}\0{origin}\0{st.st_size if st else ''}\0{st.st_mtime_ns if st else ''}".encode())
+    h.update(installed_stamp(("hydra", "omegaconf", "yaml")).encode())
     return h.digest()
 
 
