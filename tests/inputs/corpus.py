@@ -549,6 +549,7 @@ CASES: list[Case] = [
         ("plot {failed_sweep}", ("nothing to plot in", "every point failed (1 point; boom)")),
         ("advise " + SMALL + " seed=9223372036854775807 --budget-graphs 4", ("seed=9223372036854775808", "64 bits")),
         ("advise " + SMALL + " --check-seed 99999999999999999999 --budget-graphs 4", ("--check-seed", "64 bits")),
+        ("advise " + SMALL + " --budget-graphs 9223372036854775808", ("--budget-graphs", "64-bit integers")),
         slow=True),
     # -- issue 32, a user config tree Hydra would hang on, blow up on, or traceback on
     *_section(

@@ -90,7 +90,7 @@ def test_the_corpus_keeps_every_case_once():
     # issue 26's plugins.yaml 14; issue 37's slo.* bounds 3; issue 39's eviction policy and refusals 4;
     # issue 40's Megatron step logs 21; issue 44's plug-in boundary, Megatron ranges and bounded readers 19, the plot
     # of all-failed points, ranks, rates and length weights 4
-    assert len(set(in_process)) == len(in_process) == 372 and len(set(in_child)) == len(in_child) == 11
+    assert len(set(in_process)) == len(in_process) == 373 and len(set(in_child)) == len(in_child) == 11
     assert all(c.needles and all(c.needles) for c in CASES)
 
 

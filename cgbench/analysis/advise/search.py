@@ -50,6 +50,9 @@ def check_request(req: AdviseRequest) -> tuple[Objective, list[Slo]]:
     """Budgets, objective and search settings; ConfigError naming the option."""
     if isinstance(req.budget_graphs, bool) or not isinstance(req.budget_graphs, int) or req.budget_graphs < 1:
         raise ConfigError(f"--budget-graphs: must be an integer >= 1, got {req.budget_graphs}")
+    if req.budget_graphs > 2**63 - 1:  # the report records it: refused here, before any run is written
+        raise ConfigError(f"--budget-graphs: must be at most {2**63 - 1} (a report holds 64-bit integers), "
+                          f"got {req.budget_graphs}")
     for name, v in (("--budget-memory", req.budget_memory_gb), ("--budget-capture-s", req.budget_capture_s)):
         if v is not None and not (math.isfinite(v) and v > 0):
             raise ConfigError(f"{name}: must be > 0, got {v}")
