@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.paths import config_dir, user_config_dirs
 from cgbench.errors import ConfigError
@@ -59,6 +57,8 @@ def model_file(name: str, config_dirs: Sequence[str | Path] = ()) -> Path | None
 
 def stated_fields(path: Path, config_dirs: Sequence[str | Path] = (), depth: int = 0) -> dict[str, Any]:
     """The non-null fields ``path`` states, with those of the files it inherits from (its own win)."""
+    import yaml  # ~10 ms: only a model file asked about is read
+
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(doc, dict):
         return {}

@@ -59,9 +59,6 @@ def _names_in(value: str) -> set[str]:
 def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     """The installed plug-in policies that ``overrides`` name: as the policy (a sweep's values
     included) or as the section of a key."""
-    installed = set(plugin_names("policies")) - set(BUILTIN_POLICIES)
-    if not installed:
-        return ()
     named: set[str] = set()
     for o in overrides:
         key = override_key(o).lstrip("+")
@@ -69,13 +66,20 @@ def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
             named.update(_names_in(override_value(o)))
         elif key.startswith("policy."):
             named.add(key.split(".")[1])
+    named -= set(BUILTIN_POLICIES)
+    if not named and not folders_in_effect():  # nothing to look up, nothing declared to refuse
+        return ()
+    installed = set(plugin_names("policies")) - set(BUILTIN_POLICIES)
     return tuple(sorted(named & installed))
 
 
 def grid_plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     """The installed plug-in grid kinds that ``overrides`` choose as a ``cg`` group option (``cg=NAME``)."""
-    installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
     named = {v for o in overrides if override_key(o) == "cg" for v in _names_in(override_value(o))}
+    named -= set(BUILTIN_GRID_KINDS)
+    if not named and not folders_in_effect():
+        return ()
+    installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
     return tuple(sorted(named & installed))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
 import platform
 import subprocess
@@ -64,6 +63,8 @@ def installed_version(package_dir: Path = PACKAGE_DIR) -> str:
     """The version of the installed distribution that ``package_dir`` belongs to; the package's own
     ``__version__`` when no installed distribution holds it (a copied folder, another cgbench
     installed elsewhere on the path)."""
+    import importlib.metadata  # ~25 ms (it parses with the email package): only an installed copy asks
+
     try:
         dist = importlib.metadata.distribution("cgbench")
     except importlib.metadata.PackageNotFoundError:

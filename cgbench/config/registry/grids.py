@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from cgbench.config.registry.plugin_source import foreign, shown
@@ -182,7 +183,7 @@ def grid_kind_names(*, plugins: bool = True) -> tuple[str, ...]:
 
 def grid_kind(name: str, key: str = "cg.kind") -> GridKind:
     """The entry of ``cg.kind`` ``name``: a built-in, else an installed plug-in (loaded now)."""
-    plugin = builtin_or_plugin(BUILTIN_GRID_KINDS, "grids", name, key, grid_kind_names())
+    plugin = builtin_or_plugin(BUILTIN_GRID_KINDS, "grids", name, key, grid_kind_names)
     if name in BUILTIN_GRID_KINDS:
         return BUILTIN_GRID_KINDS[name]
     if not isinstance(plugin, GridKind):
@@ -207,7 +208,7 @@ def grid_unread(cg: GridSettings) -> dict[str, str]:
     unread = {f"cg.{k}": f"cg.kind={cg.kind} (read with cg={_readers(k, kinds)})"
               for k in keys if k not in chosen.reads}
     if chosen.unread is not None:
-        extra = foreign(plugin_where("grids", cg.kind), "unread failed", chosen.unread, cg)
+        extra = foreign(partial(plugin_where, "grids", cg.kind), "unread failed", chosen.unread, cg)
         if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
             raise plugin_error("grids", cg.kind, f"unread returned {shown(extra)}, not a dict of key -> why")
         unread.update(extra)
@@ -220,7 +221,7 @@ def graph_estimate(cg: GridSettings, engine: EngineLimits) -> tuple[int, str]:
     kind = grid_kind(cg.kind)
     if cg.kind in BUILTIN_GRID_KINDS:
         return kind.estimate(cg, engine)
-    found = foreign(plugin_where("grids", cg.kind), "estimate failed", kind.estimate, cg, engine)
+    found = foreign(partial(plugin_where, "grids", cg.kind), "estimate failed", kind.estimate, cg, engine)
     if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], int)
             and not isinstance(found[0], bool) and found[0] >= 0 and isinstance(found[1], str)):
         raise plugin_error("grids", cg.kind, f"estimate returned {shown(found)}, not (graph count >= 0, key)")

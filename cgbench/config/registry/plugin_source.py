@@ -54,12 +54,13 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}"[:300]
 
 
-def foreign(where: str, what: str, fn: Callable[..., T], *args: Any,
+def foreign(where: str | Callable[[], str], what: str, fn: Callable[..., T], *args: Any,
             passes: tuple[type[BaseException], ...] = ()) -> T:
     """``fn(*args)``, a plug-in's code: anything it raises but ``KeyboardInterrupt`` (``SystemExit``,
     ``GeneratorExit``, any ``BaseException`` subclass, any ``Exception``) is one ``PluginError``
     ``WHERE: WHAT: Type: message`` (WHAT: ``build failed``, ...). ``passes``: what the plug-in's contract lets it raise
-    (a policy's ``check`` raises ``ConfigError``)."""
+    (a policy's ``check`` raises ``ConfigError``). ``where`` may be a function giving it, asked only on
+    failure (naming a plug-in's source reads the installed metadata)."""
     try:
         return fn(*args)
     except KeyboardInterrupt:
@@ -69,7 +70,7 @@ def foreign(where: str, what: str, fn: Callable[..., T], *args: Any,
     except BaseException as e:
         if passes and isinstance(e, passes):
             raise
-        raise PluginError(f"{where}: {what}: {one_line(e)}") from None
+        raise PluginError(f"{where if isinstance(where, str) else where()}: {what}: {one_line(e)}") from None
 
 
 def at_most(where: str, what: str, values: Any, limit: int) -> list[Any]:

@@ -98,7 +98,7 @@ def policy_names(*, plugins: bool = True) -> tuple[str, ...]:
 
 def policy_spec(name: str, key: str = "policy.name") -> PolicySpec:
     """The spec of policy ``name``: a built-in, else an installed plug-in (loaded now)."""
-    entry = builtin_or_plugin(BUILTIN_POLICIES, "policies", name, key, policy_names())
+    entry = builtin_or_plugin(BUILTIN_POLICIES, "policies", name, key, policy_names)
     return entry if name in BUILTIN_POLICIES else _checked_plugin(name, entry)
 
 

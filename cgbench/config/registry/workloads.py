@@ -177,7 +177,7 @@ def source_names(family: str) -> tuple[str, ...]:
 def workload_source(family: str, name: str, key: str) -> WorkloadSource:
     """The entry ``name`` of ``family`` (``arrival`` or ``length``): a built-in, else an installed
     plug-in (loaded now); else a ``ConfigError`` naming ``key`` with the closest name."""
-    plugin = builtin_or_plugin(BUILTIN[family], "workloads", name, key, source_names(family))
+    plugin = builtin_or_plugin(BUILTIN[family], "workloads", name, key, lambda: source_names(family))
     if name in BUILTIN[family]:
         return BUILTIN[family][name]
     if not isinstance(plugin, WorkloadSource) or not callable(plugin.build):
