@@ -19,7 +19,9 @@ sequence of advise modules that execution is in, in order.
 **returns**: the number of visits (positions ``i`` of the collapsed walk) to a module that occurs
 earlier in the walk than ``i``; since repeats are collapsed, that earlier visit was left before
 ``i``: ``A B A`` -> 1, ``A B A B`` -> 2, ``A B C`` -> 0. Counted over the whole walk, and per module
-(the visits to it that are returns). A call from X to Y and back costs one return (to X) unless Y
+(the visits to it that are returns); ``return sites``: the number of distinct (module and function the
+walk leaves, module and function it returns to) among them, i.e. each kind of return once, however
+often a loop repeats it. A call from X to Y and back costs one return (to X) unless Y
 was never visited before, so a loop that calls across modules costs returns on every round.
 
 **climbs back up**: the number of ``call`` events whose new frame's code lives in advise module Y and
@@ -114,6 +116,7 @@ def measure() -> dict[str, Any]:
     names = set(modules)
     reaches = closure(import_graph(modules))
     walk: list[str] = []
+    where: list[str] = []  # the function each visit of the walk starts in
     climbs: Counter = Counter()
 
     def profile(frame, event, arg) -> None:
@@ -125,6 +128,7 @@ def measure() -> dict[str, Any]:
             caller = back.f_globals.get("__name__") if back is not None else None
             if caller in names and caller != mod and caller in reaches[mod]:
                 climbs[(f"{caller}.{back.f_code.co_name}", f"{mod}.{frame.f_code.co_qualname}")] += 1
+            code = frame.f_code
         elif event == "return":
             back = frame.f_back
             if back is None:
@@ -132,10 +136,12 @@ def measure() -> dict[str, Any]:
             mod = back.f_globals.get("__name__")
             if mod not in names:
                 return
+            code = back.f_code
         else:
             return
         if not walk or walk[-1] != mod:
             walk.append(mod)
+            where.append(code.co_qualname)
 
     req = AdviseRequest(**FLOW)
     t0 = time.perf_counter()
@@ -147,17 +153,22 @@ def measure() -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     seen: set[str] = set()
     per_module: Counter = Counter()
-    for m in walk:
+    steps: Counter = Counter()  # the returns by the step that makes them: (module left, module returned to)
+    sites: set[tuple[str, str, str, str]] = set()  # the same by function: (module, function) left and returned to
+    for i, m in enumerate(walk):
         if m in seen:
             per_module[m] += 1
+            steps[(walk[i - 1], m)] += 1
+            sites.add((walk[i - 1], where[i - 1], m, where[i]))
         seen.add(m)
     short = {m: m.removeprefix(PACKAGE + ".") for m in names}
     lines = {short[m]: len(p.read_text().splitlines()) for m, p in modules.items()}
     edges = import_graph(modules)
     return {
         "search": FLOW, "seconds": round(seconds, 1), "walk_visits": len(walk),
-        "returns": sum(per_module.values()),
+        "returns": sum(per_module.values()), "return_sites": len(sites),
         "returns_per_module": {short[m]: n for m, n in per_module.most_common()},
+        "returns_per_step": {f"{short[a]} -> {short[b]}": n for (a, b), n in steps.most_common()},
         "climbs": sum(climbs.values()), "climb_sites": len(climbs),
         "climbs_per_site": {f"{a.removeprefix(PACKAGE + '.')} -> {b.removeprefix(PACKAGE + '.')}": n
                             for (a, b), n in climbs.most_common()},
@@ -188,7 +199,10 @@ def main() -> int:
             print(json.dumps(fig, indent=1))
             return 0
         print(f"one advise search ({fig['seconds']} s): {fig['walk_visits']} module visits")
-        print(f"returns: {fig['returns']}  ({', '.join(f'{m} {n}' for m, n in fig['returns_per_module'].items())})")
+        per = ", ".join(f"{m} {n}" for m, n in fig["returns_per_module"].items())
+        print(f"returns: {fig['returns']} at {fig['return_sites']} sites  ({per})")
+        for step, n in fig["returns_per_step"].items():
+            print(f"  {n:6d}  {step}")
         print(f"climbs back up: {fig['climbs']} calls at {fig['climb_sites']} sites")
         for site, n in fig["climbs_per_site"].items():
             print(f"  {n:6d}  {site}")
