@@ -109,8 +109,16 @@ def closure(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
+def _request(**kw: Any):
+    try:  # the regrouped package, else the base one (where run.py re-exported it)
+        from cgbench.analysis.advise.request import AdviseRequest
+    except ImportError:
+        from cgbench.analysis.advise.run import AdviseRequest
+    return AdviseRequest(**kw)
+
+
 def measure() -> dict[str, Any]:
-    from cgbench.analysis.advise.run import AdviseRequest, run_advise
+    from cgbench.analysis.advise.run import run_advise
 
     modules = advise_modules()
     names = set(modules)
@@ -143,7 +151,7 @@ def measure() -> dict[str, Any]:
             walk.append(mod)
             where.append(code.co_qualname)
 
-    req = AdviseRequest(**FLOW)
+    req = _request(**FLOW)
     t0 = time.perf_counter()
     sys.setprofile(profile)
     try:
@@ -178,9 +186,9 @@ def measure() -> dict[str, Any]:
 
 
 def report_bytes(name: str) -> bytes:
-    from cgbench.analysis.advise.run import AdviseRequest, run_advise
+    from cgbench.analysis.advise.run import run_advise
 
-    doc = run_advise(AdviseRequest(**CONFIGS[name]))
+    doc = run_advise(_request(**CONFIGS[name]))
     for k in PROVENANCE:
         doc.pop(k, None)
     return (json.dumps(doc, indent=1) + "\n").encode()
