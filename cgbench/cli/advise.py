@@ -315,7 +315,8 @@ recommendation and re-checks the recommendation on another seed. See cgbench doc
 130 when interrupted ([bold]--resume[/bold] with the same arguments continues).
     """
     with ui.user_errors(), config_dirs_for_children(list(config_dirs or [])):
-        from cgbench.analysis.advise.run import AdviseRequest, run_advise
+        from cgbench.analysis.advise.request import AdviseRequest
+        from cgbench.analysis.advise.run import run_advise
         from cgbench.cli.formats import TABLE_OR_JSON, check_format
         from cgbench.config.megatron_args import read_launch_text
 
@@ -337,7 +338,7 @@ recommendation and re-checks the recommendation on another seed. See cgbench doc
             from cgbench.analysis.sweep.executor_slurm import parse_settings
 
             req.slurm = parse_settings(list(slurm))
-        from cgbench.analysis.advise.run import check_request
+        from cgbench.analysis.advise.request import check_request
 
         check_request(req)
         if executor == "slurm":

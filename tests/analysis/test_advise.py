@@ -14,19 +14,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cgbench.analysis.advise.capture import CaptureEstimator
-from cgbench.analysis.advise.run import AdviseRequest, Slo, run_advise
-from cgbench.analysis.advise.space import (
-    Demand,
-    MegatronKnobs,
-    ShapePrices,
-    candidate_pool,
-    greedy_order,
-    ladder,
-    megatron_space,
-    prefix_sizes,
-    spread_pick,
-    stored_order,
-)
+from cgbench.analysis.advise.demand import Demand
+from cgbench.analysis.advise.explicit_space import candidate_pool, greedy_order, ladder, prefix_sizes, stored_order
+from cgbench.analysis.advise.goals import Slo
+from cgbench.analysis.advise.megatron_space import MegatronKnobs, megatron_space, spread_pick
+from cgbench.analysis.advise.prices import ShapePrices
+from cgbench.analysis.advise.request import AdviseRequest
+from cgbench.analysis.advise.run import run_advise
 from cgbench.backends.sim.factory import make_cost_model
 from cgbench.cli.app import app
 from cgbench.config.compose import load_config
@@ -158,7 +152,7 @@ def test_the_coverage_greedy_serves_every_step_whenever_some_list_of_that_size_d
 def test_the_scorer_prices_a_grid_as_the_engines_matcher_does():
     cfg = load_config(CHAT)
     doc = run_point(cfg, CHAT, trace=True)
-    from cgbench.analysis.advise.space import shape_counts
+    from cgbench.analysis.advise.demand import shape_counts
 
     demand = Demand.of(shape_counts(doc["steps"]))
     prices = ShapePrices(make_cost_model(cfg.backend, cfg.model, cfg.hardware, cfg.engine), gating=True)

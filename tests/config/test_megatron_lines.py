@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cgbench.analysis.advise.space import MegatronKnobs, megatron_space
+from cgbench.analysis.advise.megatron_space import MegatronKnobs, megatron_space
 from cgbench.config.compose import load_config
 from cgbench.config.megatron_args import (
     RULES,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cgbench.analysis.advise.runs import Evaluated, Evaluator, explicit_overrides
+from cgbench.analysis.advise.candidates import Evaluated
+from cgbench.analysis.advise.demand import Demand
+from cgbench.analysis.advise.explicit_space import explicit_overrides
+from cgbench.analysis.advise.runs import Evaluator
 from cgbench.analysis.advise.search import Search
-from cgbench.analysis.advise.space import Demand
 from cgbench.config.megatron_lines import launch_advice
 from cgbench.results.names import number_at
 

@@ -9,63 +9,15 @@ contents of its input files): a changed workload, trace or default reruns it."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cgbench.analysis.advise.capture import CaptureEstimate
-from cgbench.analysis.advise.space import MegatronKnobs, Shape, shape_counts
+from cgbench.analysis.advise.demand import shape_counts
 from cgbench.analysis.sweep.executors import Executor, Outcome, Task, local_executor
-from cgbench.config.overrides import override_key
 from cgbench.config.schema import BenchConfig, ConfigError
 
 RUN_KIND = "cgbench-advise-run"
-
-
-def is_cg(o: str) -> bool:
-    k = override_key(o)
-    return k == "cg" or k.startswith("cg.")
-
-
-def without_keys(overrides: Sequence[str], keys: set[str]) -> list[str]:
-    return [o for o in overrides if override_key(o) not in keys]
-
-
-def graphs_override(graphs: Sequence[Shape]) -> str:
-    return "cg.graphs=[" + ",".join(f"[{T},{P},{D}]" for T, P, D in graphs) + "]"
-
-
-def explicit_overrides(graphs: Sequence[Shape], all_prefills: bool) -> list[str]:
-    return ["cg=explicit", f"cg.all_prefills={str(all_prefills).lower()}", "cg.non_decode=true",
-            graphs_override(graphs)]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str
-    space: str  # default | megatron | explicit
-    origin: str  # how it was built, in words
-    overrides: tuple[str, ...]  # the full override list of its run
-    graphs: tuple[Shape, ...]  # stored order
-    estimate: CaptureEstimate
-    knobs: MegatronKnobs | None = None
-    want_shapes: bool = False
-
-
-@dataclass
-class Evaluated:
-    cand: Candidate
-    metrics: dict[str, Any]
-    graph_usage: list[dict[str, Any]]
-    shapes: list[list[int]] | None
-    reused: bool
-    violations: list[str] = field(default_factory=list)
-    rank: int = 0
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
 
 
 def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool) -> dict[str, Any]:
@@ -78,6 +30,11 @@ def evaluate(cfg: BenchConfig, overrides: tuple[str, ...], want_shapes: bool) ->
     if want_shapes:
         rec["shapes"] = shape_counts(doc["steps"])
     return rec
+
+
+def progress_of(say: Callable[[str, int | None], None]) -> Callable[[str, bool], None]:
+    """An ``Evaluator``'s ``on_done`` that shows each finished run's label as progress."""
+    return lambda label, reused: say(label, None)
 
 
 def _failed(overrides: tuple[str, ...], error: str) -> dict[str, Any]:
