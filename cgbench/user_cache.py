@@ -82,12 +82,16 @@ def remove_entry(path: Path) -> None:
         pass
 
 
-def tree_files(root: Path, suffixes: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+def tree_files(root: Path, suffixes: tuple[str, ...] = (), *,
+               linked: list[str] | None = None) -> Iterator[tuple[str, str]]:
     """(path relative to ``root``, path) of every file under ``root`` in a fixed order, compiled files
     (``__pycache__``, ``.pyc``) left out; with ``suffixes``, only the files ending so. What a cache key
-    digests of a tree."""
+    digests of a tree. Linked folders are not entered (a link can close a loop); ``linked`` collects
+    them, for a key that must then not be made (their files would be read, but not digested)."""
     for folder, subdirs, names in os.walk(root, followlinks=False):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        if linked is not None:
+            linked += [os.path.join(folder, d) for d in subdirs if os.path.islink(os.path.join(folder, d))]
         for name in sorted(names):
             if not name.endswith(".pyc") and (not suffixes or name.endswith(suffixes)):
                 path = os.path.join(folder, name)

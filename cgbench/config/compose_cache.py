@@ -46,9 +46,9 @@ def cache_dir() -> Path | None:
     return cache_folder("compose")
 
 
-def _files(root: Path, suffixes: tuple[str, ...] = ()) -> Iterable[tuple[str, bytes]]:
+def _files(root: Path, suffixes: tuple[str, ...] = (), linked: list[str] | None = None) -> Iterable[tuple[str, bytes]]:
     """(path relative to ``root``, bytes) of the files a key digests (``user_cache.tree_files``)."""
-    for rel, path in tree_files(root, suffixes):
+    for rel, path in tree_files(root, suffixes, linked=linked):
         with open(path, "rb") as f:
             yield rel, f.read()
 
@@ -73,13 +73,15 @@ def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> st
         dirs = user_config_dirs(config_dirs)
         h = hashlib.sha256(_code_digest())
         h.update(json.dumps([list(overrides), [str(d) for d in config_dirs], [str(d) for d in dirs]]).encode())
+        linked: list[str] = []
         for i, tree in enumerate([config_dir(), *dirs]):
-            for rel, data in _files(Path(tree), (".yaml", ".yml")):
+            for rel, data in _files(Path(tree), (".yaml", ".yml"), linked):
                 h.update(f"\0{i}\0{rel}\0{len(data)}\0".encode())
                 h.update(data)
     except Exception:  # noqa: BLE001 - the fresh composition gives this input's error
         return None
-    return h.hexdigest()
+    # a linked folder's files are composed but not digested: an edit there would read back stale
+    return None if linked else h.hexdigest()
 
 
 # what a composed OmegaConf tree pickles besides the schema's records (its nodes, their metadata and

@@ -143,10 +143,17 @@ def check_files_read(dirs: Sequence[Path], overrides: Sequence[str]) -> None:
 
 def yaml_tree_signature(dirs: Sequence[Path]) -> tuple:
     """Each YAML file under ``dirs`` by (folder, name, inode, size, mtime): a change of any file, or
-    one added or removed, changes it (what a cache of compositions must notice)."""
+    one added or removed, changes it (what a cache of compositions must notice). A linked folder is
+    entered (Hydra composes through it), each real folder once (a link can close a loop)."""
     signature = []
     for d in dirs:
-        for root, subdirs, names in os.walk(d, followlinks=False):
+        seen: set[str] = set()
+        for root, subdirs, names in os.walk(d, followlinks=True):
+            real = os.path.realpath(root)
+            if real in seen:
+                subdirs[:] = []
+                continue
+            seen.add(real)
             subdirs.sort()
             for name in sorted(names):
                 if name.endswith(".yaml"):
