@@ -20,6 +20,7 @@ from typing import Any
 from cgbench.config.overrides import split_override
 from cgbench.config.paths import config_dir
 from cgbench.config.schema import BenchConfig
+from cgbench.config.yaml_kept import parse_plain
 
 LABEL_GROUPS = ("model", "cg", "policy", "workload", "engine", "backend", "hardware")
 EXPERIMENT = "experiment"  # +experiment=NAME: a user folder's experiment/NAME.yaml (# @package _global_)
@@ -92,9 +93,8 @@ def _yaml_file(path: Path) -> Any:
     if key not in _parsed:
         if len(_parsed) > 256:
             _parsed.clear()
-        import yaml  # plain YAML: a defaults list holds names, and OmegaConf (40 ms to import) adds nothing here
-
-        _parsed[key] = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # plain YAML: a defaults list holds names, and OmegaConf (40 ms to import) adds nothing here
+        _parsed[key] = parse_plain(path.read_bytes())
     return _parsed[key]
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from cgbench.config import compose_cache
 from cgbench.config.limits import validate_within_limits
-from cgbench.config.model_files import check_model_file
+from cgbench.config.model_files import check_model_file, chosen_model, model_file
 from cgbench.config.override_checks import check_override_keys, check_read, resolve_paths
+from cgbench.config.paths import config_dir, user_config_dirs
 from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.schema import BenchConfig
 from cgbench.safeio import require_cwd
@@ -41,11 +42,23 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
 def _checked(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
     """The steps of a fresh ``load_config`` around its composition, in its order: the keys (the rest of
     its checks before composing passed with this input when the composition was kept), then the paths,
-    the limits and validation, the unread keys and the model files."""
+    the limits and validation, the unread keys and the model file. The model-file check passed when the
+    entry was kept and reads only the overrides and the chosen model file, so it is repeated only for a
+    file the entry's key does not hold (one outside the config folders, through a link or ``..``): the
+    key holds the bytes of every YAML file in them, and reading the file again costs PyYAML's import."""
     check_override_keys(overrides)
     require_cwd()  # what Hydra would have met first: a working directory deleted meanwhile
     resolve_paths(cfg)
     cfg = validate_within_limits(cfg)
     check_read(cfg, overrides)
-    check_model_file(overrides, config_dirs)
+    if not _model_file_keyed(overrides, config_dirs):
+        check_model_file(overrides, config_dirs)
     return cfg
+
+
+def _model_file_keyed(overrides: list[str], config_dirs: Sequence[str | Path]) -> bool:
+    path = model_file(chosen_model(overrides), config_dirs)
+    if path is None:
+        return True  # no file to read: the check returns at once
+    real = path.resolve()
+    return any(real.is_relative_to(tree.resolve()) for tree in [config_dir(), *user_config_dirs(config_dirs)])

@@ -187,9 +187,49 @@ def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_config_read_back_imports_no_hydra(cache, tmp_path):
     code = ("import sys; from cgbench.config.load import load_config; cfg = load_config(['seed=8']); "
-            "print(cfg.seed, sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf'}))")
+            "print(cfg.seed, sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf', 'yaml'}))")
     env = {**os.environ, ENV_CACHE_DIR: str(cache.parent)}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
                            check=True).stdout.split(maxsplit=1) for _ in range(2)]
-    assert runs[0] == ["8", "['hydra', 'omegaconf']\n"]  # composed, and kept
-    assert runs[1] == ["8", "[]\n"]  # read back
+    assert runs[0] == ["8", "['hydra', 'omegaconf', 'yaml']\n"]  # composed, and kept
+    assert runs[1] == ["8", "[]\n"]  # read back: the model file is not read again (its bytes are in the key)
+
+
+def test_an_edit_in_a_linked_group_folder_is_seen(cache, tmp_path, monkeypatch):
+    """A group folder that is a link is composed through but not digested (not walked, for loops): such
+    a tree keeps nothing, so an edit behind the link is never read back stale."""
+    outside, conf = tmp_path / "outside", tmp_path / "userconf"
+    outside.mkdir()
+    conf.mkdir()
+    (conf / "model").symlink_to(outside, target_is_directory=True)
+    (outside / "loop").symlink_to(outside, target_is_directory=True)  # a loop is walked once
+    path = outside / "mine.yaml"
+    path.write_text("defaults: [hybrid]\nname: mine\nhidden_size: 4608\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    assert load_config(["model=mine"]).model.hidden_size == 4608
+    path.write_text("defaults: [hybrid]\nname: mine\nhidden_size: 5120\n")
+    assert load_config(["model=mine"]).model.hidden_size == 5120
+    assert _entries(cache) == []
+    assert compose_cache.entry_key(["model=mine"], ()) is None
+
+
+def test_a_model_file_the_key_does_not_hold_is_checked_again(cache, tmp_path, monkeypatch):
+    """On a read-back the model-file check runs again only for a file outside the config folders (its
+    bytes are not in the key): a file inside them changes the key when it changes."""
+    from cgbench.config import load
+
+    conf = tmp_path / "userconf"
+    (conf / "model").mkdir(parents=True)
+    (conf / "model" / "inside.yaml").write_text("defaults: [hybrid]\nname: inside\n")
+    (tmp_path / "outside.yaml").write_text("defaults: [hybrid]\nname: linked\n")
+    (conf / "model" / "linked.yaml").symlink_to(tmp_path / "outside.yaml")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    assert load._model_file_keyed(["model=inside"], ())
+    assert load._model_file_keyed([], ())  # the shipped hybrid model
+    assert not load._model_file_keyed(["model=linked"], ())
+    checked: list[list[str]] = []
+    monkeypatch.setattr(load, "check_model_file", lambda overrides, dirs: checked.append(list(overrides)))
+    for overrides in (["model=inside"], ["model=linked"]):
+        load_config(overrides)
+        load_config(overrides)  # read back
+    assert checked == [["model=linked"]]
