@@ -22,7 +22,7 @@ from cgbench.cli.formats import check_format
 from cgbench.cli.options import ConfigDirs, MegatronArgs, complete_override, config_folders, with_launch_line
 from cgbench.errors import ConfigError  # the schema's (config.schema re-exports it): light to import
 
-app = typer.Typer(
+APP_SETTINGS = dict(
     help="Measure CUDA-graph-aware admission gating (Megatron-LM PR #4870) in an LLM engine's prefill "
     "scheduler. Configs are Hydra overrides: [bold]cgbench run model=hybrid cg=dense policy=budget[/bold].",
     cls=OneLineUsageErrors,
@@ -32,6 +32,7 @@ app = typer.Typer(
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app = typer.Typer(**APP_SETTINGS)
 
 Overrides = Annotated[Optional[list[str]], typer.Argument(
     help="Hydra overrides: group=option (model=hybrid) or key=value (engine.max_requests=128).",
@@ -52,7 +53,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                 help="Print the version and exit.")] = False) -> None:
     pass
@@ -104,7 +104,6 @@ def _refuse_sweep_keys(command: str, overrides: list[str]) -> None:
                               f"cgbench sweep {o}")
 
 
-@app.command(epilog=_groups_epilog())
 def run(
     overrides: Overrides = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON path (default: "
@@ -314,7 +313,6 @@ def progress(label: str, after_s: float = 2.0) -> Iterator[None]:
         bar.stop()
 
 
-@app.command()
 def grid(
     overrides: Overrides = None,
     fmt: Fmt = "table",
@@ -356,8 +354,9 @@ def grid(
             out.print(table)
 
 
-def _register_commands() -> None:
-    # thin wrappers live next to what they drive; registering here keeps one app and one help page
+def _command_table() -> dict[str, tuple]:
+    """Every command: name -> (function, its Typer settings), in the help page's order. The wrappers
+    live next to what they drive; one table keeps one app and one help page."""
     from cgbench.cli.advise import advise_cmd
     from cgbench.cli.calibrate import calibrate_cmd
     from cgbench.cli.cost import cost_cmd
@@ -369,26 +368,42 @@ def _register_commands() -> None:
     from cgbench.cli.schema import schema_cmd
     from cgbench.cli.sweep import compare_cmd, plot_cmd, sweep_cmd
 
-    app.command("sweep")(sweep_cmd)
-    app.command("compare")(compare_cmd)
-    app.command("plot")(plot_cmd)
-    app.command("schedule")(schedule_cmd)
-    app.command("explain")(explain_cmd)
-    app.command("export")(export_cmd)
-    app.command("report")(report_cmd)
-    app.command("calibrate")(calibrate_cmd)
-    app.command("cost")(cost_cmd)
-    app.command("advise")(advise_cmd)
-    app.command("schema")(schema_cmd)
-    app.command("docs")(docs_cmd)
+    return {"run": (run, {"epilog": _groups_epilog()}), "grid": (grid, {}), "sweep": (sweep_cmd, {}),
+            "compare": (compare_cmd, {}), "plot": (plot_cmd, {}), "schedule": (schedule_cmd, {}),
+            "explain": (explain_cmd, {}), "export": (export_cmd, {}), "report": (report_cmd, {}),
+            "calibrate": (calibrate_cmd, {}), "cost": (cost_cmd, {}), "advise": (advise_cmd, {}),
+            "schema": (schema_cmd, {}), "docs": (docs_cmd, {})}
 
 
-_register_commands()
+COMMANDS = _command_table()
+
+
+def _registered(target: typer.Typer, names: list[str]) -> typer.Typer:
+    target.callback()(_main)
+    for name in names:
+        function, settings = COMMANDS[name]
+        target.command(name, **settings)(function)
+    return target
+
+
+_registered(app, list(COMMANDS))
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app that runs ``argv``: for a command named first, one that holds only that command, the same
+    command as the whole app's (Typer builds every command it holds on each call, ~20 ms for all of
+    them); the whole app for anything else (the group's help, ``--version``, a mistyped command, shell
+    completion, which lists every command)."""
+    name = argv[0] if argv else None
+    completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+    if name not in COMMANDS or completing:
+        return app
+    return _registered(typer.Typer(**APP_SETTINGS), [name])
 
 
 def main() -> None:
     try:
-        app()
+        app_for(sys.argv[1:])()
     except BrokenPipeError:  # `cgbench ... | head`: the reader left; nothing to report
         _quiet_stdout()
         sys.exit(141)
