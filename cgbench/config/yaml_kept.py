@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from functools import cache
 from typing import Any
 
 from cgbench.user_cache import cache_folder, installed_stamp, read_entry, remove_entry, write_entry
@@ -21,7 +22,7 @@ def parse_plain(data: bytes) -> Any:
     folder = cache_folder("yaml")
     if folder is None:
         return _parse(data)
-    key = hashlib.sha256(f"cgbench-yaml {FORMAT} {installed_stamp(('yaml',))}\0".encode() + data).hexdigest()
+    key = hashlib.sha256(_salt() + data).hexdigest()
     path = folder / f"{key}.json"
     kept = read_entry(path)
     if kept is not None:
@@ -33,6 +34,12 @@ def parse_plain(data: bytes) -> Any:
     if _json_exact(doc):
         write_entry(path, json.dumps(doc).encode(), MAX_ENTRIES)
     return doc
+
+
+@cache
+def _salt() -> bytes:
+    """The format and the installed PyYAML (found, not imported), once a process: a run reads several files."""
+    return f"cgbench-yaml {FORMAT} {installed_stamp(('yaml',))}\0".encode()
 
 
 def _parse(data: bytes) -> Any:
