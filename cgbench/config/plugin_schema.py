@@ -21,7 +21,7 @@ from typing import Any
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.registry.grids import BUILTIN_GRID_KINDS
 from cgbench.config.registry.plugin_files import folders_in_effect
-from cgbench.config.registry.plugins import load_plugin, plugin_names
+from cgbench.config.registry.plugins import load_plugin, plugin_names, plugins_among
 from cgbench.config.registry.policies import BUILTIN_POLICIES, options_of, policy_spec
 from cgbench.config.schema import BenchConfig, PolicyConfig
 
@@ -66,21 +66,13 @@ def plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
             named.update(_names_in(override_value(o)))
         elif key.startswith("policy."):
             named.add(key.split(".")[1])
-    named -= set(BUILTIN_POLICIES)
-    if not named and not folders_in_effect():  # nothing to look up, nothing declared to refuse
-        return ()
-    installed = set(plugin_names("policies")) - set(BUILTIN_POLICIES)
-    return tuple(sorted(named & installed))
+    return plugins_among("policies", named, BUILTIN_POLICIES)
 
 
 def grid_plugins_named(overrides: Iterable[str]) -> tuple[str, ...]:
     """The installed plug-in grid kinds that ``overrides`` choose as a ``cg`` group option (``cg=NAME``)."""
     named = {v for o in overrides if override_key(o) == "cg" for v in _names_in(override_value(o))}
-    named -= set(BUILTIN_GRID_KINDS)
-    if not named and not folders_in_effect():
-        return ()
-    installed = set(plugin_names("grids")) - set(BUILTIN_GRID_KINDS)
-    return tuple(sorted(named & installed))
+    return plugins_among("grids", named, BUILTIN_GRID_KINDS)
 
 
 def plugins_held(cfg: Any) -> tuple[str, ...]:
