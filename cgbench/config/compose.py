@@ -142,8 +142,8 @@ def compose_dict(overrides: list[str], *, config_dirs: Sequence[str | Path] = ()
             require_cwd()
             return tree
     cfg = _compose_dict(overrides, config_dirs, with_hydra, resolve)
-    if key is not None and not _has_interpolation(OmegaConf.to_container(cfg, resolve=False)):
-        compose_cache.write(key, pickle.dumps(cfg), tree=True)
+    if key is not None and not has_interpolation(OmegaConf.to_container(cfg, resolve=False)):
+        compose_cache.write(key, pickle.dumps(cfg), kind="tree")
     return cfg
 
 
@@ -227,13 +227,17 @@ def load_config_recorded(overrides: list[str], *, config_dirs: Sequence[str | Pa
     """``load_config``, and the composition it validated as the cache keeps it (the typed config before
     its relative paths resolve, pickled), or None where it may not be kept: a plug-in's schema or
     policy, or an interpolation in the composed tree."""
+    return _recording(list(overrides), lambda ovr: load_config(ovr, config_dirs=config_dirs))
+
+
+def _recording(ovr: list[str], load: typing.Callable[[list[str]], BenchConfig]) -> tuple[BenchConfig, bytes | None]:
     recorded: list[bytes | None] = []
     token = _recorded.set(recorded)
     try:
-        cfg = load_config(overrides, config_dirs=config_dirs)
+        cfg = load(ovr)
     finally:
         _recorded.reset(token)
-    plugin = bool(plugins_named(overrides) or grid_plugins_named(overrides)) or is_plugin(cfg.policy.name)
+    plugin = bool(plugins_named(ovr) or grid_plugins_named(ovr)) or is_plugin(cfg.policy.name)
     return cfg, (recorded[-1] if recorded and not plugin else None)
 
 
@@ -340,6 +344,10 @@ class Composer:
                 cfg = _load_config(ovr, self.config_dirs)
             return cfg
 
+    def load_recorded(self, overrides: Sequence[str]) -> tuple[BenchConfig, bytes | None]:
+        """``load``, and the composition as the kept compositions hold it (``load_config_recorded``)."""
+        return _recording(list(overrides), self.load)
+
     def _cached(self, ovr: list[str]) -> BenchConfig | None:
         """The config from the cached composition, or None where a fresh one must decide. The only
         errors raised are those a fresh composition raises at the same step on the same input: its
@@ -387,7 +395,7 @@ class Composer:
             tree = compose_dict(list(groups), config_dirs=self.config_dirs, resolve=False, kept=True)
             frozen = None
             pristine = OmegaConf.to_container(tree, resolve=False)
-            if not _has_interpolation(pristine):
+            if not has_interpolation(pristine):
                 try:
                     frozen = pickle.dumps(OmegaConf.to_object(tree))
                 except OmegaConfBaseException:  # a missing value that the overrides must supply
@@ -436,7 +444,7 @@ def _plain(o) -> bool:
     return not isinstance(value, (dict, list)) and not (isinstance(value, str) and "${" in value)
 
 
-def _has_interpolation(node: typing.Any) -> bool:
+def has_interpolation(node: typing.Any) -> bool:
     stack = [node]
     while stack:
         v = stack.pop()
@@ -496,7 +504,7 @@ def to_bench_config(cfg: DictConfig) -> BenchConfig:
         raise ConfigError(_error_text(e)) from e
     assert isinstance(obj, BenchConfig)  # or its subclass with plug-in sections (plugin_schema)
     if _recorded.get() is not None:
-        _record(obj, pure=not _has_interpolation(OmegaConf.to_container(cfg, resolve=False)))
+        _record(obj, pure=not has_interpolation(OmegaConf.to_container(cfg, resolve=False)))
     resolve_paths(obj)
     return validate_within_limits(obj)  # finiteness, names, sizes, validate(), resource estimates
 
@@ -561,6 +569,3 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
     return [list(p) for p in itertools.product(*axes)]
 
 
-def sweep_overrides_from_config(params: dict[str, str]) -> list[str]:
-    """``sweep.params`` (key -> sweep value) as Hydra override strings."""
-    return [f"{k}={v}" for k, v in params.items()]

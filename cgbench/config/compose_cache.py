@@ -23,7 +23,7 @@ import io
 import json
 import pickle
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ MAX_ENTRIES = 256
 FORMAT = 1  # a change of what an entry holds
 _SUFFIX = ".pickle"
 _TREE_SUFFIX = ".tree"  # a composed OmegaConf tree (a sweep's base composition)
+_SWEEP_SUFFIX = ".sweep"  # a sweep's plan: its settings, its expansion, every point's composition
+MAX_SWEEPS = 16
 _BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "str", "bool", "bytes",
                        "complex", "NoneType"})
 
@@ -64,15 +66,18 @@ def _code_digest() -> bytes:
     return h.digest()
 
 
-def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> str | None:
-    """The key of this composition now, or None where the cache is off or cannot tell (a config folder
-    that does not exist or cannot be read: a fresh composition names it)."""
+def tree_state(config_dirs: Sequence[str | Path]) -> bytes | None:
+    """The digest of everything a composition reads besides its overrides (the code above, the config
+    folders named and in effect, the bytes of every YAML file on the search path), or None where the
+    cache is off or cannot tell (a config folder that does not exist or cannot be read: a fresh
+    composition names it; a linked folder, whose files would be composed but not digested). A command
+    that composes many configs (a sweep's points) digests the trees once."""
     if cache_dir() is None:
         return None
     try:
         dirs = user_config_dirs(config_dirs)
         h = hashlib.sha256(_code_digest())
-        h.update(json.dumps([list(overrides), [str(d) for d in config_dirs], [str(d) for d in dirs]]).encode())
+        h.update(json.dumps([[str(d) for d in config_dirs], [str(d) for d in dirs]]).encode())
         linked: list[str] = []
         for i, tree in enumerate([config_dir(), *dirs]):
             for rel, data in _files(Path(tree), (".yaml", ".yml"), linked):
@@ -81,7 +86,18 @@ def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> st
     except Exception:  # noqa: BLE001 - the fresh composition gives this input's error
         return None
     # a linked folder's files are composed but not digested: an edit there would read back stale
-    return None if linked else h.hexdigest()
+    return None if linked else h.digest()
+
+
+def key_in(state: bytes, overrides: Sequence[str]) -> str:
+    """The key of the composition of ``overrides`` in the trees whose ``tree_state`` is ``state``."""
+    return hashlib.sha256(state + json.dumps(list(overrides)).encode()).hexdigest()
+
+
+def entry_key(overrides: Sequence[str], config_dirs: Sequence[str | Path]) -> str | None:
+    """The key of this composition now, or None where the cache is off or cannot tell (``tree_state``)."""
+    state = tree_state(config_dirs)
+    return None if state is None else key_in(state, overrides)
 
 
 # what a composed OmegaConf tree pickles besides the schema's records (its nodes, their metadata and
@@ -106,42 +122,78 @@ class _SchemaUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name}: not a config record")
 
 
-def _read(key: str, *, tree: bool) -> Any:
+def typed_config(data: bytes) -> BenchConfig:
+    """The typed config a kept composition's bytes hold (a fresh copy); ``pickle.UnpicklingError`` for
+    anything else."""
+    kept = _SchemaUnpickler(data, tree=False).load()
+    if not isinstance(kept, BenchConfig):
+        raise pickle.UnpicklingError("not a BenchConfig")
+    return kept
+
+
+def _tree(data: bytes) -> Any:
+    from omegaconf import DictConfig
+
+    kept = _SchemaUnpickler(data, tree=True).load()
+    if not isinstance(kept, DictConfig):
+        raise pickle.UnpicklingError("not a composed tree")
+    return kept
+
+
+def _plain(data: bytes) -> Any:
+    return _SchemaUnpickler(data, tree=False).load()
+
+
+_KINDS: dict[str, tuple[str, Callable[[bytes], Any], str]] = {  # kind -> (suffix, reader, bound's name)
+    "config": (_SUFFIX, typed_config, "MAX_ENTRIES"),
+    "tree": (_TREE_SUFFIX, _tree, "MAX_ENTRIES"),
+    "sweep": (_SWEEP_SUFFIX, _plain, "MAX_SWEEPS"),
+}
+
+
+def _read(key: str, kind: str) -> Any:
     folder = cache_dir()
     if folder is None:
         return None
-    path = folder / (key + (_TREE_SUFFIX if tree else _SUFFIX))
+    suffix, reader, _ = _KINDS[kind]
+    path = folder / (key + suffix)
     data = read_entry(path)
     if data is None:
         return None
     try:
-        kept = _SchemaUnpickler(data, tree=tree).load()
-        if tree:
-            from omegaconf import DictConfig
-
-            if not isinstance(kept, DictConfig):
-                raise pickle.UnpicklingError("not a composed tree")
-        elif not isinstance(kept, BenchConfig):
-            raise pickle.UnpicklingError("not a BenchConfig")
+        return reader(data)
     except Exception:  # noqa: BLE001 - truncated, corrupt or foreign: composed afresh, and replaced
         remove_entry(path)
         return None
-    return kept
 
 
 def read(key: str) -> BenchConfig | None:
     """The kept typed config of ``key`` (a fresh copy), or None."""
-    return _read(key, tree=False)
+    return _read(key, "config")
 
 
 def read_tree(key: str) -> Any:
     """The kept composed tree (an OmegaConf ``DictConfig``, a fresh copy) of ``key``, or None."""
-    return _read(key, tree=True)
+    return _read(key, "tree")
 
 
-def write(key: str, pickled: bytes, *, tree: bool = False) -> None:
-    """Keep a composition, typed or a tree (``cgbench.user_cache.write_entry``: whole, at most
-    ``MAX_ENTRIES`` of each)."""
+def read_sweep(key: str) -> Any:
+    """A sweep's kept plan (``cgbench.config.kept_sweeps``: plain values, each point's composition as
+    bytes for ``typed_config``), or None."""
+    return _read(key, "sweep")
+
+
+def forget(key: str, kind: str) -> None:
+    """Remove an entry found unfit (a kept plan whose shape is not the one written here)."""
     folder = cache_dir()
     if folder is not None:
-        write_entry(folder / (key + (_TREE_SUFFIX if tree else _SUFFIX)), pickled, MAX_ENTRIES)
+        remove_entry(folder / (key + _KINDS[kind][0]))
+
+
+def write(key: str, pickled: bytes, *, kind: str = "config") -> None:
+    """Keep a composition, typed, a tree or a sweep's plan (``cgbench.user_cache.write_entry``: whole,
+    at most ``MAX_ENTRIES`` of each of the first two, ``MAX_SWEEPS`` plans)."""
+    folder = cache_dir()
+    if folder is not None:
+        suffix, _, bound = _KINDS[kind]
+        write_entry(folder / (key + suffix), pickled, globals()[bound])

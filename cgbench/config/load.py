@@ -20,7 +20,7 @@ from cgbench.config.registry.plugin_files import plugin_folders
 from cgbench.config.schema import BenchConfig
 from cgbench.safeio import require_cwd
 
-__all__ = ["load_config"]
+__all__ = ["check_read_back", "load_config"]
 
 
 def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str | Path] = ()) -> BenchConfig:
@@ -30,7 +30,7 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
         key = compose_cache.entry_key(ovr, config_dirs)
         kept = compose_cache.read(key) if key is not None else None
         if kept is not None:
-            return _checked(kept, ovr, config_dirs)
+            return check_read_back(kept, ovr, config_dirs)
         from cgbench.config.compose import load_config_recorded
 
         cfg, typed = load_config_recorded(ovr, config_dirs=config_dirs)
@@ -39,7 +39,7 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
         return cfg
 
 
-def _checked(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
+def check_read_back(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
     """The steps of a fresh ``load_config`` around its composition, in its order: the keys (the rest of
     its checks before composing passed with this input when the composition was kept), then the paths,
     the limits and validation, the unread keys and the model file. The model-file check passed when the

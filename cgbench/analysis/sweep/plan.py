@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cgbench.analysis.sweep.fingerprint import config_fingerprint
+from cgbench.config.kept_sweeps import KeptSweep, SweepSettings
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import BenchConfig, ConfigError
 from cgbench.safeio import safe_name
@@ -86,10 +87,22 @@ def point_file_name(overrides: Iterable[str]) -> str:
     return f"{readable}__{digest}.json"
 
 
-def _sweep_settings(selectors: list[str]):
-    from cgbench.config.compose import compose_dict
+def _sweep_settings(selectors: list[str]) -> SweepSettings:
+    from omegaconf import OmegaConf
 
-    return compose_dict(selectors, kept=True).sweep
+    from cgbench.config.compose import compose_dict, has_interpolation
+
+    node = compose_dict(selectors, kept=True).sweep
+    plain = OmegaConf.to_container(node, resolve=False)
+    if has_interpolation(plain):  # resolved where it is read, as before; never kept
+        return SweepSettings(str(node.name), node.repeat, node.jobs, node.params, keepable=False)
+    return SweepSettings(str(plain["name"]), plain["repeat"], plain["jobs"], plain["params"])
+
+
+def _expand(sweep_args: list[str]) -> list[list[str]]:
+    from cgbench.config.compose import expand_sweep
+
+    return expand_sweep(sweep_args)
 
 
 def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
@@ -97,12 +110,10 @@ def _axes_from(config_params: dict[str, Any] | None, cli: list[str],
     """The sweep's axes and where each came from. Without a named sweep (``config_params`` None)
     the axes are exactly the command line's. With one, its axes come first (in their order); a
     command-line axis replaces the sweep's axis of the same key in place, others are appended."""
-    from cgbench.config.compose import sweep_overrides_from_config
-
     axes: dict[str, str] = {}
     sources: dict[str, str] = {}
     params = {str(k): _axis_value(f"sweep.params.{k}", v) for k, v in (config_params or {}).items()}
-    for o in sweep_overrides_from_config(params):
+    for o in (f"{k}={v}" for k, v in params.items()):  # sweep.params as override strings
         axes[override_key(o)] = o
         sources[override_key(o)] = f"sweep {sweep_name}"
     given: set[str] = set()
@@ -125,9 +136,11 @@ _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_./+-]+")
 def _axis_value(key: str, value: Any) -> str:
     """A sweep file's axis as Hydra sweep text: ``a,b`` stays as written, and a YAML list
     (``model: [transformer, hybrid]``) is one value per element, not one list value."""
-    from omegaconf import ListConfig
+    if type(value).__module__.startswith("omegaconf"):  # a sweep file's node read where it is used
+        from omegaconf import ListConfig
 
-    if not isinstance(value, (list, tuple, ListConfig)):
+        value = list(value) if isinstance(value, ListConfig) else value
+    if not isinstance(value, (list, tuple)):
         return str(value)
     if len(value) == 0:
         raise ConfigError(f"{key}: an empty list has no values to sweep")
@@ -179,13 +192,14 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
     ``on_progress(done, total)`` is told after each composed point. ``launch``: a point's overrides ->
     the overrides it runs (``--megatron-args``: the launch line's translation first, the point's own
     winning); the point keeps its own for its file name and labels. Raises ConfigError naming the point."""
-    from cgbench.config.compose import check_override_keys, expand_sweep, shared_composer
+    from cgbench.config.override_checks import check_override_keys
 
     given = list(overrides or [])
     check_override_keys(given)  # hydra.* (the old launcher settings) is refused here, naming the new spelling
     selectors = [o for o in given if _is_sweep_selector(override_key(o))]
     cli = [o for o in given if o not in selectors]
-    settings = _sweep_settings(selectors)
+    kept = KeptSweep(given)  # this command line's plan as an earlier run composed it: no Hydra then
+    settings = kept.settings(selectors, _sweep_settings)
     from_file = _uses_sweep_file(selectors, cli)
     sweep_args, sources = _axes_from(dict(settings.params) if from_file else None, cli, str(settings.name))
     if from_file or any(override_key(o) == "sweep.name" for o in selectors):
@@ -197,14 +211,12 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
     if reps < 1:
         raise ConfigError(f"--repeat: must be >= 1, got {reps}")
 
-    composer = shared_composer()  # a point composed by an earlier command of this process is reused
-    expanded = expand_sweep(sweep_args)
+    expanded = kept.expansion(sweep_args, _expand)
     if reps > 1:
         seeds = {o for p in expanded for o in p if override_key(o) == "seed"}
         if len(seeds) > 1:
             raise ConfigError("seed: is swept and --repeat adds seeds too; use one or the other")
-        base_seed = _compose_point(composer, _launched(launch, expanded[0], 0, len(expanded)), 0,
-                                   len(expanded)).seed
+        base_seed = _compose_point(kept, _launched(launch, expanded[0], 0, len(expanded)), 0, len(expanded)).seed
         expanded = _with_repeats(expanded, reps, base_seed)
         sweep_args = [o for o in sweep_args if override_key(o) != "seed"]
         sweep_args.append("seed=" + ",".join(str(base_seed + r) for r in range(reps)))
@@ -225,11 +237,12 @@ def plan_sweep(overrides: list[str] | None = None, *, repeat: int | None = None,
             raise ConfigError(f"point {i + 1}: {' '.join(p)} appears twice in the sweep")
         seen.add(key)
         ran = _launched(launch, p, i, len(expanded))
-        cfg = _compose_point(composer, ran, i, len(expanded))
+        cfg = _compose_point(kept, ran, i, len(expanded))
         params = {k: override_value(o) for o in p if (k := override_key(o)) in varying}
         points.append(SweepPoint(i, tuple(ran), point_file_name(p), params, cfg, config_fingerprint(cfg)))
         if on_progress is not None:
             on_progress(i + 1, len(expanded))
+    kept.keep()
 
     from cgbench.analysis.sweep.gating import gating_warnings, identical_policy_refusal, point_gating
 
@@ -269,9 +282,15 @@ def _check_listed_graphs(cfg: BenchConfig) -> None:
         build_grid(cfg.cg, cfg.engine, cfg.model)
 
 
-def _compose_point(composer, overrides: list[str], i: int, n: int) -> BenchConfig:
+def _compose_fresh(overrides: list[str]) -> tuple[BenchConfig, bytes | None]:
+    from cgbench.config.compose import shared_composer
+
+    return shared_composer().load_recorded(overrides)  # a point an earlier command of this process composed is reused
+
+
+def _compose_point(kept: KeptSweep, overrides: list[str], i: int, n: int) -> BenchConfig:
     try:
-        cfg = composer.load(list(overrides))
+        cfg = kept.point(list(overrides), _compose_fresh)
         _check_listed_graphs(cfg)
         return cfg
     except ConfigError as e:
