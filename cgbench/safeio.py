@@ -594,14 +594,18 @@ def first_wide_int(value: Any, path: str = "") -> str | None:
     return None
 
 
-_LONG_DIGITS = re.compile(r"\d{19}")  # an integer past 64 bits has 19 digits or more
+# An integer past 64 bits has 19 digits or more. The text is ASCII (json.dumps escapes the rest), so
+# a run of 19 ASCII digits is found by mapping every digit to one and searching for 19 of it: one C
+# pass, about 15 times faster than the regular expression on a sweep point's document.
+_DIGITS_AS_ZERO = str.maketrans("0123456789", "0000000000")
+_LONG_RUN = "0" * 19
 
 
 def _check_int64(doc: Any, text: str) -> str:
     """``text`` (``doc`` dumped) when every integer in it fits in 64 bits, as every reader of cgbench's
     documents requires (a count at 2^63-1 plus one is 2^63). The text is scanned first: the walk runs
     only where a run of 19 digits is (a long number, or digits in a string)."""
-    if _LONG_DIGITS.search(text) is not None:
+    if _LONG_RUN in text.translate(_DIGITS_AS_ZERO):
         where = first_wide_int(doc)
         if where is not None:
             raise ConfigError(f"{where}: an integer that does not fit in 64 bits; a result holds 64-bit integers "

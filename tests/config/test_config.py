@@ -151,3 +151,28 @@ def test_a_trace_preset_is_labelled_with_its_engine():
         assert engine not in labels["name"].removeprefix(f"hybrid_megatron_megatron_{workload.replace('_', '-')}")
         ovr = [*ovr, "engine.max_requests=64"]
         assert run_labels(load_config(ovr), ovr)["engine"] == f"{engine}+max_requests"
+
+
+def test_labels_within_one_sweeps_scope_read_each_option_once(tmp_path, monkeypatch):
+    """Within ``trees_fixed(token)`` (one sweep run) an option file's picks are looked up once: an edit
+    meanwhile changes no label of that run, and the next token (the next run) reads the file again."""
+    from cgbench.config import labels
+    from cgbench.config.labels import choices, trees_fixed
+
+    conf = tmp_path / "userconf"
+    (conf / "workload").mkdir(parents=True)
+    path = conf / "workload" / "mine.yaml"
+    path.write_text("defaults:\n  - small\n  - override /engine@_global_.engine: chunked\n  - _self_\n")
+    monkeypatch.setenv("CGBENCH_CONFIG_DIR", str(conf))
+    assert choices(["workload=mine"])["engine"] == "chunked"
+    looked_up = []
+    real = labels.option_file
+    monkeypatch.setattr(labels, "option_file", lambda g, o: looked_up.append((g, o)) or real(g, o))
+    with trees_fixed("run-1"):
+        assert choices(["workload=mine"])["engine"] == "chunked"
+        path.write_text("defaults:\n  - small\n  - override /engine@_global_.engine: small\n  - _self_\n")
+        assert choices(["workload=mine", "seed=2"])["engine"] == "chunked"
+    assert len(looked_up) == len(set(looked_up)) > 0  # each (group, option) once in the run
+    assert choices(["workload=mine"])["engine"] == "small"  # outside a run: the file as it is now
+    with trees_fixed("run-2"):
+        assert choices(["workload=mine"])["engine"] == "small"

@@ -9,8 +9,10 @@ that says ``interrupted``.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,7 @@ class PointOutputs:
     sensitivity: bool = False
     launch_line: str | None = None  # --megatron-args (read): a sensitivity baseline of every point
     columns: tuple[str, ...] = ()  # metrics (registry names) each point reports besides its headline
+    scope: str = ""  # one sweep run's token: its points' labels read each option file's picks once
 
 
 def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
@@ -98,10 +101,12 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
     runs its point again; the index, written durably, never vouches for a file it has not read.
     Compact (one line, C-encoded: the same document on reading) and without its own scan for stale
     temporary files: ``run_sweep`` cleans the folder once, before the points run."""
+    from cgbench.config.labels import trees_fixed
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
-    doc = run_point(cfg, list(overrides), trace=outputs.records, requests=outputs.records)
+    with trees_fixed(outputs.scope or path.name):
+        doc = run_point(cfg, list(overrides), trace=outputs.records, requests=outputs.records)
     if outputs.sensitivity:
         from cgbench.analysis.sensitivity import sensitivity
 
@@ -160,6 +165,7 @@ def _run_claimed(plan: SweepPlan, ex: Executor, jobs: int, resume: bool, on_star
                  on_done: Callable[[PointResult], None] | None,
                  on_note: Callable[[str], None] | None, outputs: PointOutputs = PointOutputs()) -> SweepOutcome:
     results = [PointResult(p, PENDING) for p in plan.points]
+    outputs = replace(outputs, scope=f"{os.getpid()}-{time.time_ns()}")  # this run's, for its points' labels
     notes = list(plan.notes)
     kept, rerun = resume_decisions(plan) if resume else ({}, {})
     todo: list[int] = []
