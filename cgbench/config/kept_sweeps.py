@@ -50,6 +50,7 @@ class KeptSweep:
         self._new: dict[str, Any] = {"format": FORMAT, "points": {}}
         self._changed = False
         self._keepable = True
+        self._keyed_models: dict[str, bool] = {}  # model -> its file is in the trees the key digests
 
     def _read(self) -> dict[str, Any]:
         assert self._key is not None
@@ -103,7 +104,7 @@ class KeptSweep:
                 from cgbench.config.registry.plugin_files import plugin_folders
 
                 with plugin_folders(()):
-                    cfg = check_read_back(typed, overrides, ())
+                    cfg = check_read_back(typed, overrides, (), self._keyed_models)
                 self._new["points"][key] = data
                 return cfg
         cfg, data = compose(overrides)

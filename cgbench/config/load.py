@@ -39,19 +39,29 @@ def load_config(overrides: list[str] | None = None, *, config_dirs: Sequence[str
         return cfg
 
 
-def check_read_back(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path]) -> BenchConfig:
+def check_read_back(cfg: BenchConfig, overrides: list[str], config_dirs: Sequence[str | Path],
+                    keyed_models: dict[str, bool] | None = None) -> BenchConfig:
     """The steps of a fresh ``load_config`` around its composition, in its order: the keys (the rest of
     its checks before composing passed with this input when the composition was kept), then the paths,
     the limits and validation, the unread keys and the model file. The model-file check passed when the
     entry was kept and reads only the overrides and the chosen model file, so it is repeated only for a
     file the entry's key does not hold (one outside the config folders, through a link or ``..``): the
-    key holds the bytes of every YAML file in them, and reading the file again costs PyYAML's import."""
+    key holds the bytes of every YAML file in them, and reading the file again costs PyYAML's import.
+    ``keyed_models``: whether each model's file is so held, kept by a caller that reads many configs back
+    from one state of the trees (a sweep's points)."""
     check_override_keys(overrides)
     require_cwd()  # what Hydra would have met first: a working directory deleted meanwhile
     resolve_paths(cfg)
     cfg = validate_within_limits(cfg)
     check_read(cfg, overrides)
-    if not _model_file_keyed(overrides, config_dirs):
+    if keyed_models is None:
+        keyed = _model_file_keyed(overrides, config_dirs)
+    else:
+        name = chosen_model(overrides)
+        keyed = keyed_models.get(name)
+        if keyed is None:
+            keyed = keyed_models[name] = _model_file_keyed(overrides, config_dirs)
+    if not keyed:
         check_model_file(overrides, config_dirs)
     return cfg
 
