@@ -2,7 +2,8 @@
 ``--resume``, the same grid of points under another ``--out``) reads back its settings, its expansion
 and every point's composition instead of importing and running Hydra.
 
-One entry per command line, keyed by ``compose_cache.tree_state`` (the config code, the installed
+One entry per command line (or, for ``--resume DIR`` with no arguments, per list of points its index
+records), keyed by ``compose_cache.tree_state`` (the config code, the installed
 composers, the bytes of every YAML file on the search path) and the sweep's overrides. Each part is kept
 beside the input it was computed from (the sweep selectors, the swept axes, each point's overrides) and
 used only when that input is the same again, so a plan that now asks for something else composes that
@@ -43,9 +44,12 @@ class KeptSweep:
     """One ``plan_sweep``'s view of its kept plan: each part read back when its input matches, else
     computed by the caller's function and noted; ``keep()`` writes the plan once every point composed."""
 
-    def __init__(self, overrides: Sequence[str]) -> None:
+    def __init__(self, overrides: Sequence[str], source: str = "command line") -> None:
+        """``overrides``: the command line's (``source``), or each point's as a folder's index records
+        them (``source="index"``: ``--resume DIR`` with no arguments)."""
         state = compose_cache.tree_state(())
-        self._key = None if state is None else compose_cache.key_in(state, ["cgbench-sweep-plan", *overrides])
+        key = ["cgbench-sweep-plan", source, *overrides]
+        self._key = None if state is None else compose_cache.key_in(state, key)
         self._old = self._read() if self._key is not None else {}
         self._new: dict[str, Any] = {"format": FORMAT, "points": {}}
         self._changed = False

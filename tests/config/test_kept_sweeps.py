@@ -197,3 +197,19 @@ def test_off_keeps_no_plan(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CACHE_DIR, "off")
     assert len(_plan(SWEEP, tmp_path / "a").points) == 4
     assert not (tmp_path / "off").exists()
+
+
+def test_a_resume_from_the_folders_index_reads_its_points_back(cache, tmp_path, monkeypatch):
+    """``--resume DIR`` with no arguments plans from the folder's index: kept the same way, and equal to
+    the plan composed afresh."""
+    from cgbench.analysis.sweep.resume import plan_from_folder
+    from cgbench.analysis.sweep.run import run_sweep
+
+    run_sweep(_plan(SWEEP, tmp_path / "done"))
+    found = _found(monkeypatch)
+    plans = [plan_from_folder(tmp_path / "done") for _ in range(2)]
+    monkeypatch.setenv(ENV_CACHE_DIR, "off")
+    plans.append(plan_from_folder(tmp_path / "done"))
+    assert found == [False, True]
+    assert _what(plans[0]) == _what(plans[1]) == _what(plans[2])
+    assert [p.cfg.seed for p in plans[1].points] == [0, 1, 2, 3]
