@@ -4,7 +4,9 @@ anything runs.
 Axes: ``cgbench sweep k=a,b ...`` sweeps exactly the axes given, over the base config. A named
 sweep (``sweep=NAME``, or no axes at all: the default sweep) brings its ``params`` as axes, and a
 command-line axis replaces that sweep's axis of the same key. The points are composed through one
-``cgbench.config.compose.Composer``: Hydra composes once per distinct set of group selections.
+``cgbench.config.compose.Composer``: Hydra composes once per distinct set of group selections. The same
+command line planned again reads its settings, axes and points back (``cgbench.config.kept_sweeps``),
+each point checked as a fresh composition is.
 """
 
 from __future__ import annotations
