@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cgbench.config.compose import load_config
 from cgbench.grids.build import build_grid
-from cgbench.pipeline import run_point
+from cgbench.pipeline import run_point, simulate
 
 POLICIES = ("budget", "megatron", "defer", "megatron_6675", "cover")
 GATING_HEADER = ("| `cgbench run` overrides | deferrals (events / requests) | longest wait (iters) | p99 TTFT ms "
@@ -17,7 +17,7 @@ SIZING_HEADER = ("| `cgbench run` overrides | graphs (decode-only) | decode size
 
 
 def gating_row(overrides: list[str]) -> str:
-    m = run_point(load_config(overrides), overrides)["metrics"]
+    m = simulate(load_config(overrides))  # the run's metrics, without the rest of its document
     return (f"| `{' '.join(overrides)}` | {m['deferral_events']} / {m['deferred_requests']} | "
             f"{m['max_cg_wait_iters']} | {m['ttft_ms']['p99']:,.1f} | {100 * m['padded_token_fraction']:.2f}% | "
             f"{100 * m['eager_step_fraction']:.2f}% | {m['snap_splits']} | {m['steps']} | "
@@ -112,7 +112,7 @@ RULES_HEADER = ("| `cgbench run` overrides | outcome | completed / failed | paus
 
 
 def rules_row(overrides: list[str]) -> str:
-    m = run_point(load_config(overrides), overrides)["metrics"]
+    m = simulate(load_config(overrides))
     r = m["requests"]
     failed = f"{r['failed']}" + (f" ({', '.join(f'{k} {v}' for k, v in r['failed_by_reason'].items())})"
                                  if r["failed"] else "")
