@@ -144,10 +144,10 @@ def _plain(data: bytes) -> Any:
     return _SchemaUnpickler(data, tree=False).load()
 
 
-_KINDS: dict[str, tuple[str, Callable[[bytes], Any], str]] = {  # kind -> (suffix, reader, bound's name)
-    "config": (_SUFFIX, typed_config, "MAX_ENTRIES"),
-    "tree": (_TREE_SUFFIX, _tree, "MAX_ENTRIES"),
-    "sweep": (_SWEEP_SUFFIX, _plain, "MAX_SWEEPS"),
+_KINDS: dict[str, tuple[str, Callable[[bytes], Any]]] = {  # kind -> (suffix, reader)
+    "config": (_SUFFIX, typed_config),
+    "tree": (_TREE_SUFFIX, _tree),
+    "sweep": (_SWEEP_SUFFIX, _plain),
 }
 
 
@@ -155,7 +155,7 @@ def _read(key: str, kind: str) -> Any:
     folder = cache_dir()
     if folder is None:
         return None
-    suffix, reader, _ = _KINDS[kind]
+    suffix, reader = _KINDS[kind]
     path = folder / (key + suffix)
     data = read_entry(path)
     if data is None:
@@ -195,5 +195,4 @@ def write(key: str, pickled: bytes, *, kind: str = "config") -> None:
     at most ``MAX_ENTRIES`` of each of the first two, ``MAX_SWEEPS`` plans)."""
     folder = cache_dir()
     if folder is not None:
-        suffix, _, bound = _KINDS[kind]
-        write_entry(folder / (key + suffix), pickled, globals()[bound])
+        write_entry(folder / (key + _KINDS[kind][0]), pickled, MAX_SWEEPS if kind == "sweep" else MAX_ENTRIES)

@@ -19,10 +19,13 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cgbench.config import compose_cache
 from cgbench.config.schema import BenchConfig
+
+if TYPE_CHECKING:
+    from cgbench.config.compose import Composer
 
 FORMAT = 1
 MAX_PLAN_BYTES = 32 << 20  # ~8,000 points of the default model; a larger sweep composes afresh
@@ -55,6 +58,7 @@ class KeptSweep:
         self._changed = False
         self._keepable = True
         self._keyed_models: dict[str, bool] = {}  # model -> its file is in the trees the key digests
+        self._composer: Composer | None = None  # for the points not kept, made at the first of them
 
     def _read(self) -> dict[str, Any]:
         assert self._key is not None
@@ -92,10 +96,9 @@ class KeptSweep:
         self._new["expansion"] = (list(sweep_args), points)
         return [list(p) for p in points]
 
-    def point(self, overrides: list[str], compose: Callable[[list[str]], tuple[BenchConfig, bytes | None]]
-              ) -> BenchConfig:
-        """The point's config: read back and checked, or composed (``compose`` returns the config and its
-        composition as the cache keeps it, or None where it may not be kept)."""
+    def point(self, overrides: list[str]) -> BenchConfig:
+        """The point's config: read back and checked, or composed by the process's ``Composer`` (one
+        for the whole plan: a point an earlier command of this process composed is reused)."""
         key = tuple(overrides)
         data = self._old.get("points", {}).get(key)
         if isinstance(data, bytes):
@@ -111,7 +114,11 @@ class KeptSweep:
                     cfg = check_read_back(typed, overrides, (), self._keyed_models)
                 self._new["points"][key] = data
                 return cfg
-        cfg, data = compose(overrides)
+        if self._composer is None:
+            from cgbench.config.compose import shared_composer
+
+            self._composer = shared_composer()
+        cfg, data = self._composer.load_recorded(overrides)
         self._changed = True
         if data is not None:
             self._new["points"][key] = data

@@ -27,33 +27,13 @@ GOOD = [*SHARED_GOOD, ["workload=trace"]]  # the in-process cache's cases, and a
 BAD = SHARED_BAD
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
-    return tmp_path / "cache" / "compose"
-
-
 def _entries(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.pickle")) if folder.is_dir() else []
 
 
-def _reads(monkeypatch) -> list[bool]:
-    """Whether each ``load_config`` found its composition kept."""
-    found: list[bool] = []
-    real = compose_cache.read
-
-    def spy(key):
-        typed = real(key)
-        found.append(typed is not None)
-        return typed
-
-    monkeypatch.setattr(compose_cache, "read", spy)
-    return found
-
-
 @pytest.mark.slow
-def test_a_config_read_back_equals_a_fresh_composition(cache, monkeypatch):
-    found = _reads(monkeypatch)
+def test_a_config_read_back_equals_a_fresh_composition(cache, monkeypatch, found_by):
+    found = found_by("read")
     for overrides in GOOD:
         first = load_config(overrides)
         again = load_config(overrides)
@@ -74,7 +54,7 @@ def test_an_error_is_the_fresh_compositions_and_nothing_is_kept(cache, overrides
     assert _entries(cache) == []
 
 
-def test_checks_after_the_composition_run_on_a_config_read_back(cache, tmp_path, monkeypatch):
+def test_checks_after_the_composition_run_on_a_config_read_back(cache, tmp_path, monkeypatch, found_by):
     """A kept composition is checked again: the trace it names is resolved against this working
     directory, and one that no longer exists is the fresh composition's error."""
     load_config(["workload=trace"])
@@ -82,7 +62,7 @@ def test_checks_after_the_composition_run_on_a_config_read_back(cache, tmp_path,
     (here / "examples" / "traces").mkdir(parents=True)
     (here / "examples" / "traces" / "small.jsonl").write_text((ROOT / "examples/traces/small.jsonl").read_text())
     monkeypatch.chdir(here)
-    found = _reads(monkeypatch)
+    found = found_by("read")
     kept = load_config(["workload=trace"])
     assert found == [True]
     assert kept.workload.trace == "examples/traces/small.jsonl"  # relative: it exists here
@@ -166,12 +146,12 @@ def test_a_foreign_pickle_is_refused_not_run(cache, tmp_path):
     assert (tmp_path / "planted").read_text() == "still here"
 
 
-def test_at_most_max_entries_the_oldest_go_first(cache, monkeypatch):
+def test_at_most_max_entries_the_oldest_go_first(cache, monkeypatch, found_by):
     monkeypatch.setattr(compose_cache, "MAX_ENTRIES", 2)
     for seed in (1, 2, 3):
         load_config([f"seed={seed}"])
     assert len(_entries(cache)) == 2
-    found = _reads(monkeypatch)
+    found = found_by("read")
     load_config(["seed=1"])  # the oldest, removed
     load_config(["seed=3"])
     assert found == [False, True]

@@ -176,3 +176,6 @@ def test_labels_within_one_sweeps_scope_read_each_option_once(tmp_path, monkeypa
     assert choices(["workload=mine"])["engine"] == "small"  # outside a run: the file as it is now
     with trees_fixed("run-2"):
         assert choices(["workload=mine"])["engine"] == "small"
+        path.write_text("defaults:\n  - small\n  - override /engine@_global_.engine: kv_tight\n  - _self_\n")
+    with trees_fixed(""):  # no run's scope (a point run alone): the file as it is now
+        assert choices(["workload=mine"])["engine"] == "kv_tight"

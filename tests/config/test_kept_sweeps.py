@@ -25,28 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["seed=range(0,4)", "workload=small", "workload.num_requests=8"]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
-    return tmp_path / "cache" / "compose"
-
-
 def _plans(cache: Path) -> list[Path]:
     return sorted(cache.glob("*.sweep")) if cache.is_dir() else []
-
-
-def _found(monkeypatch) -> list[bool]:
-    """Whether each plan found a kept plan."""
-    found: list[bool] = []
-    real = compose_cache.read_sweep
-
-    def spy(key):
-        kept = real(key)
-        found.append(kept is not None)
-        return kept
-
-    monkeypatch.setattr(compose_cache, "read_sweep", spy)
-    return found
 
 
 def _plan(args: list[str], out: Path, **kw):
@@ -60,8 +40,8 @@ def _what(plan) -> tuple:
 
 @pytest.mark.parametrize("args, repeat", [(SWEEP, None), (["sweep=default"], None),
                                           (["workload=small", "policy=budget,defer"], 2)])
-def test_a_plan_read_back_equals_a_fresh_one(cache, tmp_path, monkeypatch, args, repeat):
-    found = _found(monkeypatch)
+def test_a_plan_read_back_equals_a_fresh_one(cache, tmp_path, monkeypatch, args, repeat, found_by):
+    found = found_by("read_sweep")
     first = _plan(args, tmp_path / "a", repeat=repeat)
     again = _plan(args, tmp_path / "a", repeat=repeat)
     assert found == [False, True]
@@ -83,7 +63,7 @@ def test_a_plan_read_back_imports_no_hydra(cache, tmp_path):
     assert runs[1] == ["4", "[]\n"]
 
 
-def test_checks_after_the_composition_run_on_points_read_back(cache, tmp_path, monkeypatch):
+def test_checks_after_the_composition_run_on_points_read_back(cache, tmp_path, monkeypatch, found_by):
     """A point read back is checked again: its trace resolves against this working directory (relative
     where the file is there, else the shipped example's), and a working directory deleted meanwhile is
     the fresh plan's error."""
@@ -93,7 +73,7 @@ def test_checks_after_the_composition_run_on_points_read_back(cache, tmp_path, m
     (here / "examples" / "traces" / "small.jsonl").write_text((ROOT / "examples/traces/small.jsonl").read_text())
     empty.mkdir()
     monkeypatch.chdir(here)
-    found = _found(monkeypatch)
+    found = found_by("read_sweep")
     assert {p.cfg.workload.trace for p in _plan(args, tmp_path / "a").points} == {"examples/traces/small.jsonl"}
     monkeypatch.chdir(empty)
     elsewhere = _plan(args, tmp_path / "a")
@@ -156,21 +136,18 @@ def _kept_entry(cache: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("content", [b"", b"\x80\x05truncated", pickle.dumps({"format": 0, "points": {}}),
                                      pickle.dumps(["not", "a plan"]), pickle.dumps(_Planted())])
-def test_a_bad_entry_is_composed_afresh_and_replaced(cache, tmp_path, content):
+def test_a_bad_entry_is_composed_afresh_and_replaced(cache, tmp_path, monkeypatch, content):
     entry = _kept_entry(cache, tmp_path)
     first = _what(_plan(SWEEP, tmp_path / "a"))
     (tmp_path / "planted").write_text("still here")
     entry.write_bytes(content)
-    os.chdir(tmp_path)  # where the planted pickle would remove its file
-    try:
-        assert _what(_plan(SWEEP, tmp_path / "a")) == first
-    finally:
-        os.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # where the planted pickle would remove its file
+    assert _what(_plan(SWEEP, tmp_path / "a")) == first
     assert (tmp_path / "planted").read_text() == "still here"
     assert entry.read_bytes() != content  # replaced by the fresh plan
 
 
-def test_a_foreign_point_in_a_plan_is_refused_not_run(cache, tmp_path):
+def test_a_foreign_point_in_a_plan_is_refused_not_run(cache, tmp_path, monkeypatch):
     entry = _kept_entry(cache, tmp_path)
     first = _what(_plan(SWEEP, tmp_path / "a"))
     plan = pickle.loads(entry.read_bytes())
@@ -178,11 +155,8 @@ def test_a_foreign_point_in_a_plan_is_refused_not_run(cache, tmp_path):
     plan["points"][key] = pickle.dumps(_Planted())
     entry.write_bytes(pickle.dumps(plan))
     (tmp_path / "planted").write_text("still here")
-    os.chdir(tmp_path)
-    try:
-        assert _what(_plan(SWEEP, tmp_path / "a")) == first
-    finally:
-        os.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)
+    assert _what(_plan(SWEEP, tmp_path / "a")) == first
     assert (tmp_path / "planted").read_text() == "still here"
     assert pickle.loads(entry.read_bytes())["points"][key] != plan["points"][key]
 
@@ -195,18 +169,21 @@ def test_a_plan_over_the_size_bound_is_not_kept(cache, tmp_path, monkeypatch):
 
 def test_off_keeps_no_plan(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CACHE_DIR, "off")
+    monkeypatch.chdir(tmp_path)
+    written: list[str] = []
+    monkeypatch.setattr(compose_cache, "write", lambda key, data, *, kind="config": written.append(kind))
     assert len(_plan(SWEEP, tmp_path / "a").points) == 4
-    assert not (tmp_path / "off").exists()
+    assert written == [] and list(tmp_path.iterdir()) == []
 
 
-def test_a_resume_from_the_folders_index_reads_its_points_back(cache, tmp_path, monkeypatch):
+def test_a_resume_from_the_folders_index_reads_its_points_back(cache, tmp_path, monkeypatch, found_by):
     """``--resume DIR`` with no arguments plans from the folder's index: kept the same way, and equal to
     the plan composed afresh."""
     from cgbench.analysis.sweep.resume import plan_from_folder
     from cgbench.analysis.sweep.run import run_sweep
 
     run_sweep(_plan(SWEEP, tmp_path / "done"))
-    found = _found(monkeypatch)
+    found = found_by("read_sweep")
     plans = [plan_from_folder(tmp_path / "done") for _ in range(2)]
     monkeypatch.setenv(ENV_CACHE_DIR, "off")
     plans.append(plan_from_folder(tmp_path / "done"))

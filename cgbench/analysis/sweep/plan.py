@@ -284,16 +284,9 @@ def _check_listed_graphs(cfg: BenchConfig) -> None:
         build_grid(cfg.cg, cfg.engine, cfg.model)
 
 
-def compose_fresh(overrides: list[str]) -> tuple[BenchConfig, bytes | None]:
-    """A point composed by Hydra, and its composition as the kept plans hold it (or None)."""
-    from cgbench.config.compose import shared_composer
-
-    return shared_composer().load_recorded(overrides)  # a point an earlier command of this process composed is reused
-
-
 def _compose_point(kept: KeptSweep, overrides: list[str], i: int, n: int) -> BenchConfig:
     try:
-        cfg = kept.point(list(overrides), compose_fresh)
+        cfg = kept.point(list(overrides))
         _check_listed_graphs(cfg)
         return cfg
     except ConfigError as e:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cgbench.analysis.sweep.fingerprint import config_fingerprint
 from cgbench.analysis.sweep.folder import INDEX_NAME, load_index
-from cgbench.analysis.sweep.plan import SweepPlan, SweepPoint, compose_fresh, point_file_name
+from cgbench.analysis.sweep.plan import SweepPlan, SweepPoint, point_file_name
 from cgbench.config.kept_sweeps import KeptSweep
 from cgbench.config.overrides import override_key, override_value
 from cgbench.config.schema import ConfigError
@@ -33,7 +33,7 @@ def plan_from_folder(out_dir: Path, on_progress: Callable[[int, int], None] | No
     points = []
     for i, ovr in enumerate(recorded):
         try:
-            cfg = kept.point(list(ovr), compose_fresh)
+            cfg = kept.point(list(ovr))
         except ConfigError as e:
             raise ConfigError(f"--resume {out_dir}: point {i + 1}/{len(recorded)} ({' '.join(ovr) or 'defaults'}): "
                               f"{e}") from None

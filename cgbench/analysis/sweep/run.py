@@ -105,7 +105,7 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
     from cgbench.pipeline import run_point
     from cgbench.results.document import write_json_atomic
 
-    with trees_fixed(outputs.scope or path.name):
+    with trees_fixed(outputs.scope):  # a point run alone (no sweep run's scope) reads the files as they are
         doc = run_point(cfg, list(overrides), trace=outputs.records, requests=outputs.records)
     if outputs.sensitivity:
         from cgbench.analysis.sensitivity import sensitivity
