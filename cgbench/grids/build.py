@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
+from cgbench.config.content_memo import ContentMemo
 from cgbench.config.limits import check_grid_size
-from cgbench.config.plain import config_dict
 from cgbench.config.schema import CGConfig, EngineConfig, ModelConfig
 from cgbench.grids.lookup import Grid
 from cgbench.grids.registry import BUILDERS, grid_builder
@@ -13,8 +11,7 @@ from cgbench.grids.registry import BUILDERS, grid_builder
 # A built-in kind's grid is a function of the three sections: the few most recent are kept, so a
 # sweep's points of one grid build it once (a Grid only memoizes its lookups, which are the same for
 # every run). A plug-in's builder is asked every time.
-_BUILT: dict[str, Grid] = {}
-_KEPT = 16
+_BUILT: ContentMemo[Grid] = ContentMemo(16)
 
 
 def build_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
@@ -23,14 +20,7 @@ def build_grid(cg: CGConfig, engine: EngineConfig, model: ModelConfig) -> Grid:
     check_grid_size(cg, engine)  # every caller (run, grid, schedule's state files) gets the limit
     if cg.kind not in BUILDERS:
         return grid_builder(cg.kind)(cg, engine, model)
-    key = json.dumps([config_dict(cg), config_dict(engine), config_dict(model)], sort_keys=True, default=repr)
-    grid = _BUILT.pop(key, None)
-    if grid is None:
-        grid = BUILDERS[cg.kind](cg, engine, model)
-        while len(_BUILT) >= _KEPT:
-            del _BUILT[next(iter(_BUILT))]
-    _BUILT[key] = grid
-    return grid
+    return _BUILT.get((cg, engine, model), lambda: BUILDERS[cg.kind](cg, engine, model))
 
 
 def forget_grids() -> None:

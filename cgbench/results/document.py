@@ -142,12 +142,13 @@ def dumps(doc: dict) -> str:
 
 
 def write_json_atomic(path: Path, doc: dict, *, durable: bool = True, clean: bool = True,
-                      compact: bool = False) -> Path:
+                      layout: str = "indented") -> Path:
     """Write by the one rule of ``cgbench.safeio`` (temporary file, fsync unless ``durable=False``,
     rename over a regular file or nothing): never a partial file, never a special file replaced,
     never NaN/Infinity. ``clean=False``: the caller removed the folder's stale temporary files
-    once for all its writes (a sweep); ``compact``: one line, C-encoded (a sweep's point files)."""
-    return safeio.write_json_atomic(path, doc, durable=durable, clean=clean, compact=compact)
+    once for all its writes (a sweep); ``layout``: ``safeio.LAYOUTS`` (a sweep's point files are
+    ``compact``, its index ``lines``)."""
+    return safeio.write_json_atomic(path, doc, durable=durable, clean=clean, layout=layout)
 
 
 def ensure_writable(path: Path, what: str = "--out") -> None:

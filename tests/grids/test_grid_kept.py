@@ -35,7 +35,7 @@ def test_other_sections_give_another_grid():
 
 def test_at_most_the_kept_number(monkeypatch):
     build.forget_grids()
-    monkeypatch.setattr(build, "_KEPT", 2)
+    monkeypatch.setattr(build._BUILT, "kept", 2)
     cfg = BenchConfig()
     grids = [build.build_grid(cfg.cg, EngineConfig(max_requests=n), cfg.model) for n in (16, 32, 64)]
     assert len(build._BUILT) == 2

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,14 +75,14 @@ def _inject(monkeypatch: pytest.MonkeyPatch, step: str, nth: int,
             error: Callable[[], BaseException] = _no_space) -> _Fault:
     fault = _Fault(step, nth, error)
     if step == "open":
-        real_mkstemp = tempfile.mkstemp
+        real_open_temp = safeio._open_temp
 
-        def mkstemp(*a, **k):
-            if k.get("suffix") == ".tmp" and fault.hit():
+        def open_temp(target):
+            if fault.hit():
                 raise fault.error()
-            return real_mkstemp(*a, **k)
+            return real_open_temp(target)
 
-        monkeypatch.setattr(safeio.tempfile, "mkstemp", mkstemp)
+        monkeypatch.setattr(safeio, "_open_temp", open_temp)
     elif step == "write":
         real_fdopen = os.fdopen
         monkeypatch.setattr(safeio.os, "fdopen", lambda fd, *a, **k: _FailingFile(real_fdopen(fd, *a, **k), fault))

@@ -130,7 +130,7 @@ class IndexWriter:
         t0 = time.monotonic()
         doc = index_document(self.plan, self.results, status=status, created_at=self.created_at,
                              jobs=self.jobs, executor=self.executor, extra=self.extra)
-        path = write_json_atomic(self.path, doc, clean=False)  # run_sweep cleaned the folder once
+        path = write_json_atomic(self.path, doc, clean=False, layout="lines")  # run_sweep cleaned the folder once
         self._last = time.monotonic()
         self._cost = self._last - t0
         self.writes += 1

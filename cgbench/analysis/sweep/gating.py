@@ -10,12 +10,11 @@ in the sweep's output and its index (``gating_warnings``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Protocol
 
+from cgbench.config.content_memo import ContentMemo
 from cgbench.config.overrides import override_key
-from cgbench.config.plain import config_dict
 from cgbench.config.schema import BenchConfig
 from cgbench.engine.gating import GatingStatus, all_prefills_flag
 
@@ -40,15 +39,9 @@ def point_gating(points: Sequence[SweepPoint]) -> list[GatingStatus]:
     """Each point's gating status (computed once per distinct policy, grid, engine and model)."""
     from cgbench.pipeline import gating_of
 
-    cache: dict[str, GatingStatus] = {}
-    out = []
-    for p in points:
-        c = p.cfg
-        key = json.dumps([config_dict(x) for x in (c.policy, c.cg, c.engine, c.model)], sort_keys=True, default=str)
-        if key not in cache:
-            cache[key] = gating_of(c)
-        out.append(cache[key])
-    return out
+    memo: ContentMemo[GatingStatus] = ContentMemo(len(points))
+    return [memo.get((p.cfg.policy, p.cfg.cg, p.cfg.engine, p.cfg.model), lambda c=p.cfg: gating_of(c))
+            for p in points]
 
 
 def _numbers(indices: Sequence[int]) -> str:

@@ -112,7 +112,7 @@ def execute_point(cfg: BenchConfig, overrides: tuple[str, ...], path: Path,
 
         doc["sensitivity"] = sensitivity(cfg, doc["metrics"], overrides=list(overrides),
                                          launch_line=outputs.launch_line)
-    write_json_atomic(path, doc, durable=False, clean=False, compact=True)
+    write_json_atomic(path, doc, durable=False, clean=False, layout="compact")
     return point_summary(doc, outputs.columns)
 
 

@@ -8,11 +8,11 @@ the pool holds the largest graph's activations once, plus a small per-node overh
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 from cgbench.backends.sim.cost_model import RooflineCostModel
 from cgbench.backends.sim.moe_cost import moe_activation_width
+from cgbench.config.content_memo import ContentMemo
 from cgbench.config.schema import EngineConfig, HardwareConfig, ModelConfig
 from cgbench.engine.contract import StepWork
 
@@ -49,8 +49,7 @@ def activation_bytes(model: ModelConfig, tokens: int, rows: int, tp_size: int = 
 
 # The estimates of the last few (grid, model, hardware, engine): the points of a sweep mostly share
 # them (a seed or a workload axis), and pricing every graph of a grid is most of a small point's time.
-_ESTIMATES: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
-_ESTIMATES_KEPT = 32
+_ESTIMATES: ContentMemo[dict[str, Any]] = ContentMemo(32)
 
 
 def grid_capture_estimate(grid: Any, model: ModelConfig, hardware: HardwareConfig,
@@ -60,17 +59,9 @@ def grid_capture_estimate(grid: Any, model: ModelConfig, hardware: HardwareConfi
     ``hardware.memory_gb``. Plain JSON types; the run document records it as ``capture``.
 
     A pure function of the grid's shapes (in stored order) and the three records, so it is worked out
-    once per distinct set of them in a process (the records by their ``repr``, which shows every
-    field) and each caller gets its own copy."""
-    key = (tuple((g.token_count, g.prefill_req_count, g.decode_req_count) for g in grid.graphs),
-           repr(model), repr(hardware), repr(engine))
-    found = _ESTIMATES.get(key)
-    if found is None:
-        found = _ESTIMATES[key] = _estimate(grid, model, hardware, engine)
-        while len(_ESTIMATES) > _ESTIMATES_KEPT:
-            _ESTIMATES.popitem(last=False)
-    else:
-        _ESTIMATES.move_to_end(key)
+    once per distinct set of them in a process (``ContentMemo``) and each caller gets its own copy."""
+    shapes = tuple((g.token_count, g.prefill_req_count, g.decode_req_count) for g in grid.graphs)
+    found = _ESTIMATES.get((shapes, model, hardware, engine), lambda: _estimate(grid, model, hardware, engine))
     return {**found, "memory_gb": dict(found["memory_gb"])}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cgbench.backends.sim.cost_model import RooflineCostModel
+from cgbench.config.content_memo import ContentMemo
 from cgbench.config.schema import BenchConfig
 
 GB = 1e9
@@ -37,7 +38,16 @@ class MemoryNeed:
         return cfg.engine.max_requests * rm.mamba_state_bytes / GB
 
 
+# the needs of the last few (model, hardware, engine): a sweep's points mostly share them
+_NEEDS: ContentMemo[MemoryNeed] = ContentMemo(8)
+
+
 def memory_need(cfg: BenchConfig) -> MemoryNeed:
+    """The device memory ``cfg`` asks for per GPU, and the device's."""
+    return _NEEDS.get((cfg.model, cfg.hardware, cfg.engine), lambda: _memory_need(cfg))
+
+
+def _memory_need(cfg: BenchConfig) -> MemoryNeed:
     rm = RooflineCostModel(cfg.model, cfg.hardware, cfg.engine.tp_size, ep_size=cfg.engine.ep_size)
     e = cfg.engine
     kv_tokens = (e.resolved_kv_blocks() + e.paused_blocks) * e.block_size
