@@ -1,6 +1,6 @@
 """Start-up and sweep-overhead figures of two cgbench installs side by side (docs/performance.md).
 
-    python scripts/startup_figures.py BEFORE_BIN AFTER_BIN [--repeat 3]
+    python scripts/startup_figures.py BEFORE_BIN AFTER_BIN [--repeat 3] [--only TEXT]
 
 BEFORE_BIN and AFTER_BIN are the ``bin`` folders of two virtual environments (each with its own
 checkout installed, e.g. ``make install`` in a worktree of the older commit). Every figure is whole
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("before", type=Path, help="the bin folder of the older install")
     ap.add_argument("after", type=Path, help="the bin folder of the newer install")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="", help="only the figures whose name holds this text (e.g. 'tiny')")
     args = ap.parse_args()
     sides = {"before": args.before / "cgbench", "after": args.after / "cgbench"}
     for exe in sides.values():
@@ -71,6 +72,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         caches = {side: f"{tmp}/cache-{side}" for side in sides}
         for name, argv, cached in cases(tmp):
+            if args.only not in name:
+                continue
             got: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
             for i in range(args.repeat + (1 if cached else 0)):  # a warm figure's first call only warms
                 for side, exe in sides.items():

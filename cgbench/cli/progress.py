@@ -20,6 +20,8 @@ from types import TracebackType
 
 from rich.console import Console
 
+from cgbench.cli.console import print_plain_line
+
 EVERY_S = 10.0  # seconds between two progress lines off a terminal
 
 
@@ -105,7 +107,7 @@ class ProgressReport:
         """One line of the command's own (a ``str`` or a Rich ``Text``), above the bar on a terminal."""
         with self._lock:
             self._last_line = self.clock()
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        print_plain_line(self.console, text)
 
     def __enter__(self) -> ProgressReport:
         from cgbench.cli.console import print_held
