@@ -271,3 +271,14 @@ def load_script(name: str):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child a test signals with SIGINT: its SIGINT at the default, as a terminal
+    starts a command, so its Python turns the signal into KeyboardInterrupt. A test process started
+    in the background by a non-interactive shell (``cmd &``, ``nohup``: how a CI script may run) has
+    SIGINT ignored, as POSIX starts background jobs, and a child inherits an ignored signal; cgbench
+    rightly leaves that as it is, so without this the test would wait on a run that never stops."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -29,7 +29,7 @@ from cgbench.grids.build import build_grid
 from cgbench.grids.lookup import Grid
 from cgbench.grids.shapes import BatchShape, match, validity_error
 from cgbench.pipeline import run_point
-from tests.helpers import examples
+from tests.helpers import default_sigint, examples
 
 pytestmark = pytest.mark.e2e  # the end-to-end grid search
 
@@ -478,7 +478,7 @@ def test_ctrl_c_keeps_finished_runs_and_resume_finishes_the_search(tmp_path):
             "--budget-graphs", "60", "-n", "6", "--out", str(out)]
     env = {**os.environ, "CGBENCH_CONFIG_DIR": str(root / "conf")}
     proc = subprocess.Popen([sys.executable, "-m", "cgbench.cli.app", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while not list(out.glob("runs/*.json")):  # stop it once a run has finished
         assert proc.poll() is None and time.monotonic() < deadline, "the search ended before it could be stopped"

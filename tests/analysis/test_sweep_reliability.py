@@ -26,7 +26,7 @@ from cgbench.analysis.sweep.lock import LOCK_NAME
 from cgbench.analysis.sweep.run import load_index, plan_sweep
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
-from tests.helpers import one_error_line
+from tests.helpers import default_sigint, one_error_line
 
 pytestmark = pytest.mark.e2e  # sweeps that start and kill processes
 
@@ -204,7 +204,7 @@ def _alive(pid: int) -> bool:
 def _start_slow_sweep(out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(_cli_argv("sweep", *SLOW, *extra, "--out", str(out)), env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            cwd=out.parent)
+                            cwd=out.parent, preexec_fn=default_sigint)
 
 
 def _wait_running(proc: subprocess.Popen, out: Path, workers: int = 0) -> set[int]:

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cgbench.cli.app import app
+from tests.helpers import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -83,7 +84,8 @@ def test_a_signal_during_the_export_leaves_no_partial_set_and_a_later_export_wor
     out = tmp_path / "new"
     env = {**os.environ, "CGBENCH_CONFIG_DIR": str(ROOT / "conf")}
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_EXPORT, "export", str(result), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 60
     while not any(p.name.startswith(".new.") for p in tmp_path.iterdir()):  # the set is being staged
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
