@@ -33,7 +33,6 @@ The calibrated model (measured step times) lives in ``cgbench.backends.sim.calib
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -410,13 +409,6 @@ class RooflineCostModel:
         # an MoE model's graphed parts, by graph, real slots and real tokens (moe_cost: where padding goes)
         self._graphed_moe: dict[tuple[Any, ...], tuple[float, float, float, int, float]] = {}
         self._eager: dict[tuple[Any, ...], tuple[float, float, float, int, float]] = {}
-
-    def unpriced_copy(self) -> RooflineCostModel:
-        """This model with empty price caches: one run's own, sharing the constants above, which
-        nothing changes after they are worked out (``factory.make_roofline`` keeps a few models)."""
-        twin = copy.copy(self)
-        twin._graphed, twin._graphed_moe, twin._eager = {}, {}, {}
-        return twin
 
     # ------------------------------------------------------------------ shape part
 

@@ -13,7 +13,6 @@ from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.backends.sim.draft_head import draft_head
 from cgbench.backends.sim.host_profiles import host_cost_statement
-from cgbench.config.content_memo import ContentMemo
 from cgbench.config.registry.pricers import COST_MODELS
 from cgbench.config.registry.records import builder
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
@@ -57,21 +56,11 @@ def roofline_host_cost(hardware: HardwareConfig) -> str:
     return host_cost_statement(hardware)
 
 
-# The constants of the last few roofline models (a sweep's points mostly share the three records);
-# each caller gets a copy with its own price caches (``RooflineCostModel.unpriced_copy``). A host
-# calibration is a file, read every time.
-_ROOFLINES: ContentMemo[RooflineCostModel] = ContentMemo(8)
-
-
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
     """The roofline model of this model on this device, with the engine's tp size, eager padding, for
-    MoE layers its expert parallelism and dispatcher, and under speculative decoding its MTP draft head."""
-    if hardware.host_calibration:
-        return _build_roofline(model, hardware, engine)
-    return _ROOFLINES.get((model, hardware, engine), lambda: _build_roofline(model, hardware, engine)).unpriced_copy()
-
-
-def _build_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
+    MoE layers its expert parallelism and dispatcher, and under speculative decoding its MTP draft head.
+    Built afresh for every caller: each run's price caches are its own, and the compiled class cannot be
+    copied (``make native``)."""
     hw = resolve_hardware(hardware)
     gated = getattr(model, "gated_mlp", None)
     draft = draft_head(model, hw, engine, model.kind == "transformer" if gated is None else gated)
