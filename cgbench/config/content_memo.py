@@ -1,8 +1,8 @@
 """The last few results of a pure function of config records, kept by the records' content.
 
 A sweep's points mostly share their grid, model, hardware and engine (a seed or a workload axis), and
-what is built from those alone (the grid, the cost model's constants, the memory estimate, the capture
-estimate) was rebuilt for every point: a tenth of a tiny point. ``ContentMemo`` keeps the few most
+what is built from those alone (the grid, the memory estimate, the capture estimate, the gating
+status) was rebuilt for every point. ``ContentMemo`` keeps the few most
 recent results of one such function.
 
 The key is the records' pickle (with their types): equal bytes hold equal fields, so a hit is never
