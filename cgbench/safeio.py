@@ -668,15 +668,19 @@ def dumps_lines(doc: dict[str, Any]) -> str:
 LAYOUTS = ("indented", "compact", "lines")
 
 
+def dumps_in(doc: Any, layout: str) -> str:
+    """``doc`` strict, laid out as ``layout`` (one of ``LAYOUTS``) says."""
+    if layout == "lines":
+        return dumps_lines(doc)
+    return dumps_strict(doc, {"indented": 1, "compact": None}[layout])
+
+
 def write_json_atomic(path: str | Path, doc: Any, what: str = "", *, durable: bool = True, clean: bool = True,
                       layout: str = "indented") -> Path:
     """Strict JSON (no NaN/Infinity) written by the one rule, laid out as ``layout`` says (``LAYOUTS``):
     ``compact`` for files written by the hundred (sweep points), ``lines`` for an index of records."""
     try:
-        if layout == "lines":
-            text = dumps_lines(doc)
-        else:
-            text = dumps_strict(doc, {"indented": 1, "compact": None}[layout])
+        text = dumps_in(doc, layout)
     except ConfigError as e:
         raise ConfigError(f"cannot write {what + ' ' if what else ''}{path}: {e}") from None
     return write_text_atomic(path, text, what, durable=durable, clean=clean)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cgbench.cli.app import app
 from cgbench.config.schema import ConfigError
-from cgbench.safeio import LAYOUTS, dumps_lines, dumps_strict
+from cgbench.safeio import LAYOUTS, dumps_in, dumps_lines
 
 _VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**65), max_value=2**65)
@@ -22,13 +22,9 @@ _VALUES = st.recursive(
     max_leaves=24)
 
 
-def _text(doc, layout: str) -> str:
-    return dumps_lines(doc) if layout == "lines" else dumps_strict(doc, {"indented": 1, "compact": None}[layout])
-
-
 def _outcome(doc, layout: str):
     try:
-        return "read", json.loads(_text(doc, layout))
+        return "read", json.loads(dumps_in(doc, layout))
     except ConfigError as e:
         return "refused", str(e)
 
