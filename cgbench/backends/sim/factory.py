@@ -13,6 +13,7 @@ from cgbench.backends.sim.calibrated import CalibratedCostModel, HostCalibration
 from cgbench.backends.sim.cost_model import EagerPadding, RooflineCostModel
 from cgbench.backends.sim.draft_head import draft_head
 from cgbench.backends.sim.host_profiles import host_cost_statement
+from cgbench.config.content_memo import ContentMemo
 from cgbench.config.registry.pricers import COST_MODELS
 from cgbench.config.registry.records import builder
 from cgbench.config.schema import BackendConfig, ConfigError, EngineConfig, HardwareConfig, ModelConfig
@@ -56,11 +57,23 @@ def roofline_host_cost(hardware: HardwareConfig) -> str:
     return host_cost_statement(hardware)
 
 
+# The last few roofline models by their records' content: a sweep's points mostly share the three
+# records, and a model's price caches hold pure functions of its constants and the step's shape, so a
+# run that reuses one reads the same floats it would compute (and skips computing them). Nothing else
+# in a model changes after it is built. A host calibration is a file, read every time.
+_ROOFLINES: ContentMemo[RooflineCostModel] = ContentMemo(4)
+
+
 def make_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
     """The roofline model of this model on this device, with the engine's tp size, eager padding, for
     MoE layers its expert parallelism and dispatcher, and under speculative decoding its MTP draft head.
-    Built afresh for every caller: each run's price caches are its own, and the compiled class cannot be
-    copied (``make native``)."""
+    Kept by content and shared (its price caches too) unless ``hardware.host_calibration`` names a file."""
+    if hardware.host_calibration:
+        return _build_roofline(model, hardware, engine)
+    return _ROOFLINES.get((model, hardware, engine), lambda: _build_roofline(model, hardware, engine))
+
+
+def _build_roofline(model: ModelConfig, hardware: HardwareConfig, engine: EngineConfig) -> RooflineCostModel:
     hw = resolve_hardware(hardware)
     gated = getattr(model, "gated_mlp", None)
     draft = draft_head(model, hw, engine, model.kind == "transformer" if gated is None else gated)
