@@ -90,3 +90,20 @@ def test_the_baseline_stays_indented_when_make_baseline_regenerates_it(tmp_path)
     baseline = Path(__file__).resolve().parents[2] / "results" / "baseline"
     for path in sorted(baseline.glob("*.json")):
         assert path.read_text() == json.dumps(json.loads(path.read_text()), indent=1) + "\n", path.name
+
+
+def test_a_sweep_in_process_imports_no_worker_pool(tmp_path):
+    """``--jobs 1`` runs its points in the sweep's own process: the pool's modules (multiprocessing,
+    concurrent.futures, ctypes for the workers' parent-death signal) and socket (the lock's host name)
+    are not imported for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from cgbench.cli.entry import main; sys.argv = ['cgbench', 'sweep', 'seed=range(0,2)', "
+            "'workload=small', 'workload.num_requests=8', '--out', 'out', '--format', 'csv']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted(m for m in ('multiprocessing', 'concurrent.futures', 'socket', 'ctypes.util') "
+            "if m in sys.modules), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]"
+    assert len(list((tmp_path / "out").glob("seed-*.json"))) == 2

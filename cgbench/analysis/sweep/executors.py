@@ -23,19 +23,19 @@ propagates; the outcomes reported before it stand.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cgbench.config.schema import ConfigError
+
+if TYPE_CHECKING:  # the pool's modules are imported where a pool starts: ``--jobs 1`` never needs them
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing.context import BaseContext
 
 MAX_CHUNK = 16  # tasks per trip to a worker, at most
 CHUNK_TARGET_S = 0.05  # a chunk's share of work: long enough that a trip costs little, short enough to balance
@@ -131,6 +131,8 @@ def worker_context() -> BaseContext:
     """How the pool's workers start: ``fork`` where the caller has no other thread (a fork copies
     only the calling thread, so a lock another thread held, such as Rich's refresh thread's, would
     stay held in the worker forever) and the platform forks (Linux); ``spawn`` otherwise."""
+    import multiprocessing
+
     if sys.platform.startswith("linux") and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
@@ -165,6 +167,8 @@ class LocalPool:
 
     def _start(self, context: BaseContext | None = None) -> ProcessPoolExecutor:
         if self._pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
             from cgbench.analysis.sweep.workers import worker_init
 
             context = context if context is not None else worker_context()
@@ -177,6 +181,9 @@ class LocalPool:
         return self._pool
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[Task], on_outcome: Callable[[Outcome], None]) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         from cgbench.analysis.sweep.workers import signals_deferred
 
         queue = list(reversed(tasks))

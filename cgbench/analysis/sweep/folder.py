@@ -11,7 +11,6 @@ fingerprint is unchanged, so the index may lag behind the point files without lo
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cgbench.analysis.sweep.fingerprint import fingerprint_of
-from cgbench.analysis.sweep.lock import SweepLock, is_locked
+from cgbench.analysis.sweep.lock import SweepLock, host_name, is_locked
 from cgbench.analysis.sweep.plan import SweepPlan, SweepPoint
 from cgbench.config.schema import ConfigError
 from cgbench.results.health import flag_codes
@@ -94,7 +93,7 @@ def index_document(plan: SweepPlan, results: list[PointResult], *, status: str, 
         "kind": INDEX_KIND, "name": plan.name, "created_at": created_at,
         "updated_at": datetime.now(UTC).isoformat(timespec="seconds"), "status": status,
         "axes": plan.axes, "axis_sources": plan.axis_sources, "repeat": plan.repeat, "jobs": jobs,
-        "executor": executor, "pid": os.getpid(), "host": socket.gethostname(),
+        "executor": executor, "pid": os.getpid(), "host": host_name(),
         "counts": {s: sum(r.status == s for r in results) for s in (DONE, FAILED, PENDING)},
         "points": [_point_entry(r) for r in results],
     })
@@ -219,7 +218,7 @@ def running_sweep_alive(sweep_dir: Path, doc: dict[str, Any]) -> bool:
     if locked is not None:
         return locked
     pid = doc.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or doc.get("host") != socket.gethostname():
+    if not isinstance(pid, int) or isinstance(pid, bool) or doc.get("host") != host_name():
         return True
     return _pid_alive(pid)
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 from pathlib import Path
 
 from cgbench.config.schema import ConfigError
+
+
+def host_name() -> str:
+    """This machine's host name, as ``socket.gethostname`` gives it (gethostname(2) reads the kernel's
+    node name, which ``uname`` reports), without importing the socket module for it."""
+    return os.uname().nodename
+
 
 LOCK_NAME = "sweep.lock"
 
@@ -39,7 +45,7 @@ class SweepLock:
             raise ConfigError(f"{self.path.parent}: another sweep is writing this folder ({holder(self.path)}); "
                               "wait for it to end, or sweep into another folder") from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+        os.write(fd, f"{os.getpid()} {host_name()}\n".encode())
         self._fd = fd
         return self
 

@@ -12,8 +12,6 @@ both back while a block (starting workers, writing a final index) must not be cu
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -29,6 +27,9 @@ ORPHAN_EXIT = 3
 def _request_parent_death_signal() -> bool:
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # a worker's only (the sweep process itself never asks)
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
