@@ -32,6 +32,8 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
         return empty_summary()
     vals = values * scale
     vals.sort()
+    if n <= _SMALL:  # the same operations on Python floats: numpy's per-call cost is most of a short one
+        return _small_summary(vals.tolist(), digits)
     total = _python_sum(vals)
     mean = total / n
     deviation = vals - mean
@@ -42,6 +44,23 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
     for q in active_percentiles():
         out[f"p{q}"] = round(float(vals[_nearest_rank(n, q) - 1]), digits)
     out["max"] = round(float(vals[-1]), digits)
+    return out
+
+
+_SMALL = 256  # values summarised as a Python list (a sweep point's few requests)
+
+
+def _small_summary(vals: list[float], digits: int) -> dict[str, float | None]:
+    """``summary``'s statistics of ascending, scaled ``vals``: each deviation and square is the float
+    numpy's elementwise operation gives, and the sums are the same ``sum`` in the same order."""
+    n = len(vals)
+    mean = sum(vals) / n
+    spread = sum([(v - mean) * (v - mean) for v in vals])
+    out: dict[str, float | None] = {"count": n, "min": round(vals[0], digits), "mean": round(mean, digits),
+                                    "std": round(math.sqrt(spread / n), digits)}
+    for q in active_percentiles():
+        out[f"p{q}"] = round(vals[_nearest_rank(n, q) - 1], digits)
+    out["max"] = round(vals[-1], digits)
     return out
 
 
