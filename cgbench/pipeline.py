@@ -117,9 +117,12 @@ def metrics_of(engine: Topology, state: RunState, slo: SloConfig,
     ``open_loop`` (arrivals fixed in advance) the ``load`` block if they span some time."""
     counters = engine.counters
     with percentiles_in_effect(percentiles):
+        # the peers' block first: its arrays are then freed before the inter-token gaps are folded into
+        # the histogram's arrays, which the run keeps (the lower peak memory of a long run)
+        peers = peer_metrics(state.stats, state.requests, makespan_s=state.now_s)
         m = compute_metrics(state.stats, state.requests, makespan_s=state.now_s, slo=slo, outcome=state.outcome,
                             diagnosis=state.diagnosis, counters=asdict(counters))
-        m.update(peer_metrics(state.stats, state.requests, makespan_s=state.now_s))
+        m.update(peers)
     if open_loop:
         load = load_metrics(state.requests, state.now_s)
         if load is not None:

@@ -92,12 +92,17 @@ class GapHistogram:
             return
         import numpy as np
 
-        gaps = np.array(self._gaps, dtype=np.float64)
-        tokens = np.array(self._tokens, dtype=np.int64)
+        # the buffers read in place (no copy), and let go once sorted
+        buffered_gaps = np.frombuffer(self._gaps, dtype=np.float64)
+        buffered_tokens = np.frombuffer(self._tokens, dtype=np.int64)
         self._gaps, self._tokens = array("d"), array("q")
-        order = np.argsort(gaps)
-        gaps, tokens = _grouped(gaps[order], tokens[order])
-        del order
+        order = np.argsort(buffered_gaps)
+        sorted_gaps = buffered_gaps[order]
+        del buffered_gaps
+        sorted_tokens = buffered_tokens[order]
+        del buffered_tokens, order
+        gaps, tokens = _grouped(sorted_gaps, sorted_tokens)
+        del sorted_gaps, sorted_tokens
         if self._values is None:
             self._values, self._counts = gaps, tokens
             return
@@ -108,8 +113,11 @@ class GapHistogram:
         same[inside] = values[at[inside]] == gaps[inside]  # 0.0 == -0.0, as dict keys
         counts[at[same]] += tokens[same]  # distinct gaps: distinct places, so no place is added twice
         new = ~same
-        self._values = np.insert(values, at[new], gaps[new])
-        self._counts = np.insert(counts, at[new], tokens[new])
+        places = at[new]
+        del at, inside, same
+        self._values = np.insert(values, places, gaps[new])
+        del values  # the old histogram's gaps go before its counts are copied
+        self._counts = np.insert(counts, places, tokens[new])
 
 
 def _grouped(gaps: Any, tokens: Any) -> tuple[Any, Any]:

@@ -9,12 +9,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cgbench.config.compose import load_config
 from cgbench.config.schema import ConfigError
 from cgbench.pipeline import run_point
 from cgbench.results.metrics import summary
-from cgbench.results.peer_metrics import concurrency_summary, peak_concurrency
+from cgbench.results.peer_metrics import concurrency_summary, level_spans, peak_concurrency
 from cgbench.results.percentiles import active_percentiles, percentiles_in_effect, summary_fields
 
 
@@ -34,6 +36,57 @@ def test_concurrency_weights_each_level_by_its_time():
     assert s["mean"] == pytest.approx((3 * 1 + 2 * 2) / 5)  # Little's law: 4 + 1 + 2 request-seconds / 5 s
     assert s["std"] == pytest.approx(math.sqrt((3 * (1 - 1.4) ** 2 + 2 * (2 - 1.4) ** 2) / 5))
     assert (s["p50"], s["p90"]) == (1.0, 2.0)  # level 1 holds 60 % of the time
+
+
+def _level_time_loop(arrival, finish, ended, horizon_s) -> dict[int, float]:
+    """The oracle: the events sorted by time (an end first at the same time), walked one by one in
+    Python, each span added to the level that held during it, in time order."""
+    events = sorted([(min(max(a, 0.0), horizon_s), 1) for a in arrival.tolist()]
+                    + [(min(max(f if e else horizon_s, 0.0), horizon_s), -1)
+                       for f, e in zip(finish.tolist(), ended.tolist(), strict=True)])
+    by_level: dict[int, float] = {}
+    level, at = 0, 0.0
+    for t, delta in [*events, (horizon_s, 0)]:
+        span = t - at
+        if span > 0:
+            by_level[level] = by_level.get(level, 0.0) + span
+        level, at = level + delta, t
+    return by_level
+
+
+TIMES = st.sampled_from([0.0, 0.25, 1.0, 1.5, 3.0, 7.25]) | st.floats(0.0, 12.0, allow_subnormal=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TIMES, TIMES, st.booleans()), min_size=1, max_size=40),
+       st.sampled_from([0.5, 3.0, 7.25, 10.0, 1e3]))
+def test_level_times_are_the_event_loops_floats(requests, horizon_s):
+    """The arrays' level-by-level times are the floats the one-by-one walk adds up (ties, requests
+    ending at their arrival, ends past the horizon, requests still in flight)."""
+    arrival = np.array([a for a, _, _ in requests])
+    finish = np.array([a + d for a, d, _ in requests])
+    ended = np.array([e for _, _, e in requests])
+    levels, spans = level_spans(arrival, finish, ended, horizon_s)
+    assert dict(zip(levels, spans, strict=True)) == _level_time_loop(arrival, finish, ended, horizon_s)
+    assert levels == sorted(levels)
+
+
+def _peak_by_events(start, end) -> int:
+    """The oracle: every start and end as an event, sorted by time with ends first at a tie, the
+    running level's maximum (0 for none)."""
+    level = peak = 0
+    for _, delta in sorted([(t, 1) for t in start] + [(t, -1) for t in end]):
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TIMES, TIMES), max_size=40))
+def test_the_peak_is_the_event_walks(intervals):
+    start = np.array([a for a, _ in intervals])
+    end = np.array([a + d for a, d in intervals])
+    assert peak_concurrency(start, end) == _peak_by_events(start.tolist(), end.tolist())
 
 
 def test_no_requests_or_no_time_is_a_summary_of_nothing():
