@@ -3,6 +3,7 @@ are the registry's: ``cgbench/results/names.py``)."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,8 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
     n = len(values)
     if n == 0:
         return empty_summary()
+    if isinstance(values, list):  # a small ledger's values (``small_metrics``)
+        return _small_summary(sorted([v * scale for v in values]), digits)
     vals = values * scale
     vals.sort()
     if n <= _SMALL:  # the same operations on Python floats: numpy's per-call cost is most of a short one
@@ -48,6 +51,7 @@ def summary(values: Any, scale: float = 1.0, digits: int = 6) -> dict[str, float
 
 
 _SMALL = 256  # values summarised as a Python list (a sweep point's few requests)
+SMALL_LEDGER = 256  # a ledger of at most this many requests is read as Python lists (``small_metrics``)
 
 
 def _small_summary(vals: list[float], digits: int) -> dict[str, float | None]:
@@ -85,6 +89,8 @@ def weighted_summary(items: Sequence[tuple[float, int]], scale: float = 1.0,
                      digits: int = 6) -> dict[str, float | None]:
     """The ``summary`` of (value, count) pairs sorted by value (each value counted ``count`` times),
     scaled after the statistics are taken."""
+    if len(items) <= _SMALL:
+        return small_weighted_summary([v for v, _ in items], [c for _, c in items], scale, digits)
     import numpy as np
 
     values = np.fromiter((v for v, _ in items), dtype=np.float64, count=len(items))
@@ -136,6 +142,36 @@ def _weighted_arrays(values: Any, counts: Any, scale: float, digits: int) -> dic
 _SUM_CHUNK = 1 << 16  # values turned into Python floats at a time by ``summary``
 
 
+def small_weighted_summary(values: list[float], counts: list[int], scale: float,
+                           digits: int) -> dict[str, float | None]:
+    """``_weighted_arrays`` of ascending Python floats and their int counts: the same operations on
+    each value (numpy's ``v * c`` converts ``c`` to a float as Python does), the same sums in value
+    order, each rank's first value by a binary search of the running count."""
+    if not counts:
+        return empty_summary()
+    running = list(itertools.accumulate(counts))
+    total = running[-1]
+    if total == 0:
+        return empty_summary()
+    mean = sum([v * c for v, c in zip(values, counts, strict=True)]) / total
+    spread = sum([(c * (v - mean)) * (v - mean) for v, c in zip(values, counts, strict=True)])
+    out: dict[str, float | None] = {"count": total, "min": round(values[0] * scale, digits),
+                                    "mean": round(mean * scale, digits),
+                                    "std": round(math.sqrt(spread / total) * scale, digits)}
+    for q in active_percentiles():
+        out[f"p{q}"] = round(values[bisect.bisect_left(running, _nearest_rank(total, q))] * scale, digits)
+    out["max"] = round(values[-1] * scale, digits)
+    return out
+
+
+def gap_summary(values: Any, counts: Any, scale: float, digits: int) -> dict[str, float | None]:
+    """The weighted summary of a histogram's ascending ``values`` (numpy) and ``counts``: as Python
+    lists when there are few (the same floats), else in one numpy pass."""
+    if len(values) <= _SMALL:
+        return small_weighted_summary(values.tolist(), counts.tolist(), scale, digits)
+    return _weighted_arrays(values, counts, scale, digits)
+
+
 def _chunked_sum(term: Any, values: Any, counts: Any) -> float:
     """Python's ``sum`` of ``term(values, counts)`` elementwise, in order, computed a chunk at a time:
     the same float as the whole arrays' (each element is computed alone), without arrays of every
@@ -167,10 +203,74 @@ def _column(requests: Ledger, name: str, *, wide: bool = False) -> Any:
     return view.astype(np.int64) if wide else view.copy()
 
 
+def step_block(stats: StepStats, counters: dict[str, int], outcome: str, diagnosis: str, deferred_requests: int,
+               worst_wait: int, worst_id: int | None) -> dict:
+    """The metrics' first block: the outcome, the step counts and kinds, the gating counters."""
+    return {
+        "outcome": outcome,
+        "diagnosis": diagnosis,
+        "steps": stats.steps,
+        "graphed_steps": stats.graphed_steps,
+        "eager_steps": stats.eager_steps,
+        "eager_step_fraction": _ratio(stats.eager_steps, stats.steps),
+        "eager_steps_by_reason": dict(sorted(stats.eager_reasons.items())),
+        "eager_token_fraction": _ratio(stats.eager_tokens, stats.tokens),
+        "padded_token_fraction": _ratio(stats.padded_tokens, stats.graphed_tokens + stats.padded_tokens),
+        "step_kinds": {"decode_only": stats.decode_only_steps, "prefill_only": stats.prefill_only_steps,
+                       "mixed": stats.mixed_steps},
+        "tokens_computed": stats.tokens,
+        "deferral_events": counters["deferral_events"],
+        "deferred_requests": deferred_requests,
+        "max_cg_wait_iters": worst_wait,
+        "max_cg_wait_request": worst_id,
+        "snap_splits": counters["snap_splits"],
+        "starvation_warnings": counters["starvation_warnings"],
+        "eager_admissions": counters["eager_admissions"],
+    }
+
+
+def requests_block(stats: StepStats, total: int, n_done: int, n_failed: int,
+                   failed_by_reason: dict[str, int]) -> dict:
+    """The ``requests`` block: how many ended how, the eviction and pause events."""
+    return {
+        "total": total,
+        "completed": n_done,
+        "failed": n_failed,
+        "failed_by_reason": {r: c for r, c in sorted(failed_by_reason.items()) if c},
+        "unfinished": total - n_done - n_failed,
+        "evicted_events": stats.evicted_events,
+        "paused_events": stats.paused_events,
+    }
+
+
+def time_block(stats: StepStats, latencies: dict[str, dict[str, float | None]], makespan_s: float,
+               slo: SloConfig, output_tokens: int, prompt_tokens: int, n_good: int, n_done: int,
+               total: int) -> dict:
+    """The time metrics: the latency summaries (``latencies``, in the block's order), throughputs,
+    goodput and busy times."""
+    out: dict = {"makespan_s": round(makespan_s, 6)}
+    out.update(latencies)
+    out.update({
+        "output_throughput_tok_s": round(output_tokens / makespan_s, 3) if makespan_s > 0 else 0.0,
+        "total_throughput_tok_s": round((output_tokens + prompt_tokens) / makespan_s, 3)
+        if makespan_s > 0 else 0.0,
+        "request_throughput_req_s": round(n_done / makespan_s, 6) if makespan_s > 0 else 0.0,
+        # vLLM bench's rule: no SLO, no goodput (null, never every completed request)
+        "goodput_slo": slo.describe(),
+        "goodput_req_s": (round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0) if slo.is_set else None,
+        "goodput_fraction": _ratio(n_good, total) if slo.is_set else None,
+        "graphed_time_s": round(stats.graphed_time_s, 6),
+        "eager_time_s": round(stats.eager_time_s, 6),
+        "eager_time_fraction": _ratio(stats.eager_time_s, stats.eager_time_s + stats.graphed_time_s),
+    })
+    return out
+
+
 def compute_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float,
                     slo: SloConfig, outcome: str, diagnosis: str, counters: dict[str, int]) -> dict:
     """The run's metrics, from the ledger's columns (numpy arrays over every request in one order; a
-    per-request list is never built, and each array is dropped once used, to keep the peak low)."""
+    per-request list is never built, and each array is dropped once used, to keep the peak low). A
+    small ledger's are cheaper as Python lists (``small_metrics.ledger_metrics`` chooses)."""
     fate = _column(requests, "fate")
     done = fate == COMPLETED
     n_done = int(done.sum())
@@ -187,27 +287,7 @@ def compute_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float,
     prompt_tokens = int(_column(requests, "prompt_len", wide=True)[done].sum())
     multi = done & (generated > 1)  # completed with more than one token: they have a time per token
 
-    m: dict = {
-        "outcome": outcome,
-        "diagnosis": diagnosis,
-        "steps": stats.steps,
-        "graphed_steps": stats.graphed_steps,
-        "eager_steps": stats.eager_steps,
-        "eager_step_fraction": _ratio(stats.eager_steps, stats.steps),
-        "eager_steps_by_reason": dict(sorted(stats.eager_reasons.items())),
-        "eager_token_fraction": _ratio(stats.eager_tokens, stats.tokens),
-        "padded_token_fraction": _ratio(stats.padded_tokens, stats.graphed_tokens + stats.padded_tokens),
-        "step_kinds": {"decode_only": stats.decode_only_steps, "prefill_only": stats.prefill_only_steps,
-                       "mixed": stats.mixed_steps},
-        "tokens_computed": stats.tokens,
-        "deferral_events": counters["deferral_events"],
-        "deferred_requests": int(deferred.sum()),
-        "max_cg_wait_iters": worst_wait,
-        "max_cg_wait_request": worst_id,
-        "snap_splits": counters["snap_splits"],
-        "starvation_warnings": counters["starvation_warnings"],
-        "eager_admissions": counters["eager_admissions"],
-    }
+    m = step_block(stats, counters, outcome, diagnosis, int(deferred.sum()), worst_wait, worst_id)
     arrival_step = _column(requests, "arrival_step", wide=True)
     first_admit_step = _column(requests, "first_admit_step", wide=True)
     admitted = first_admit_step >= 0
@@ -225,15 +305,7 @@ def compute_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float,
     del first_token_step
     m["e2e_steps"] = summary((finish_step - arrival_step + 1)[done])
     del finish_step, arrival_step
-    m["requests"] = {
-        "total": len(requests),
-        "completed": n_done,
-        "failed": n_failed,
-        "failed_by_reason": {r: c for r, c in sorted(failed_by_reason.items()) if c},
-        "unfinished": len(requests) - n_done - n_failed,
-        "evicted_events": stats.evicted_events,
-        "paused_events": stats.paused_events,
-    }
+    m["requests"] = requests_block(stats, len(requests), n_done, n_failed, failed_by_reason)
     m["output_tokens"] = output_tokens
     m.update(_time_metrics(stats, requests, _Masks(done, admitted, emitted, deferred, multi, generated),
                            makespan_s, slo, output_tokens, prompt_tokens))
@@ -285,29 +357,12 @@ def _time_metrics(stats: StepStats, requests: Ledger, k: _Masks, makespan_s: flo
         good &= e2e_all * ms <= slo.e2e_ms
     e2e = summary(e2e_all[k.done], ms)
     del e2e_all
-    itl = _weighted_arrays(*stats.itl.arrays(), ms, 6)
+    itl = gap_summary(*stats.itl.arrays(), ms, 6)
     n_good, n_done = int(good.sum()), int(k.done.sum())
-    return {
-        "makespan_s": round(makespan_s, 6),
-        "queue_wait_ms": queue_wait,
-        "ttft_ms": ttft,
-        "ttft_ms_deferred": ttft_deferred,
-        "ttft_ms_not_deferred": ttft_not_deferred,
-        "tpot_ms": tpot,
-        "itl_ms": itl,
-        "e2e_ms": e2e,
-        "output_throughput_tok_s": round(output_tokens / makespan_s, 3) if makespan_s > 0 else 0.0,
-        "total_throughput_tok_s": round((output_tokens + prompt_tokens) / makespan_s, 3)
-        if makespan_s > 0 else 0.0,
-        "request_throughput_req_s": round(n_done / makespan_s, 6) if makespan_s > 0 else 0.0,
-        # vLLM bench's rule: no SLO, no goodput (null, never every completed request)
-        "goodput_slo": slo.describe(),
-        "goodput_req_s": (round(n_good / makespan_s, 6) if makespan_s > 0 else 0.0) if slo.is_set else None,
-        "goodput_fraction": _ratio(n_good, len(requests)) if slo.is_set else None,
-        "graphed_time_s": round(stats.graphed_time_s, 6),
-        "eager_time_s": round(stats.eager_time_s, 6),
-        "eager_time_fraction": _ratio(stats.eager_time_s, stats.eager_time_s + stats.graphed_time_s),
-    }
+    latencies = {"queue_wait_ms": queue_wait, "ttft_ms": ttft, "ttft_ms_deferred": ttft_deferred,
+                 "ttft_ms_not_deferred": ttft_not_deferred, "tpot_ms": tpot, "itl_ms": itl, "e2e_ms": e2e}
+    return time_block(stats, latencies, makespan_s, slo, output_tokens, prompt_tokens, n_good, n_done,
+                      len(requests))
 
 
 def graph_usage_records(stats: StepStats, graphs: Iterable[Iterable[int]]) -> list[dict]:

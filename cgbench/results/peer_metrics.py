@@ -15,7 +15,7 @@ from typing import Any
 
 from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, UNFINISHED, Ledger
 from cgbench.engine.stats import StepStats
-from cgbench.results.metrics import empty_summary, summary, weighted_summary
+from cgbench.results.metrics import SMALL_LEDGER, empty_summary, summary, weighted_summary
 from cgbench.results.percentiles import active_percentiles
 
 DIGITS = 6
@@ -23,18 +23,23 @@ DIGITS = 6
 
 def peer_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float) -> dict[str, Any]:
     """The block's step and request metrics (deterministic) and its time metrics (the run's clock).
-    Each column is dropped once its metrics are taken (a million requests' columns are 8 MB each)."""
-    fate = _column(requests, "fate")
-    done = fate == COMPLETED
-    prompt = _column(requests, "prompt_len", wide=True)[done]
-    input_tokens = int(prompt.sum())
-    input_length = summary(prompt)
-    del prompt
-    output_length = summary(_column(requests, "generated", wide=True)[done])
-    arrival = _column(requests, "arrival_s")
-    finish = _column(requests, "finish_s")
-    concurrency = concurrency_summary(arrival, finish, fate != UNFINISHED, makespan_s)
-    del fate
+    Each column is dropped once its metrics are taken (a million requests' columns are 8 MB each); a
+    small ledger's are read as Python lists (``SMALL_LEDGER``: the same values)."""
+    if len(requests) <= SMALL_LEDGER:
+        input_tokens, input_length, output_length, concurrency, peak_requests = _small_ledger(requests, makespan_s)
+    else:
+        fate = _column(requests, "fate")
+        done = fate == COMPLETED
+        prompt = _column(requests, "prompt_len", wide=True)[done]
+        input_tokens = int(prompt.sum())
+        input_length = summary(prompt)
+        del prompt
+        output_length = summary(_column(requests, "generated", wide=True)[done])
+        arrival = _column(requests, "arrival_s")
+        finish = _column(requests, "finish_s")
+        concurrency = concurrency_summary(arrival, finish, fate != UNFINISHED, makespan_s)
+        del fate
+        peak_requests = peak_concurrency(arrival[done], finish[done])
     peak = max(stats.emitted_by_second.values()) if stats.emitted_by_second else None
     return {
         "input_tokens": input_tokens,
@@ -44,8 +49,61 @@ def peer_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float) -> di
         "input_throughput_tok_s": round(input_tokens / makespan_s, 3) if makespan_s > 0 else 0.0,
         "peak_output_throughput_tok_s": float(peak) if peak is not None else None,
         "concurrency": concurrency,
-        "max_concurrent_requests": peak_concurrency(arrival[done], finish[done]),
+        "max_concurrent_requests": peak_requests,
     }
+
+
+def _small_ledger(requests: Ledger, horizon_s: float) -> tuple[int, dict, dict, dict, int]:
+    """(input tokens, input and output length summaries, concurrency summary, peak concurrency) of a
+    small ledger, from its columns as lists."""
+    from cgbench.results.small_metrics import columns
+
+    fate, prompt, generated, arrival, finish = columns(requests, "fate", "prompt_len", "generated", "arrival_s",
+                                                       "finish_s")
+    done = [f == COMPLETED for f in fate]
+    prompt_done = [p for p, d in zip(prompt, done, strict=True) if d]
+    n = len(fate)
+    if n == 0 or horizon_s <= 0:
+        concurrency = {**empty_summary(), "count": n}
+    else:
+        levels, spans = level_spans_walked(arrival, finish, [f != UNFINISHED for f in fate], horizon_s)
+        concurrency = _time_weighted(levels, spans, n)
+    peak = peak_walked([a for a, d in zip(arrival, done, strict=True) if d],
+                       [f for f, d in zip(finish, done, strict=True) if d])
+    return (sum(prompt_done), summary(prompt_done), summary([g for g, d in zip(generated, done, strict=True) if d]),
+            concurrency, peak)
+
+
+def _events(starts: list[float], ends: list[float]) -> list[tuple[float, int]]:
+    """Every start (+1) and end (-1), by time, an end first at the same time."""
+    return sorted([(t, 1) for t in starts] + [(t, -1) for t in ends])
+
+
+def level_spans_walked(arrival: list[float], finish: list[float], ended: list[bool],
+                       horizon_s: float) -> tuple[list[int], list[float]]:
+    """``level_spans`` of lists, by walking the events in time order."""
+    def clipped(t: float) -> float:
+        return min(max(t, 0.0), horizon_s)
+
+    ends = [clipped(f if e else horizon_s) for f, e in zip(finish, ended, strict=True)]
+    by_level: dict[int, float] = {}
+    level, at = 0, 0.0
+    for t, delta in [*_events([clipped(a) for a in arrival], ends), (horizon_s, 0)]:
+        if t - at > 0:
+            by_level[level] = by_level.get(level, 0.0) + (t - at)
+        level, at = level + delta, t
+    levels = sorted(by_level)
+    return levels, [by_level[k] for k in levels]
+
+
+def peak_walked(starts: list[float], ends: list[float]) -> int:
+    """``peak_concurrency`` of lists: the highest level the events reach in time order (0 for none)."""
+    level, peak = 0, 0
+    for _, delta in _events(starts, ends):
+        level += delta
+        if level > peak:
+            peak = level
+    return peak
 
 
 def _column(requests: Ledger, name: str, *, wide: bool = False) -> Any:

@@ -19,7 +19,9 @@ from cgbench.engine.ledger import Ledger
 from cgbench.engine.request import Outcome, Request
 from cgbench.engine.stats import GapHistogram, StepStats
 from cgbench.pipeline import build_engine
+from cgbench.results import peer_metrics as peer_metrics_module
 from cgbench.results.metrics import compute_metrics, summary
+from cgbench.results.small_metrics import small_ledger_metrics
 from cgbench.workload.arrivals import ArrivalStream, RequestSpec
 from tests.helpers import examples, make_cfg, scenarios, tight_pools
 
@@ -175,8 +177,12 @@ COUNTERS = {"deferral_events": 3, "snap_splits": 1, "starvation_warnings": 0, "e
 
 
 def _both(stats, ledger, slo, makespan_s=1.25, outcome="completed"):
+    """(the metrics, the oracle's), after checking that the list path (``small_ledger_metrics``) gives
+    what the numpy path gives for the same ledger, whatever its size."""
     kw = dict(makespan_s=makespan_s, slo=slo, outcome=outcome, diagnosis="", counters=COUNTERS)
-    return compute_metrics(stats, ledger, **kw), oracle_metrics(stats, list(ledger), **kw)
+    new = compute_metrics(stats, ledger, **kw)
+    assert small_ledger_metrics(stats, ledger, **kw) == new
+    return new, oracle_metrics(stats, list(ledger), **kw)
 
 
 STEP = st.integers(-1, 10**7)
@@ -213,6 +219,30 @@ def test_random_ledgers(data, slo):
                                                                     st.integers(1, 9)))))
     new, old = _both(stats, ledger, slo, makespan_s=data.draw(st.sampled_from([0.0, 0.7, 1e3])))
     assert new == old
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_small_ledgers_peer_block_is_the_numpy_paths(data):
+    """The peers' block (lengths, concurrency over time, peak concurrency) of a random small ledger: its
+    Python lists give what numpy's arrays give, finishes before arrivals and unfinished requests included."""
+    n = data.draw(st.integers(0, 40))
+    ledger = Ledger()
+    reqs = [data.draw(random_requests(i)) for i in range(n)]
+    for r in reqs:
+        ledger.arrive(r)
+    for r in reqs:
+        if r.outcome in (Outcome.COMPLETED, Outcome.FAILED):
+            ledger.retire(r)
+    stats = StepStats(batch_requests={1: 3, 4: 2})
+    makespan_s = data.draw(st.sampled_from([0.0, 0.7, 1e3]))
+    small = peer_metrics_module.peer_metrics(stats, ledger, makespan_s=makespan_s)
+    kept = peer_metrics_module.SMALL_LEDGER
+    peer_metrics_module.SMALL_LEDGER = -1
+    try:
+        assert peer_metrics_module.peer_metrics(stats, ledger, makespan_s=makespan_s) == small
+    finally:
+        peer_metrics_module.SMALL_LEDGER = kept
 
 
 @settings(max_examples=EXAMPLES)

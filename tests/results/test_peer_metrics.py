@@ -16,7 +16,13 @@ from cgbench.config.compose import load_config
 from cgbench.config.schema import ConfigError
 from cgbench.pipeline import run_point
 from cgbench.results.metrics import summary
-from cgbench.results.peer_metrics import concurrency_summary, level_spans, peak_concurrency
+from cgbench.results.peer_metrics import (
+    concurrency_summary,
+    level_spans,
+    level_spans_walked,
+    peak_concurrency,
+    peak_walked,
+)
 from cgbench.results.percentiles import active_percentiles, percentiles_in_effect, summary_fields
 
 
@@ -69,6 +75,7 @@ def test_level_times_are_the_event_loops_floats(requests, horizon_s):
     levels, spans = level_spans(arrival, finish, ended, horizon_s)
     assert dict(zip(levels, spans, strict=True)) == _level_time_loop(arrival, finish, ended, horizon_s)
     assert levels == sorted(levels)
+    assert level_spans_walked(arrival.tolist(), finish.tolist(), ended.tolist(), horizon_s) == (levels, spans)
 
 
 def _peak_by_events(start, end) -> int:
@@ -87,6 +94,7 @@ def test_the_peak_is_the_event_walks(intervals):
     start = np.array([a for a, _ in intervals])
     end = np.array([a + d for a, d in intervals])
     assert peak_concurrency(start, end) == _peak_by_events(start.tolist(), end.tolist())
+    assert peak_walked(start.tolist(), end.tolist()) == peak_concurrency(start, end)
 
 
 def test_no_requests_or_no_time_is_a_summary_of_nothing():
