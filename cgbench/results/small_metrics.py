@@ -6,8 +6,9 @@ requests numpy's cost per call was most of a point's metrics (about 0.6 ms of a 
 each column is one ``tolist`` and every quantity the same operation on Python numbers: IEEE floats and
 exact integers give the same value numpy's float64 and int64 elementwise operations give (an int64
 divided by an int64 is both converted to a float first, as Python does below 2**53), the summaries
-are ``summary``'s on lists, and the blocks are assembled by the same functions. tests/results/test_metrics_columns.py holds the two paths equal
-(and equal to an oracle) on random ledgers and on engine runs, test_peer_metrics.py the peers' walks."""
+are ``summary``'s on lists, and the blocks are assembled by the same functions.
+tests/results/test_metrics_columns.py holds the two paths equal (and equal to an oracle) on random
+ledgers and on engine runs, test_peer_metrics.py the peers' walks."""
 
 from __future__ import annotations
 
