@@ -405,6 +405,8 @@ def main() -> None:
     ap.add_argument("--advise", action="store_true", help="only: the time of a 20-candidate advise search")
     ap.add_argument("--sim-only", action="store_true", help="only the simulator figures (no matcher, walls, advise)")
     ap.add_argument("--sweeps", action="store_true", help="only: the sweep-overhead figures")
+    ap.add_argument("--scale-only", action="store_true",
+                    help="only: the chat scale runs of --scale (CPU s and peak RSS, a fresh process each, per build)")
     ap.add_argument("--write", action="store_true",
                     help="also write the table to docs/performance-bench.json and rewrite docs/performance.md's "
                          "table from it (make bench does; tests/test_bench_docs.py checks the two agree)")
@@ -426,6 +428,16 @@ def main() -> None:
             t.add_column(col, justify="left" if col == "measure" else "right")
         for row in sweep_rows(sweep_overhead(args.repeat), args.repeat):
             t.add_row(*row)
+        console.print(t)
+        return
+    if args.scale_only:
+        t = Table(title="chat scale runs (run_point in a fresh process)")
+        for col in ("build", "requests", "CPU s", "peak RSS"):
+            t.add_column(col, justify="right" if col != "build" else "left")
+        for b in (["python", "mypyc"] if args.build == "both" else [args.build]):
+            for n in args.scale:
+                r = scale_run(n, b)
+                t.add_row(b, f"{n:,}", f"{r['cpu_s']:.2f}", f"{r['rss_mb']:.0f} MiB")
         console.print(t)
         return
     if args.compose:

@@ -17,6 +17,7 @@ from cgbench.engine.ledger import COMPLETED, FLOAT_COLUMNS, UNFINISHED, Ledger
 from cgbench.engine.stats import StepStats
 from cgbench.results.metrics import SMALL_LEDGER, empty_summary, summary, weighted_summary
 from cgbench.results.percentiles import active_percentiles
+from cgbench.results.small_metrics import columns
 
 DIGITS = 6
 
@@ -56,8 +57,6 @@ def peer_metrics(stats: StepStats, requests: Ledger, *, makespan_s: float) -> di
 def _small_ledger(requests: Ledger, horizon_s: float) -> tuple[int, dict, dict, dict, int]:
     """(input tokens, input and output length summaries, concurrency summary, peak concurrency) of a
     small ledger, from its columns as lists."""
-    from cgbench.results.small_metrics import columns
-
     fate, prompt, generated, arrival, finish = columns(requests, "fate", "prompt_len", "generated", "arrival_s",
                                                        "finish_s")
     done = [f == COMPLETED for f in fate]
