@@ -34,7 +34,9 @@ PURE_ENV = "CGBENCH_PURE_PYTHON"
 GROUP_NAME = "cgbench.simcore"
 
 # The step loop and everything it calls per step or per request. Exceptions subclassing built-in
-# exceptions cannot be compiled (cgbench/engine/invariants.py stays Python for that reason).
+# exceptions cannot be compiled (cgbench/engine/invariants.py stays Python for that reason). The
+# metrics (results/metrics.py) stay Python too: their work is numpy's, and compiled they held more
+# memory (a million chat requests: 306 MiB peak against 285 MiB, metrics 0.92 s against 0.78 s CPU).
 COMPILED_MODULES: tuple[str, ...] = (
     "cgbench.engine.request",
     "cgbench.engine.ledger",
@@ -53,7 +55,6 @@ COMPILED_MODULES: tuple[str, ...] = (
     "cgbench.workload.stream",
     "cgbench.backends.sim.cost_model",
     "cgbench.backends.sim.backend",
-    "cgbench.results.metrics",
 )
 
 
